@@ -1,0 +1,49 @@
+# turnkeeper: every set-up step lives here so that a fresh machine needs only Python 3.11+ and make.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint typecheck imports sql queries docs bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+## run: serve the HTTP API on 127.0.0.1:8000 over the embedded PostgreSQL (or TURNKEEPER_DATABASE_URL)
+run: $(STAMP)
+	$(BIN)/turnkeeper serve --host 127.0.0.1 --port 8000 --demo
+
+## test: every check and every test
+test: $(STAMP) lint typecheck imports sql docs
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+## sql: sqlc checks every query against the migrations; the generated module must be current
+sql: $(STAMP)
+	$(BIN)/sqlc compile
+	$(BIN)/python scripts/gen_queries.py --check
+
+## queries: regenerate adapters/postgres/queries.py from sqlc's JSON output
+queries: $(STAMP)
+	$(BIN)/python scripts/gen_queries.py
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) build site .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Adapters of turnkeeper: PostgreSQL, memory, HTTP, the agent client, the command line."""

@@ -1,0 +1,100 @@
+"""Correlation ids and the request log line.
+
+`CorrelatedApp` wraps every HTTP exchange, unknown routes and framework errors included:
+it takes the id from ``X-Correlation-Id`` (or makes one), binds it to the log context,
+adds it to the answer, and writes one log line per request with the method, the route
+template, the status and the duration. Bodies, query strings and headers are never
+logged, so neither tokens nor message content can reach the log.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any, cast
+
+import structlog
+from litestar import Litestar
+from litestar.types import Message, Receive, Scope, Send
+
+#: The request and answer header of the correlation id.
+CORRELATION_HEADER = "X-Correlation-Id"
+
+_HEADER_KEY = CORRELATION_HEADER.lower().encode("latin-1")
+_STATE_KEY = "turnkeeper.correlation_id"
+# A client id is echoed only when it is short and plain, so that it cannot smuggle
+# line breaks or escape sequences into headers and logs.
+_ACCEPTED = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+_MS_PER_S = 1000.0
+
+_log = structlog.get_logger("turnkeeper.http")
+
+
+def _client_id(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name.lower() == _HEADER_KEY:
+            text = value.decode("latin-1")
+            return text if _ACCEPTED.match(text) else None
+    return None
+
+
+def correlation_id_of(scope: Scope | dict[str, Any]) -> str:
+    """The correlation id of an exchange, fixed on first use.
+
+    Args:
+        scope: the ASGI scope of the request.
+
+    Returns:
+        The client's ``X-Correlation-Id`` when acceptable, else a new UUID.
+    """
+    state = cast("dict[str, Any]", scope).setdefault("state", {})
+    found = state.get(_STATE_KEY)
+    if isinstance(found, str):
+        return found
+    chosen = _client_id(cast("Scope", scope)) or str(uuid.uuid4())
+    state[_STATE_KEY] = chosen
+    return chosen
+
+
+class CorrelatedApp(Litestar):
+    """A Litestar application that correlates and logs every HTTP exchange."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Serve one ASGI connection.
+
+        Args:
+            scope: the ASGI scope.
+            receive: the ASGI receive callable.
+            send: the ASGI send callable.
+        """
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        await self._serve_http(scope, receive, send)
+
+    async def _serve_http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        correlation_id = correlation_id_of(scope)
+        started = time.perf_counter()
+        status = 500
+        header = (_HEADER_KEY, correlation_id.encode("latin-1"))
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = [h for h in message.get("headers", ()) if h[0].lower() != _HEADER_KEY]
+                message = {**message, "headers": [*headers, header]}
+            await send(message)
+
+        with structlog.contextvars.bound_contextvars(correlation_id=correlation_id):
+            try:
+                await super().__call__(scope, receive, send_with_id)
+            finally:
+                _log.info(
+                    "http_request",
+                    method=scope.get("method", ""),
+                    route=scope.get("path_template") or "(unmatched)",
+                    status=status,
+                    duration_ms=round((time.perf_counter() - started) * _MS_PER_S, 3),
+                )

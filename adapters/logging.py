@@ -1,0 +1,148 @@
+"""structlog set-up: JSON lines in production, key-value lines on a terminal.
+
+Every record carries ``timestamp`` (RFC 3339 UTC), ``level``, ``logger`` and, inside an
+HTTP request, the ``correlation_id`` bound in `structlog.contextvars`. Records of the
+standard library (uvicorn, Litestar) go through the same processors, so one process
+writes one format. Secrets and message text never reach a log line: `redact_secrets`
+replaces them wherever they appear in a record.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+#: Keys whose values are never logged: credentials and message content.
+REDACTED_KEYS = frozenset({"token", "authorization", "content", "invocation_token"})
+#: What a redacted value is replaced with (kept rather than dropped, so that a reader of
+#: the log sees the key was present).
+REDACTED = "[redacted]"
+
+
+def _is_secret_key(key: object) -> bool:
+    if not isinstance(key, str):
+        return False
+    name = key.lower()
+    # Any *_token (owner_token, api_token ...) is a credential as well.
+    return name in REDACTED_KEYS or name.endswith("_token")
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: REDACTED if _is_secret_key(k) else _redact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact(item) for item in value]
+    return value
+
+
+def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """Replace the value of every secret key, also in nested mappings.
+
+    Args:
+        logger: the wrapped logger (unused).
+        method_name: the log method (unused).
+        event_dict: the record.
+
+    Returns:
+        The record with tokens, authorization headers and content redacted.
+    """
+    for key in list(event_dict):
+        if _is_secret_key(key):
+            event_dict[key] = REDACTED
+        else:
+            event_dict[key] = _redact(event_dict[key])
+    return event_dict
+
+
+def shared_processors() -> list[Processor]:
+    """The processors every record passes, structlog's and the standard library's.
+
+    Returns:
+        contextvars, level, logger name, UTC timestamp and redaction, in that order.
+    """
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        redact_secrets,
+    ]
+
+
+def configure_logging(
+    *, level: int | str = logging.INFO, json: bool | None = None, stream: TextIO | None = None
+) -> None:
+    """Configure structlog and the standard library's root logger once per process.
+
+    Args:
+        level: the lowest level written.
+        json: JSON lines when True, key-value console lines when False; when None,
+            console lines on a terminal and JSON otherwise.
+        stream: where lines go (standard error when None).
+    """
+    out = stream if stream is not None else sys.stderr
+    as_json = json if json is not None else not out.isatty()
+    renderer: Processor = (
+        structlog.processors.JSONRenderer()
+        if as_json
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    shared = shared_processors()
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        # Not cached: tests reconfigure logging, and a cached logger would keep the old set-up.
+        cache_logger_on_first_use=False,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # uvicorn installs its own handlers; route its records through ours instead.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        named = logging.getLogger(name)
+        named.handlers.clear()
+        named.propagate = True
+    # Access lines would duplicate the request log of the HTTP adapter.
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+
+
+def bind_correlation_id(correlation_id: str) -> None:
+    """Attach a correlation id to every record of the current context (request).
+
+    Args:
+        correlation_id: the id echoed in ``X-Correlation-Id``.
+    """
+    structlog.contextvars.bind_contextvars(correlation_id=correlation_id)
+
+
+def clear_context() -> None:
+    """Forget everything bound to the current context."""
+    structlog.contextvars.clear_contextvars()
+
+
+__all__ = [
+    "REDACTED",
+    "REDACTED_KEYS",
+    "bind_correlation_id",
+    "clear_context",
+    "configure_logging",
+    "redact_secrets",
+    "shared_processors",
+]

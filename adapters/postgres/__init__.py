@@ -1,0 +1,1 @@
+"""PostgreSQL adapter: migrations, the embedded server, the unit of work and repositories."""

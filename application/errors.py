@@ -1,0 +1,58 @@
+"""Errors of the application layer (on top of `domain.errors`).
+
+Adapters translate their own failures into these at their edge, so services never see
+a driver exception.
+"""
+
+from __future__ import annotations
+
+from domain.errors import DomainError
+
+
+class ApplicationError(DomainError):
+    """Base of errors raised by services and ports (same code/reason contract)."""
+
+
+class Unauthenticated(ApplicationError):
+    """No token, or a token that belongs to nobody."""
+
+    code = "unauthenticated"
+
+
+class RetriableConflict(ApplicationError):
+    """A deadlock, serialization failure or unique-key race: rerun the whole unit."""
+
+    code = "internal"
+
+
+class DuplicateKey(ApplicationError):
+    """A unique constraint refused a row that is not an idempotency race.
+
+    Args:
+        constraint: the name of the violated constraint.
+    """
+
+    code = "conflict"
+
+    def __init__(self, constraint: str) -> None:
+        super().__init__(constraint, reason="duplicate")
+        self.constraint = constraint
+
+
+class StoreUnavailable(ApplicationError):
+    """The database cannot be reached."""
+
+    code = "internal"
+
+
+class InvalidToken(ApplicationError):
+    """An invocation token that cannot be used (403 invocation_token_invalid).
+
+    Args:
+        reason: ``malformed``, ``expired``, ``run_mismatch`` or ``superseded``.
+    """
+
+    code = "invocation_token_invalid"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("invocation token invalid", reason=reason)

@@ -1,0 +1,108 @@
+"""Errors raised by domain rules.
+
+Every error carries a stable `code` (the problem code of the HTTP contract) and an
+optional `reason`; adapters map them to their own answers in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class FieldError:
+    """One offending member of a request.
+
+    Attributes:
+        pointer: JSON pointer of the member, for example ``/run_id``.
+        code: machine-readable code, for example ``run_mismatch``.
+    """
+
+    pointer: str
+    code: str
+
+
+class DomainError(Exception):
+    """Base of every error a domain rule raises.
+
+    Attributes:
+        code: stable problem code (``validation_failed``, ``forbidden`` ...).
+
+    Args:
+        message: a human readable summary (never content or tokens).
+        reason: optional finer reason (``level_insufficient`` ...).
+    """
+
+    code: str = "internal"
+
+    def __init__(self, message: str = "", *, reason: str | None = None) -> None:
+        super().__init__(message or self.code)
+        self.reason = reason
+
+
+class ValidationFailed(DomainError):
+    """A request breaks a body rule; nothing was changed.
+
+    Args:
+        errors: the offending members with their codes.
+        message: a human readable summary.
+    """
+
+    code = "validation_failed"
+
+    def __init__(self, errors: Sequence[FieldError], message: str = "") -> None:
+        super().__init__(message or "the request is not valid")
+        self.errors = tuple(errors)
+
+
+class NotFound(DomainError):
+    """The resource does not exist or the caller may not read it (indistinguishable)."""
+
+    code = "not_found"
+
+
+class Forbidden(DomainError):
+    """The caller may read the resource but not perform the action.
+
+    Args:
+        reason: why, for example ``level_insufficient``.
+        code: ``forbidden`` or ``channel_read_only``.
+    """
+
+    def __init__(self, reason: str, *, code: str = "forbidden") -> None:
+        super().__init__(code, reason=reason)
+        self.code = code
+
+
+class Conflict(DomainError):
+    """The action conflicts with the current state (``reason`` says which)."""
+
+    code = "conflict"
+
+
+class IdempotencyConflict(DomainError):
+    """A client id was reused with a different payload."""
+
+    code = "idempotency_conflict"
+
+
+class InvalidStateTransition(DomainError):
+    """A state machine was asked for a transition it does not have."""
+
+    code = "invalid_state_transition"
+
+
+class RateLimited(DomainError):
+    """The principal's bucket for a rate-limit class is empty.
+
+    Args:
+        retry_after: whole seconds until one token is available again.
+    """
+
+    code = "rate_limited"
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__("rate limited")
+        self.retry_after = retry_after

@@ -1,0 +1,97 @@
+"""The append-only event log: event types and the stored event value.
+
+Payloads are JSON objects without null; message content never goes into a personal
+event (the audience of agent.invocation and friends is an agent).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+
+class EventType(enum.StrEnum):
+    """Every event type the log holds."""
+
+    THREAD_CREATED = "thread.created"
+    THREAD_REOPENED = "thread.reopened"
+    MESSAGE_CREATED = "message.created"
+    MESSAGE_UPDATED = "message.updated"
+    RUN_STATE_CHANGED = "run.state_changed"
+    AGENT_INVOCATION = "agent.invocation"
+    AGENT_FOLLOWUP = "agent.followup"
+    RUN_CANCEL_REQUESTED = "run.cancel_requested"
+
+
+#: Event types addressed to one principal; never served by the shared feed.
+PERSONAL_TYPES = frozenset(
+    {EventType.AGENT_INVOCATION, EventType.AGENT_FOLLOWUP, EventType.RUN_CANCEL_REQUESTED}
+)
+
+
+@attrs.frozen(kw_only=True)
+class NewEvent:
+    """An event to append; the log assigns its seq at commit.
+
+    Attributes:
+        type: the event type.
+        actor_id: who caused it.
+        actor_kind: person, agent, app (as text).
+        space_id: scope.
+        channel_id: scope.
+        thread_id: scope.
+        resource_kind: ``thread``, ``message`` or ``run``.
+        resource_id: the resource.
+        resource_version: the resource's version after the change, if it has one.
+        audience_id: for personal events, the one principal that receives it.
+        restricted_to: for events about restricted messages, who may see them.
+        payload: JSON object without null values.
+        created_at: time of the change.
+    """
+
+    type: EventType
+    actor_id: uuid.UUID
+    actor_kind: str
+    space_id: uuid.UUID
+    channel_id: uuid.UUID
+    thread_id: uuid.UUID | None
+    resource_kind: str
+    resource_id: uuid.UUID
+    resource_version: int | None = None
+    audience_id: uuid.UUID | None = None
+    restricted_to: tuple[uuid.UUID, ...] | None = None
+    payload: Mapping[str, Any]
+    created_at: datetime
+
+    def __attrs_post_init__(self) -> None:
+        """Refuse payloads with null anywhere and personal events without audience."""
+        if _contains_null(self.payload):
+            raise ValueError("event payloads never carry null")
+        if (self.type in PERSONAL_TYPES) != (self.audience_id is not None):
+            raise ValueError("personal events, and only they, have an audience")
+
+
+@attrs.frozen(kw_only=True)
+class Event(NewEvent):
+    """An event stored in the log.
+
+    Attributes:
+        seq: global position in the log, allocated in commit order.
+    """
+
+    seq: int
+
+
+def _contains_null(value: object) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, Mapping):
+        return any(_contains_null(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_contains_null(v) for v in value)
+    return False

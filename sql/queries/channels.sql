@@ -1,0 +1,28 @@
+-- name: InsertChannel :exec
+INSERT INTO channels (
+    id, space_id, name, type, operator_mode, operator_id, free_response,
+    allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at
+) VALUES (
+    sqlc.arg(id), sqlc.arg(space_id), sqlc.arg(name), sqlc.arg(type), sqlc.arg(operator_mode),
+    sqlc.narg(operator_id), sqlc.arg(free_response), sqlc.arg(allow_mentioned_agents),
+    sqlc.arg(thread_require_mention), sqlc.arg(archived), sqlc.narg(main_thread_id),
+    sqlc.arg(created_at)
+);
+
+-- name: GetChannel :one
+SELECT * FROM channels WHERE id = sqlc.arg(id);
+
+-- name: UpdateChannel :execrows
+UPDATE channels
+SET name = sqlc.arg(name),
+    operator_mode = sqlc.arg(operator_mode),
+    operator_id = sqlc.narg(operator_id),
+    free_response = sqlc.arg(free_response),
+    allow_mentioned_agents = sqlc.arg(allow_mentioned_agents),
+    thread_require_mention = sqlc.arg(thread_require_mention),
+    archived = sqlc.arg(archived),
+    main_thread_id = sqlc.narg(main_thread_id)
+WHERE id = sqlc.arg(id);
+
+-- name: ListChannels :many
+SELECT * FROM channels ORDER BY id;

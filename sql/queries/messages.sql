@@ -1,0 +1,40 @@
+-- name: InsertMessage :exec
+INSERT INTO messages (
+    id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
+    restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id,
+    created_at, deleted_at, version
+) VALUES (
+    sqlc.arg(id), sqlc.arg(thread_id), sqlc.arg(thread_seq), sqlc.arg(author_id),
+    sqlc.arg(origin), sqlc.arg(kind), sqlc.arg(content), sqlc.arg(mentions)::uuid[],
+    sqlc.narg(reply_to_id), sqlc.narg(restricted_to)::uuid[], sqlc.narg(client_msg_id),
+    sqlc.narg(digest), sqlc.narg(trigger_state), sqlc.narg(trigger_state_reason),
+    sqlc.narg(run_id), sqlc.arg(created_at), sqlc.narg(deleted_at), sqlc.arg(version)
+);
+
+-- name: GetMessage :one
+SELECT * FROM messages WHERE id = sqlc.arg(id);
+
+-- name: GetMessageByClientId :one
+SELECT * FROM messages
+WHERE author_id = sqlc.arg(author_id) AND client_msg_id = sqlc.arg(client_msg_id);
+
+-- What a reader may see of a thread after a seq: messages not deleted that are
+-- unrestricted, its own, or restricted to an audience it belongs to.
+-- name: ListVisibleMessages :many
+SELECT * FROM messages
+WHERE thread_id = sqlc.arg(thread_id)
+  AND thread_seq > sqlc.arg(after_seq)
+  AND deleted_at IS NULL
+  AND (restricted_to IS NULL
+       OR author_id = sqlc.arg(reader_id)
+       OR sqlc.arg(reader_id) = ANY(restricted_to))
+ORDER BY thread_seq
+LIMIT sqlc.arg(max_rows);
+
+-- name: SetMessageTriggerState :one
+UPDATE messages
+SET trigger_state = sqlc.narg(trigger_state),
+    trigger_state_reason = sqlc.narg(trigger_state_reason),
+    version = version + 1
+WHERE id = sqlc.arg(id)
+RETURNING *;

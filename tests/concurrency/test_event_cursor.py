@@ -1,0 +1,174 @@
+"""A reader paging the event log by seq never skips an event that commits late.
+
+The dangerous moment is a unit that has its seq but has not committed yet: if a later
+seq could become visible first, a reader would move its cursor past the earlier one and
+never see it. The PostgreSQL log allocates seqs right before COMMIT under the counter's
+row lock, so later units wait, and seq order is commit order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from functools import partial
+
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from adapters.postgres.uow import Conn, PostgresUnitOfWork, PostgresUnitOfWorkFactory
+from application.ports import ReaderScope, UnitOfWorkFactory
+from domain.events import EventType, NewEvent
+
+AT = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+#: Rounds of the held-commit scenario and of the random interleaving.
+ROUNDS = 5
+#: Units committing while one unit is held in its commit.
+WRITERS = 6
+#: Events per writer unit.
+EVENTS_PER_UNIT = 2
+#: Seconds to let blocked writers pile up behind the held unit.
+HOLD_FOR = 0.2
+#: Events the reader asks for per page (small, so it pages a lot).
+PAGE = 3
+#: Upper bound of the random pause of a writer before it commits, in seconds.
+JITTER = 0.02
+
+READER = uuid.uuid4()
+EVERYTHING = ReaderScope(reader_id=READER, everything=True)
+
+
+def _event(marker: str) -> NewEvent:
+    return NewEvent(
+        type=EventType.MESSAGE_UPDATED,
+        actor_id=READER,
+        actor_kind="person",
+        space_id=uuid.uuid4(),
+        channel_id=uuid.uuid4(),
+        thread_id=uuid.uuid4(),
+        resource_kind="message",
+        resource_id=uuid.uuid4(),
+        resource_version=1,
+        payload={"marker": marker},
+        created_at=AT,
+    )
+
+
+async def _write(factory: UnitOfWorkFactory, marker: str) -> None:
+    async with factory() as uow:
+        for index in range(EVENTS_PER_UNIT):
+            await uow.events.append(_event(f"{marker}/{index}"))
+        await uow.commit()
+
+
+class Reader:
+    """Polls the log with a cursor, as a client of GET /v1/events would."""
+
+    def __init__(self, factory: UnitOfWorkFactory) -> None:
+        self.factory = factory
+        self.cursor = 0
+        self.seen: list[int] = []
+        self.markers: list[str] = []
+
+    async def poll(self) -> None:
+        async with self.factory() as uow:
+            page = await uow.events.read(EVERYTHING, self.cursor, PAGE)
+        for event in page:
+            assert event.seq > self.cursor, "a page must only move forward"
+            self.cursor = event.seq
+            self.seen.append(event.seq)
+            self.markers.append(str(event.payload["marker"]))
+
+    async def poll_until(self, done: Callable[[], bool]) -> None:
+        while not done():
+            await self.poll()
+            await asyncio.sleep(0)
+
+    async def drain(self, total: int) -> None:
+        while len(self.seen) < total:
+            before = len(self.seen)
+            await self.poll()
+            assert len(self.seen) > before, f"stuck at cursor {self.cursor} of {total}"
+
+
+def _all_done(tasks: list[asyncio.Task[None]]) -> bool:
+    return all(task.done() for task in tasks)
+
+
+async def _all_markers(factory: UnitOfWorkFactory) -> list[str]:
+    async with factory() as uow:
+        events = await uow.events.read(EVERYTHING, 0, 10_000)
+    return [str(e.payload["marker"]) for e in events]
+
+
+async def test_a_reader_never_skips_an_event_held_in_its_commit(
+    pg_pool: AsyncConnectionPool[Conn], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    factory = PostgresUnitOfWorkFactory(pg_pool)
+    reader = Reader(factory)
+    expected_total = 0
+    for round_no in range(ROUNDS):
+        gate = asyncio.Event()
+        async with factory() as held:
+            assert isinstance(held, PostgresUnitOfWork)
+            await held.events.append(_event(f"held-{round_no}"))
+            conn = held.connection
+            real_commit: Callable[[], Awaitable[None]] = conn.commit
+
+            async def slow_commit(
+                release: asyncio.Event = gate,
+                commit: Callable[[], Awaitable[None]] = real_commit,
+            ) -> None:
+                # The seq is allocated and the row inserted; COMMIT waits for the gate.
+                await release.wait()
+                await commit()
+
+            monkeypatch.setattr(conn, "commit", slow_commit)
+            committing = asyncio.create_task(held.commit())
+            await asyncio.sleep(HOLD_FOR)
+            writers = [
+                asyncio.create_task(_write(factory, f"w-{round_no}-{i}")) for i in range(WRITERS)
+            ]
+            await asyncio.sleep(HOLD_FOR)
+            # The writers queue behind the held unit's counter lock: nothing newer is visible.
+            assert not any(w.done() for w in writers)
+            before = len(reader.seen)
+            await reader.poll()
+            assert len(reader.seen) == before
+            gate.set()
+            await committing
+            monkeypatch.undo()
+            polling = asyncio.create_task(reader.poll_until(partial(_all_done, writers)))
+            await asyncio.gather(*writers)
+            await polling
+        expected_total += 1 + WRITERS * EVENTS_PER_UNIT
+        await reader.drain(expected_total)
+
+    assert reader.seen == list(range(1, expected_total + 1))
+    assert reader.markers == await _all_markers(factory)
+    assert len(set(reader.markers)) == expected_total
+
+
+async def test_a_polling_reader_sees_every_event_of_racing_writers(
+    pg_uow_factory: UnitOfWorkFactory,
+) -> None:
+    rng = random.Random(20250301)  # a fixed seed: the same interleavings every run
+    reader = Reader(pg_uow_factory)
+    expected_total = 0
+
+    async def jittery_write(marker: str) -> None:
+        await asyncio.sleep(rng.uniform(0, JITTER))
+        await _write(pg_uow_factory, marker)
+
+    for round_no in range(ROUNDS):
+        writers = [asyncio.create_task(jittery_write(f"r-{round_no}-{i}")) for i in range(WRITERS)]
+        await reader.poll_until(partial(_all_done, writers))
+        await asyncio.gather(*writers)
+        expected_total += WRITERS * EVENTS_PER_UNIT
+        await reader.drain(expected_total)
+
+    assert reader.seen == list(range(1, expected_total + 1))
+    assert reader.markers == await _all_markers(pg_uow_factory)

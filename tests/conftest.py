@@ -1,0 +1,156 @@
+"""Database fixtures shared by every test directory.
+
+One PostgreSQL per pytest run: ``TURNKEEPER_TEST_DATABASE_URL`` when set (a server the
+tests may create and drop databases on), otherwise the embedded server of the pgserver
+wheel in a temporary directory, started once and stopped at the end. Never skipped.
+
+The migrations are applied once, to a template database; every test that asks for
+`pg_conninfo` gets a fresh database cloned from it (``CREATE DATABASE ... TEMPLATE``),
+dropped after the test, so tests are isolated and nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import AsyncConnectionPool
+
+from adapters.postgres.embedded import EmbeddedPostgres
+from adapters.postgres.migrations import migrate
+from adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
+from application.ports import UnitOfWorkFactory
+
+#: Environment variable of an external test server (admin rights: CREATE/DROP DATABASE).
+TEST_DATABASE_ENV = "TURNKEEPER_TEST_DATABASE_URL"
+
+#: Pool bounds of `pg_pool`: small enough that concurrency tests queue on it.
+POOL_MIN_SIZE = 1
+POOL_MAX_SIZE = 10
+
+
+def database_conninfo(server_conninfo: str, dbname: str) -> str:
+    """The conninfo of another database on the same server.
+
+    Args:
+        server_conninfo: any conninfo of the server.
+        dbname: the database.
+
+    Returns:
+        The conninfo with `dbname` replaced.
+    """
+    return make_conninfo(server_conninfo, dbname=dbname)
+
+
+async def _admin(server_conninfo: str, statement: sql.Composed) -> None:
+    # CREATE/DROP DATABASE cannot run inside a transaction block.
+    async with await psycopg.AsyncConnection.connect(server_conninfo, autocommit=True) as conn:
+        await conn.execute(statement)
+
+
+async def create_database(server_conninfo: str, template: str | None = None) -> str:
+    """Create a uniquely named database, optionally cloned from a template.
+
+    Args:
+        server_conninfo: conninfo of the server's admin database.
+        template: the template database, or None for an empty one.
+
+    Returns:
+        The new database's name.
+    """
+    name = f"tk_test_{uuid.uuid4().hex[:16]}"
+    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        statement = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(template)
+        )
+    await _admin(server_conninfo, statement)
+    return name
+
+
+async def drop_database(server_conninfo: str, name: str) -> None:
+    """Drop a database, closing connections left open on it.
+
+    Args:
+        server_conninfo: conninfo of the server's admin database.
+        name: the database.
+    """
+    await _admin(
+        server_conninfo,
+        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)),
+    )
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """Conninfo of the test server's admin database (external or embedded)."""
+    external = os.environ.get(TEST_DATABASE_ENV)
+    if external:
+        yield external
+        return
+    # Not under pytest's basetemp: the embedded server runs as a separate system user
+    # when tests run as root, and every new pytest session resets its basetemp root to
+    # mode 0700, which would lock a concurrently starting server out of its data.
+    base = Path(tempfile.mkdtemp(prefix="turnkeeper-pg-"))
+    server = EmbeddedPostgres.start(base / "data", cleanup_mode="delete")
+    try:
+        yield server.conninfo
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+async def pg_template(pg_server: str) -> AsyncIterator[str]:
+    """Name of a template database with every migration applied (built once per run)."""
+    name = await create_database(pg_server)
+    try:
+        await migrate(database_conninfo(pg_server, name))
+        yield name
+    finally:
+        await drop_database(pg_server, name)
+
+
+@pytest.fixture
+async def pg_conninfo(pg_server: str, pg_template: str) -> AsyncIterator[str]:
+    """Conninfo of a fresh, migrated database for one test (dropped afterwards)."""
+    name = await create_database(pg_server, template=pg_template)
+    try:
+        yield database_conninfo(pg_server, name)
+    finally:
+        await drop_database(pg_server, name)
+
+
+@pytest.fixture
+async def pg_empty_conninfo(pg_server: str) -> AsyncIterator[str]:
+    """Conninfo of a fresh database without any migration (dropped afterwards)."""
+    name = await create_database(pg_server)
+    try:
+        yield database_conninfo(pg_server, name)
+    finally:
+        await drop_database(pg_server, name)
+
+
+@pytest.fixture
+async def pg_pool(pg_conninfo: str) -> AsyncIterator[AsyncConnectionPool[Conn]]:
+    """A connection pool on the test's database, closed after the test."""
+    pool = await create_pool(pg_conninfo, min_size=POOL_MIN_SIZE, max_size=POOL_MAX_SIZE)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+@pytest.fixture
+def pg_uow_factory(pg_pool: AsyncConnectionPool[Conn]) -> UnitOfWorkFactory:
+    """Units of work on the test's database."""
+    factory: UnitOfWorkFactory = PostgresUnitOfWorkFactory(pg_pool)
+    return factory

@@ -1,0 +1,148 @@
+"""The published OpenAPI document covers the contract, and the answers match it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from application.demo import DemoWorld
+from tests.contract.openapi import (
+    assert_matches_openapi,
+    assert_no_null,
+    response_schema,
+    template_for,
+)
+from tests.integration.http.support import ContractClient, bearer
+
+#: The routes of API.md (Administration, Conversation, /v1/me, Operations).
+CONTRACT_ROUTES = {
+    ("post", "/v1/principals"),
+    ("post", "/v1/spaces"),
+    ("post", "/v1/spaces/{space_id}/channels"),
+    ("put", "/v1/channels/{channel_id}/behavior"),
+    ("put", "/v1/channels/{channel_id}/operator"),
+    ("post", "/v1/channels/{channel_id}/archive"),
+    ("post", "/v1/grants"),
+    ("delete", "/v1/grants/{grant_id}"),
+    ("put", "/v1/agents/{agent_id}/config"),
+    ("post", "/v1/channels/{channel_id}/threads"),
+    ("post", "/v1/threads/{thread_id}/messages"),
+    ("get", "/v1/threads/{thread_id}"),
+    ("get", "/v1/threads/{thread_id}/messages"),
+    ("post", "/v1/threads/{thread_id}/close"),
+    ("get", "/v1/events"),
+    ("get", "/v1/me"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+}
+
+
+def _operations(spec: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(method, path) for path, item in spec["paths"].items() for method in item}
+
+
+async def test_every_contract_route_is_documented(client: ContractClient) -> None:
+    assert _operations(client.spec) >= CONTRACT_ROUTES
+
+
+async def test_every_v1_operation_requires_the_bearer_token_and_documents_problems(
+    client: ContractClient,
+) -> None:
+    for method, path in _operations(client.spec):
+        if not path.startswith("/v1/"):
+            continue
+        operation = client.spec["paths"][path][method]
+        assert operation.get("security") == [{"bearer": []}], (method, path)
+        for status in (400, 401, 404, 413, 500):
+            schema = response_schema(client.spec, method, path, status)
+            assert schema == {"$ref": "#/components/schemas/Problem"}, (method, path, status)
+
+
+async def test_creates_document_both_the_created_and_the_replayed_answer(
+    client: ContractClient,
+) -> None:
+    for path in ("/v1/channels/{channel_id}/threads", "/v1/threads/{thread_id}/messages"):
+        responses = client.spec["paths"][path]["post"]["responses"]
+        assert {"200", "201", "409", "429"} <= set(responses)
+
+
+async def test_every_answer_of_a_whole_conversation_matches_the_document(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    owner, alex = bearer(world.owner.token), bearer(world.people["alex"].token)
+    channel = world.channels["allgemein"]
+    await client.get("/v1/me", headers=alex)
+    await client.get("/v1/me")
+    created = await client.post(
+        f"/v1/channels/{world.channels['reports'].id}/threads",
+        json={"title": "T", "first_message": {"client_msg_id": "a", "content": "x"}},
+        headers=alex,
+    )
+    thread_id = created.json()["thread"]["id"]
+    for _ in range(2):
+        await client.post(
+            f"/v1/threads/{channel.main_thread_id}/messages",
+            json={"client_msg_id": "b", "content": "@lotse", "mentions": []},
+            headers=alex,
+        )
+    await client.post(f"/v1/threads/{thread_id}/messages", json={"content": "x"}, headers=alex)
+    await client.get(f"/v1/threads/{thread_id}", headers=alex)
+    await client.get(f"/v1/threads/{thread_id}/messages?limit=1", headers=alex)
+    await client.get("/v1/events", headers=owner)
+    await client.post(f"/v1/threads/{thread_id}/close", headers=alex)
+    await client.put(
+        f"/v1/channels/{channel.id}/behavior", json={"free_response": False}, headers=owner
+    )
+    await client.put(f"/v1/agents/{world.principal('lotse').id}/config", json={}, headers=owner)
+    await client.post("/v1/spaces", json={"name": "X"}, headers=alex)
+    await client.get("/healthz")
+    await client.get("/readyz")
+
+    seen = {(e.method, e.template, e.status) for e in client.exchanges}
+    assert {s for _, _, s in seen} >= {200, 201, 400, 401, 403}
+    # The client checked each answer as it came; check the recorded bodies once more
+    # through the public helper, as other suites use it.
+    for exchange in client.exchanges:
+        assert_matches_openapi(
+            client.spec, exchange.method, exchange.template, exchange.status, exchange.body
+        )
+
+
+async def test_the_helper_refuses_a_body_that_breaks_the_schema(client: ContractClient) -> None:
+    with pytest.raises(AssertionError, match="latest_seq"):
+        assert_matches_openapi(
+            client.spec,
+            "GET",
+            "/v1/threads/{thread_id}",
+            200,
+            {
+                "id": "0190a000-0000-7000-8000-000000000001",
+                "channel_id": "0190a000-0000-7000-8000-000000000002",
+                "title_source": "human",
+                "state": "open",
+                "latest_seq": "three",
+                "target_key": "thread:x",
+                "created_by": "0190a000-0000-7000-8000-000000000003",
+                "created_at": "2026-11-30T09:00:00Z",
+            },
+        )
+
+
+async def test_the_helper_refuses_an_undocumented_status(client: ContractClient) -> None:
+    with pytest.raises(AssertionError, match="does not declare"):
+        assert_matches_openapi(client.spec, "GET", "/healthz", 418, {"status": "ok"})
+
+
+def test_null_is_refused_anywhere() -> None:
+    assert_no_null({"a": [1, {"b": "c"}]})
+    with pytest.raises(AssertionError, match="/a/1/b"):
+        assert_no_null({"a": [1, {"b": None}]})
+
+
+async def test_templates_prefer_literal_segments(client: ContractClient) -> None:
+    assert template_for(client.spec, "/v1/me") == "/v1/me"
+    assert template_for(client.spec, "/v1/threads/abc/messages") == (
+        "/v1/threads/{thread_id}/messages"
+    )
+    assert template_for(client.spec, "/v2/nothing") is None

@@ -1,0 +1,61 @@
+"""Correlation ids, health, readiness and the published documents."""
+
+from __future__ import annotations
+
+from application.bootstrap import Services
+from tests.integration.http.support import ContractClient, contract_client
+
+
+async def test_the_correlation_id_of_the_request_is_echoed(client: ContractClient) -> None:
+    response = await client.get("/healthz", headers={"X-Correlation-Id": "req-42"})
+    assert response.headers["x-correlation-id"] == "req-42"
+
+
+async def test_a_correlation_id_is_made_when_none_is_given(client: ContractClient) -> None:
+    first = await client.get("/healthz")
+    second = await client.get("/healthz")
+    assert first.headers["x-correlation-id"]
+    assert first.headers["x-correlation-id"] != second.headers["x-correlation-id"]
+
+
+async def test_an_unsafe_correlation_id_is_replaced(client: ContractClient) -> None:
+    response = await client.get("/healthz", headers={"X-Correlation-Id": "a b\tc" + "x" * 200})
+    assert response.headers["x-correlation-id"] != "a b\tc" + "x" * 200
+
+
+async def test_problems_carry_the_echoed_correlation_id(client: ContractClient) -> None:
+    response = await client.get("/v1/me", headers={"X-Correlation-Id": "trace-1"})
+    assert response.headers["x-correlation-id"] == "trace-1"
+    assert response.json()["correlation_id"] == "trace-1"
+    unknown = await client.get("/nowhere", headers={"X-Correlation-Id": "trace-2"})
+    assert unknown.json()["correlation_id"] == "trace-2"
+
+
+async def test_healthz_answers_ok(client: ContractClient) -> None:
+    response = await client.get("/healthz")
+    assert (response.status_code, response.json()) == (200, {"status": "ok"})
+
+
+async def test_readyz_answers_ready_when_the_check_passes(client: ContractClient) -> None:
+    response = await client.get("/readyz")
+    assert (response.status_code, response.json()) == (200, {"status": "ready"})
+
+
+async def test_readyz_answers_503_with_the_reason_otherwise(services: Services) -> None:
+    async def pending() -> str | None:
+        return "migrations_pending"
+
+    async with contract_client(services, pending) as client:
+        response = await client.get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["code"], body["reason"]) == ("unavailable", "migrations_pending")
+
+
+async def test_the_openapi_document_and_the_docs_page_are_served(client: ContractClient) -> None:
+    document = await client.get("/openapi.json")
+    assert document.status_code == 200
+    assert document.json()["openapi"].startswith("3.1")
+    page = await client.get("/docs")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")

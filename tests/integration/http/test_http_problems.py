@@ -1,0 +1,200 @@
+"""Every error answers with the problem shape of API.md."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from application.bootstrap import Services
+from application.demo import DemoWorld
+from application.settings import Settings
+from tests.integration.http.support import ContractClient, bearer, contract_client, memory_services
+
+PROBLEM_KEYS = {"type", "title", "status", "code", "correlation_id"}
+
+
+def assert_problem(response: Any, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert set(body) >= PROBLEM_KEYS
+    assert set(body) <= PROBLEM_KEYS | {"reason", "errors", "current"}
+    assert (body["status"], body["code"]) == (status, code)
+    assert body["correlation_id"] == response.headers["x-correlation-id"]
+    return body
+
+
+async def test_a_missing_token_is_unauthenticated(client: ContractClient) -> None:
+    response = await client.get("/v1/me")
+    body = assert_problem(response, 401, "unauthenticated")
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert "reason" not in body
+
+
+@pytest.mark.parametrize(
+    "header", ["Bearer tk_unknown", "Basic dXNlcjpwYXNz", "Bearer", "tk_no_scheme"]
+)
+async def test_a_bad_token_is_unauthenticated(
+    client: ContractClient, world: DemoWorld, header: str
+) -> None:
+    response = await client.get("/v1/me", headers={"Authorization": header})
+    assert_problem(response, 401, "unauthenticated")
+
+
+async def test_an_unknown_route_is_a_not_found_problem(client: ContractClient) -> None:
+    response = await client.get("/v1/nowhere")
+    assert_problem(response, 404, "not_found")
+
+
+async def test_a_wrong_method_is_a_method_not_allowed_problem(client: ContractClient) -> None:
+    response = await client.delete("/v1/me")
+    assert_problem(response, 405, "method_not_allowed")
+
+
+async def test_an_unknown_member_is_refused_with_its_pointer(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    response = await client.post(
+        "/v1/spaces", json={"name": "S", "colour": "red"}, headers=bearer(world.owner.token)
+    )
+    body = assert_problem(response, 400, "validation_failed")
+    assert body["errors"] == [{"pointer": "/colour", "code": "unknown_member"}]
+
+
+async def test_a_nested_unknown_member_names_the_whole_path(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    channel = world.channels["allgemein"].id
+    response = await client.post(
+        f"/v1/channels/{channel}/threads",
+        json={"first_message": {"client_msg_id": "c1", "content": "hi", "origin": "system"}},
+        headers=bearer(world.people["alex"].token),
+    )
+    body = assert_problem(response, 400, "validation_failed")
+    assert body["errors"] == [{"pointer": "/first_message/origin", "code": "unknown_member"}]
+
+
+@pytest.mark.parametrize(
+    ("payload", "error"),
+    [
+        ({"content": "hi"}, {"pointer": "/client_msg_id", "code": "required"}),
+        ({"client_msg_id": "c", "content": 5}, {"pointer": "/content", "code": "invalid_type"}),
+        (
+            {"client_msg_id": "c", "content": "hi", "mentions": ["nope"]},
+            {"pointer": "/mentions/0", "code": "invalid"},
+        ),
+        (
+            {"client_msg_id": "c", "content": "hi", "reply_to_id": None},
+            {"pointer": "/reply_to_id", "code": "invalid_type"},
+        ),
+        (
+            {"client_msg_id": "c", "content": "hi", "kind": "system"},
+            {"pointer": "/kind", "code": "invalid_enum"},
+        ),
+        ([], {"pointer": "", "code": "invalid_type"}),
+    ],
+)
+async def test_a_body_that_does_not_decode_names_the_member(
+    client: ContractClient, world: DemoWorld, payload: Any, error: dict[str, str]
+) -> None:
+    thread = world.channels["allgemein"].main_thread_id
+    response = await client.post(
+        f"/v1/threads/{thread}/messages", json=payload, headers=bearer(world.people["alex"].token)
+    )
+    body = assert_problem(response, 400, "validation_failed")
+    assert body["errors"] == [error]
+
+
+async def test_malformed_json_is_a_validation_problem(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    response = await client.post(
+        "/v1/spaces",
+        content=b'{"name": ',
+        headers={**bearer(world.owner.token), "Content-Type": "application/json"},
+    )
+    body = assert_problem(response, 400, "validation_failed")
+    assert body["errors"] == [{"pointer": "", "code": "malformed_json"}]
+
+
+async def test_a_query_parameter_of_the_wrong_type_names_the_parameter(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    response = await client.get("/v1/events?after=soon", headers=bearer(world.owner.token))
+    body = assert_problem(response, 400, "validation_failed")
+    assert body["errors"] == [{"pointer": "/after", "code": "invalid_type"}]
+
+
+async def test_a_body_over_the_limit_is_payload_too_large() -> None:
+    services = memory_services(Settings(max_body_bytes=64))
+    async with contract_client(services) as client:
+        response = await client.post(
+            "/v1/spaces", json={"name": "x" * 100}, headers=bearer("tk_whoever")
+        )
+    assert_problem(response, 413, "payload_too_large")
+
+
+async def test_a_non_owner_is_forbidden_with_a_reason(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    response = await client.post(
+        "/v1/spaces", json={"name": "Mine"}, headers=bearer(world.people["alex"].token)
+    )
+    body = assert_problem(response, 403, "forbidden")
+    assert body["reason"] == "owner_required"
+
+
+async def test_a_reused_client_id_with_another_payload_is_an_idempotency_conflict(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    thread = world.channels["allgemein"].main_thread_id
+    alex = bearer(world.people["alex"].token)
+    first = await client.post(
+        f"/v1/threads/{thread}/messages", json={"client_msg_id": "k", "content": "a"}, headers=alex
+    )
+    assert first.status_code == 201
+    second = await client.post(
+        f"/v1/threads/{thread}/messages", json={"client_msg_id": "k", "content": "b"}, headers=alex
+    )
+    assert_problem(second, 409, "idempotency_conflict")
+
+
+async def test_an_empty_bucket_is_rate_limited_with_retry_after() -> None:
+    services = memory_services(Settings(rl_message_burst=1, rl_message_per_minute=6))
+    from application.demo import build_demo_world
+
+    world = await build_demo_world(services)
+    thread = world.channels["allgemein"].main_thread_id
+    alex = bearer(world.people["alex"].token)
+    async with contract_client(services) as client:
+        ok = await client.post(
+            f"/v1/threads/{thread}/messages",
+            json={"client_msg_id": "1", "content": "a"},
+            headers=alex,
+        )
+        limited = await client.post(
+            f"/v1/threads/{thread}/messages",
+            json={"client_msg_id": "2", "content": "b"},
+            headers=alex,
+        )
+    assert ok.status_code == 201
+    assert_problem(limited, 429, "rate_limited")
+    assert limited.headers["retry-after"] == "10"
+
+
+async def test_an_unexpected_error_is_internal_without_details(
+    client: ContractClient, world: DemoWorld, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "tk_leaked_token and secret content"
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(secret)
+
+    monkeypatch.setattr(services.conversation, "get_thread", broken)
+    response = await client.get(f"/v1/threads/{uuid.uuid4()}", headers=bearer(world.owner.token))
+    body = assert_problem(response, 500, "internal")
+    assert secret not in response.text
+    assert "Traceback" not in response.text
+    assert set(body) == PROBLEM_KEYS

@@ -1,0 +1,146 @@
+"""Migrations: applied once, in order, under a lock, and refused when a file drifted."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from adapters.postgres.migrations import (
+    SQL_DIR,
+    MigrationError,
+    discover,
+    is_current,
+    migrate,
+    pending,
+)
+
+ALL_VERSIONS = [m.version for m in discover()]
+
+#: A migration that holds its transaction open long enough for a second migrator to
+#: arrive, and that fails when run twice (CREATE TABLE without IF NOT EXISTS).
+SLOW_MIGRATION = "SELECT pg_sleep(0.5);\nCREATE TABLE slow_marker (id integer);\n"
+
+
+async def _ledger(conninfo: str) -> list[tuple[str, str]]:
+    async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+        cur = await conn.execute("SELECT version, checksum FROM schema_migrations ORDER BY 1")
+        return [(str(v), str(c)) for v, c in await cur.fetchall()]
+
+
+async def _tables(conninfo: str) -> set[str]:
+    async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+        cur = await conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        return {str(row[0]) for row in await cur.fetchall()}
+
+
+def _copy_migrations(tmp_path: Path) -> Path:
+    folder = tmp_path / "migrations"
+    shutil.copytree(SQL_DIR / "migrations", folder)
+    return folder
+
+
+async def test_migrate_applies_every_migration_on_an_empty_database(
+    pg_empty_conninfo: str,
+) -> None:
+    applied = await migrate(pg_empty_conninfo)
+
+    assert applied == ALL_VERSIONS
+    assert {
+        "principals",
+        "api_tokens",
+        "spaces",
+        "channels",
+        "threads",
+        "grants",
+        "messages",
+        "events",
+        "event_counter",
+        "audit_denials",
+        "rate_buckets",
+        "schema_migrations",
+    } <= await _tables(pg_empty_conninfo)
+    assert [v for v, _ in await _ledger(pg_empty_conninfo)] == ALL_VERSIONS
+    async with await psycopg.AsyncConnection.connect(pg_empty_conninfo) as conn:
+        assert await pending(conn) == []
+        assert await is_current(conn)
+
+
+async def test_pending_lists_everything_before_the_first_migrate(pg_empty_conninfo: str) -> None:
+    async with await psycopg.AsyncConnection.connect(pg_empty_conninfo) as conn:
+        assert await pending(conn) == ALL_VERSIONS
+        assert not await is_current(conn)
+
+
+async def test_rerunning_migrate_applies_nothing(pg_empty_conninfo: str) -> None:
+    await migrate(pg_empty_conninfo)
+    ledger = await _ledger(pg_empty_conninfo)
+
+    assert await migrate(pg_empty_conninfo) == []
+    assert await _ledger(pg_empty_conninfo) == ledger
+
+
+async def test_a_changed_migration_file_is_refused_naming_the_file(
+    pg_empty_conninfo: str, tmp_path: Path
+) -> None:
+    folder = _copy_migrations(tmp_path)
+    await migrate(pg_empty_conninfo, directory=folder)
+    first = sorted(folder.glob("*.sql"))[0]
+    first.write_text(first.read_text(encoding="utf-8") + "\n-- edited\n", encoding="utf-8")
+
+    with pytest.raises(
+        MigrationError, match=re.escape(f"{first.name} changed after it was applied")
+    ):
+        await migrate(pg_empty_conninfo, directory=folder)
+    async with await psycopg.AsyncConnection.connect(pg_empty_conninfo) as conn:
+        with pytest.raises(MigrationError, match=re.escape(first.name)):
+            await pending(conn, directory=folder)
+        assert not await is_current(conn, directory=folder)
+
+
+async def test_an_applied_migration_without_its_file_is_refused(
+    pg_empty_conninfo: str, tmp_path: Path
+) -> None:
+    folder = _copy_migrations(tmp_path)
+    await migrate(pg_empty_conninfo, directory=folder)
+    first = sorted(folder.glob("*.sql"))[0]
+    first.unlink()
+
+    with pytest.raises(
+        MigrationError, match=re.escape(first.stem) + " is applied but .*" + re.escape(first.name)
+    ):
+        await migrate(pg_empty_conninfo, directory=folder)
+
+
+async def test_a_failing_migration_names_its_file_and_leaves_no_trace(
+    pg_empty_conninfo: str, tmp_path: Path
+) -> None:
+    folder = _copy_migrations(tmp_path)
+    (folder / "0999_broken.sql").write_text(
+        "CREATE TABLE half_done (id integer);\nSELECT no_such_function();\n", encoding="utf-8"
+    )
+
+    with pytest.raises(MigrationError, match=re.escape("0999_broken.sql failed")):
+        await migrate(pg_empty_conninfo, directory=folder)
+    assert "half_done" not in await _tables(pg_empty_conninfo)
+    assert [v for v, _ in await _ledger(pg_empty_conninfo)] == ALL_VERSIONS
+
+
+async def test_concurrent_migrators_apply_each_migration_once(
+    pg_empty_conninfo: str, tmp_path: Path
+) -> None:
+    folder = _copy_migrations(tmp_path)
+    (folder / "0998_slow.sql").write_text(SLOW_MIGRATION, encoding="utf-8")
+
+    first, second = await asyncio.gather(
+        migrate(pg_empty_conninfo, directory=folder),
+        migrate(pg_empty_conninfo, directory=folder),
+    )
+
+    expected = [*ALL_VERSIONS, "0998_slow"]
+    assert sorted(first + second) == sorted(expected)
+    assert [v for v, _ in await _ledger(pg_empty_conninfo)] == sorted(expected)

@@ -1,0 +1,464 @@
+"""The PostgreSQL unit of work: rollback by default, commit, error translation, mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import attrs
+import pytest
+from psycopg import errors as pg_errors
+from psycopg_pool import AsyncConnectionPool
+
+from adapters.postgres.uow import Conn, PostgresUnitOfWork, PostgresUnitOfWorkFactory, UnitClosed
+from application.errors import DuplicateKey, RetriableConflict
+from application.ports import DenialRecord, ReaderScope, UnitOfWorkFactory
+from domain.events import EventType, NewEvent
+from domain.messaging import Message, MessageKind, Origin, TriggerState
+from domain.ratelimit import Bucket
+from domain.world import (
+    BillingMode,
+    Channel,
+    ChannelBehavior,
+    ChannelType,
+    Grant,
+    Level,
+    OperatorMode,
+    Principal,
+    PrincipalKind,
+    ResourceKind,
+    Space,
+    Thread,
+    ThreadState,
+)
+
+AT = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+#: How long a test waits to be sure a statement is blocked on a lock, in seconds.
+BLOCKED_FOR = 0.3
+
+
+@attrs.frozen(kw_only=True)
+class Seed:
+    """A minimal world stored through the repositories."""
+
+    person: Principal
+    agent: Principal
+    space: Space
+    channel: Channel
+    thread: Thread
+    other_thread: Thread
+
+
+def _person(handle: str) -> Principal:
+    return Principal(id=uuid.uuid4(), kind=PrincipalKind.PERSON, handle=handle, created_at=AT)
+
+
+async def seed(factory: UnitOfWorkFactory) -> Seed:
+    person = attrs.evolve(_person("robin"), is_owner=True, display_name="Robin")
+    agent = Principal(
+        id=uuid.uuid4(),
+        kind=PrincipalKind.AGENT,
+        handle="assistent",
+        billing_mode=BillingMode.PERSONAL,
+        holder_id=person.id,
+        supports_followups=False,
+        reported_followups="steer",
+        created_at=AT,
+    )
+    space = Space(
+        id=uuid.uuid4(),
+        name="Research",
+        default_operator_id=agent.id,
+        created_by=person.id,
+        created_at=AT,
+    )
+    main_id = uuid.uuid4()
+    channel = Channel(
+        id=uuid.uuid4(),
+        space_id=space.id,
+        name="Notizen",
+        type=ChannelType.TEXT,
+        behavior=ChannelBehavior(free_response=True),
+        main_thread_id=main_id,
+        created_at=AT,
+    )
+    thread = Thread(
+        id=main_id, channel_id=channel.id, is_main=True, created_by=person.id, created_at=AT
+    )
+    other = Thread(
+        id=uuid.uuid4(),
+        channel_id=channel.id,
+        title="Report",
+        operator_agent_id=agent.id,
+        created_by=agent.id,
+        created_at=AT,
+    )
+    async with factory() as uow:
+        await uow.principals.add(person)
+        await uow.principals.add(agent)
+        await uow.spaces.add(space)
+        # The channel names its main thread before the thread exists: the key is deferred.
+        await uow.channels.add(channel)
+        await uow.threads.add(thread)
+        await uow.threads.add(other)
+        await uow.commit()
+    return Seed(
+        person=person, agent=agent, space=space, channel=channel, thread=thread, other_thread=other
+    )
+
+
+def _message(s: Seed, seq: int, **changes: object) -> Message:
+    message = Message(
+        id=uuid.uuid4(),
+        thread_id=s.thread.id,
+        thread_seq=seq,
+        author_id=s.person.id,
+        origin=Origin.HUMAN,
+        kind=MessageKind.TEXT,
+        content=f"message {seq}",
+        client_msg_id=f"client-{seq}",
+        digest="v1:abc",
+        created_at=AT,
+    )
+    return attrs.evolve(message, **changes)  # type: ignore[arg-type]
+
+
+def _event(s: Seed, **changes: object) -> NewEvent:
+    event = NewEvent(
+        type=EventType.MESSAGE_CREATED,
+        actor_id=s.person.id,
+        actor_kind="person",
+        space_id=s.space.id,
+        channel_id=s.channel.id,
+        thread_id=s.thread.id,
+        resource_kind="message",
+        resource_id=uuid.uuid4(),
+        resource_version=1,
+        payload={"message": {"content": "hi", "mentions": []}},
+        created_at=AT,
+    )
+    return attrs.evolve(event, **changes)  # type: ignore[arg-type]
+
+
+async def test_uncommitted_work_is_rolled_back_by_default(
+    pg_uow_factory: UnitOfWorkFactory,
+) -> None:
+    alex = _person("alex")
+    async with pg_uow_factory() as uow:
+        await uow.principals.add(alex)
+        assert await uow.principals.get(alex.id) == alex
+
+    async with pg_uow_factory() as uow:
+        assert await uow.principals.get(alex.id) is None
+
+
+async def test_work_is_rolled_back_on_error(pg_uow_factory: UnitOfWorkFactory) -> None:
+    alex = _person("alex")
+
+    class Boom(Exception):
+        pass
+
+    async def failing_work() -> None:
+        async with pg_uow_factory() as uow:
+            await uow.principals.add(alex)
+            await uow.events.append(_event_for_nothing(alex))
+            raise Boom
+
+    with pytest.raises(Boom):
+        await failing_work()
+
+    async with pg_uow_factory() as uow:
+        assert await uow.principals.get(alex.id) is None
+        assert await uow.events.read(ReaderScope(reader_id=alex.id, everything=True), 0, 10) == []
+
+
+def _event_for_nothing(actor: Principal) -> NewEvent:
+    return NewEvent(
+        type=EventType.THREAD_REOPENED,
+        actor_id=actor.id,
+        actor_kind="person",
+        space_id=uuid.uuid4(),
+        channel_id=uuid.uuid4(),
+        thread_id=uuid.uuid4(),
+        resource_kind="thread",
+        resource_id=uuid.uuid4(),
+        payload={"thread_id": "x"},
+        created_at=AT,
+    )
+
+
+async def test_committed_work_persists_and_round_trips(pg_uow_factory: UnitOfWorkFactory) -> None:
+    s = await seed(pg_uow_factory)
+
+    async with pg_uow_factory() as uow:
+        assert await uow.principals.get(s.person.id) == s.person
+        assert await uow.principals.get(s.agent.id) == s.agent
+        assert await uow.principals.get_many([s.agent.id, uuid.uuid4(), s.agent.id]) == {
+            s.agent.id: s.agent
+        }
+        assert await uow.principals.owner() == s.person
+        assert await uow.spaces.get(s.space.id) == s.space
+        assert await uow.spaces.list_all() == [s.space]
+        assert await uow.channels.get(s.channel.id) == s.channel
+        assert await uow.channels.list_all() == [s.channel]
+        assert await uow.threads.get(s.thread.id) == s.thread
+        assert await uow.threads.operated_by(s.agent.id) == [s.other_thread.id]
+
+
+async def test_commit_twice_is_refused(pg_uow_factory: UnitOfWorkFactory) -> None:
+    async with pg_uow_factory() as uow:
+        await uow.commit()
+        with pytest.raises(UnitClosed):
+            await uow.commit()
+
+
+async def test_updates_and_tokens(pg_uow_factory: UnitOfWorkFactory) -> None:
+    s = await seed(pg_uow_factory)
+    disabled = attrs.evolve(s.agent, enabled=False, supports_followups=None)
+    archived = attrs.evolve(
+        s.channel,
+        operator_mode=OperatorMode.NONE,
+        archived=True,
+        behavior=ChannelBehavior(allow_mentioned_agents=True, thread_require_mention=True),
+    )
+    async with pg_uow_factory() as uow:
+        await uow.principals.update(disabled)
+        await uow.principals.add_token(s.person.id, b"\x01hash", AT)
+        await uow.channels.update(archived)
+        await uow.threads.set_state(s.thread.id, ThreadState.DONE)
+        await uow.threads.mark_restricted(s.thread.id)
+        await uow.commit()
+
+    async with pg_uow_factory() as uow:
+        assert await uow.principals.get(s.agent.id) == disabled
+        assert await uow.principals.by_token_hash(b"\x01hash") == s.person
+        assert await uow.principals.by_token_hash(b"other") is None
+        assert await uow.channels.get(s.channel.id) == archived
+        thread = await uow.threads.get(s.thread.id)
+        assert thread is not None
+        assert (thread.state, thread.has_restricted) == (ThreadState.DONE, True)
+        assert await uow.threads.reopen(s.thread.id) is True
+        assert await uow.threads.reopen(s.thread.id) is False
+
+
+async def test_a_taken_handle_is_a_duplicate_key(pg_uow_factory: UnitOfWorkFactory) -> None:
+    await seed(pg_uow_factory)
+    with pytest.raises(DuplicateKey) as caught:
+        async with pg_uow_factory() as uow:
+            await uow.principals.add(_person("robin"))
+    assert caught.value.constraint == "principals_handle_key"
+
+
+async def test_grants_round_trip_and_are_unique_per_resource(
+    pg_uow_factory: UnitOfWorkFactory,
+) -> None:
+    s = await seed(pg_uow_factory)
+    grant = Grant(
+        id=uuid.uuid4(),
+        principal_id=s.agent.id,
+        resource_kind=ResourceKind.CHANNEL,
+        resource_id=s.channel.id,
+        level=Level.WRITE,
+        created_at=AT,
+    )
+    async with pg_uow_factory() as uow:
+        await uow.grants.add(grant)
+        await uow.commit()
+    async with pg_uow_factory() as uow:
+        assert await uow.grants.get(grant.id) == grant
+        assert await uow.grants.for_principal(s.agent.id) == [grant]
+    with pytest.raises(DuplicateKey, match="grants_principal_resource_key"):
+        async with pg_uow_factory() as uow:
+            await uow.grants.add(attrs.evolve(grant, id=uuid.uuid4(), level=Level.READ))
+    async with pg_uow_factory() as uow:
+        await uow.grants.delete(grant.id)
+        await uow.commit()
+    async with pg_uow_factory() as uow:
+        assert await uow.grants.get(grant.id) is None
+
+
+async def test_messages_round_trip_with_visibility(pg_uow_factory: UnitOfWorkFactory) -> None:
+    s = await seed(pg_uow_factory)
+    async with pg_uow_factory() as uow:
+        first = _message(s, await uow.threads.allocate_seq(s.thread.id), mentions=(s.agent.id,))
+        secret = _message(
+            s,
+            await uow.threads.allocate_seq(s.thread.id),
+            restricted_to=(s.agent.id,),
+            trigger_state=TriggerState.RECEIVED,
+        )
+        await uow.messages.add(first)
+        await uow.messages.add(secret)
+        await uow.commit()
+
+    stranger = uuid.uuid4()
+    async with pg_uow_factory() as uow:
+        assert await uow.messages.get(first.id) == first
+        assert await uow.messages.by_client_id(s.person.id, "client-2") == secret
+        assert await uow.messages.by_client_id(s.agent.id, "client-2") is None
+        assert await uow.messages.list_visible(s.thread.id, stranger, 0, 10) == [first]
+        assert await uow.messages.list_visible(s.thread.id, s.agent.id, 0, 10) == [first, secret]
+        assert await uow.messages.list_visible(s.thread.id, s.person.id, 1, 10) == [secret]
+        assert await uow.messages.list_visible(s.thread.id, s.person.id, 0, 1) == [first]
+        changed = await uow.messages.set_trigger_state(secret.id, TriggerState.FAILED, "why")
+        assert changed == attrs.evolve(
+            secret, trigger_state=TriggerState.FAILED, trigger_state_reason="why", version=2
+        )
+        thread = await uow.threads.get(s.thread.id)
+        assert thread is not None
+        assert thread.latest_seq == 2
+
+
+async def test_events_get_seqs_at_commit_and_are_read_by_scope(
+    pg_uow_factory: UnitOfWorkFactory,
+) -> None:
+    s = await seed(pg_uow_factory)
+    other_channel = uuid.uuid4()
+    shared = _event(s)
+    restricted = _event(s, restricted_to=(s.agent.id,))
+    elsewhere = _event(s, channel_id=other_channel, thread_id=s.other_thread.id)
+    personal = _event(
+        s,
+        type=EventType.AGENT_INVOCATION,
+        audience_id=s.agent.id,
+        payload={"run_id": str(uuid.uuid4())},
+    )
+    async with pg_uow_factory() as uow:
+        for event in (shared, restricted, elsewhere, personal):
+            await uow.events.append(event)
+        await uow.commit()
+
+    def fields(event: NewEvent) -> dict[str, object]:
+        return {f.name: getattr(event, f.name) for f in attrs.fields(NewEvent)}
+
+    async with pg_uow_factory() as uow:
+        everything = await uow.events.read(
+            ReaderScope(reader_id=s.agent.id, everything=True), 0, 10
+        )
+        assert [e.seq for e in everything] == [1, 2, 3]
+        assert [fields(e) for e in everything] == [
+            fields(shared),
+            fields(restricted),
+            fields(elsewhere),
+        ]
+        by_channel = ReaderScope(reader_id=s.person.id, channel_ids=frozenset({s.channel.id}))
+        assert [e.seq for e in await uow.events.read(by_channel, 0, 10)] == [1]
+        by_thread = ReaderScope(reader_id=s.agent.id, thread_ids=frozenset({s.other_thread.id}))
+        assert [e.seq for e in await uow.events.read(by_thread, 0, 10)] == [3]
+        nothing = ReaderScope(reader_id=s.person.id)
+        assert await uow.events.read(nothing, 0, 10) == []
+        assert [
+            e.seq
+            for e in await uow.events.read(ReaderScope(reader_id=s.agent.id, everything=True), 1, 1)
+        ] == [2]
+
+
+async def test_denials_are_aggregated_per_window(pg_uow_factory: UnitOfWorkFactory) -> None:
+    s = await seed(pg_uow_factory)
+    later = AT + timedelta(minutes=5)
+    for window in (AT, AT, later):
+        async with pg_uow_factory() as uow:
+            await uow.audit.record_denial(s.person.id, "message.create", "no_grant", window)
+            await uow.commit()
+    async with pg_uow_factory() as uow:
+        assert await uow.audit.denials(s.person.id) == [
+            DenialRecord(
+                principal_id=s.person.id,
+                action="message.create",
+                reason="no_grant",
+                window_start=AT,
+                count=2,
+            ),
+            DenialRecord(
+                principal_id=s.person.id,
+                action="message.create",
+                reason="no_grant",
+                window_start=later,
+                count=1,
+            ),
+        ]
+
+
+async def test_buckets_are_created_then_updated(pg_uow_factory: UnitOfWorkFactory) -> None:
+    s = await seed(pg_uow_factory)
+    async with pg_uow_factory() as uow:
+        assert await uow.buckets.lock_bucket(s.agent.id, "rl.message") is None
+        await uow.buckets.save_bucket(s.agent.id, "rl.message", Bucket(tokens=29.0, updated_at=AT))
+        await uow.commit()
+    async with pg_uow_factory() as uow:
+        bucket = await uow.buckets.lock_bucket(s.agent.id, "rl.message")
+        assert bucket == Bucket(tokens=29.0, updated_at=AT)
+        await uow.buckets.save_bucket(s.agent.id, "rl.message", Bucket(tokens=28.5, updated_at=AT))
+        await uow.commit()
+    async with pg_uow_factory() as uow:
+        assert await uow.buckets.lock_bucket(s.agent.id, "rl.message") == Bucket(
+            tokens=28.5, updated_at=AT
+        )
+
+
+async def test_a_real_deadlock_becomes_a_retriable_conflict(
+    pg_uow_factory: UnitOfWorkFactory,
+) -> None:
+    s = await seed(pg_uow_factory)
+    first_locked = asyncio.Event()
+    second_locked = asyncio.Event()
+
+    async def lock_both(
+        first: uuid.UUID, second: uuid.UUID, mine: asyncio.Event, theirs: asyncio.Event
+    ) -> None:
+        async with pg_uow_factory() as uow:
+            await uow.threads.allocate_seq(first)
+            mine.set()
+            await theirs.wait()
+            await uow.threads.allocate_seq(second)
+            await uow.commit()
+
+    results = await asyncio.gather(
+        lock_both(s.thread.id, s.other_thread.id, first_locked, second_locked),
+        lock_both(s.other_thread.id, s.thread.id, second_locked, first_locked),
+        return_exceptions=True,
+    )
+
+    conflicts = [r for r in results if isinstance(r, RetriableConflict)]
+    assert len(conflicts) == 1, results
+    assert results.count(None) == 1
+    assert isinstance(conflicts[0].__cause__, pg_errors.DeadlockDetected)
+
+
+async def test_the_idempotency_race_becomes_a_retriable_conflict(
+    pg_uow_factory: UnitOfWorkFactory,
+) -> None:
+    s = await seed(pg_uow_factory)
+    winner = _message(s, 1, client_msg_id="same")
+    loser = _message(s, 1, client_msg_id="same", thread_id=s.other_thread.id)
+
+    async def insert_loser() -> None:
+        async with pg_uow_factory() as uow:
+            await uow.messages.add(loser)
+            await uow.commit()
+
+    async with pg_uow_factory() as uow:
+        await uow.messages.add(winner)
+        racing = asyncio.create_task(insert_loser())
+        await asyncio.sleep(BLOCKED_FOR)
+        assert not racing.done(), "the second insert must wait for the first unit"
+        await uow.commit()
+
+    with pytest.raises(RetriableConflict) as caught:
+        await racing
+    assert isinstance(caught.value.__cause__, pg_errors.UniqueViolation)
+    # The rerun of the losing unit finds the winner and replays it.
+    async with pg_uow_factory() as uow:
+        assert await uow.messages.by_client_id(s.person.id, "same") == winner
+
+
+async def test_units_run_read_committed_on_a_pooled_connection(
+    pg_pool: AsyncConnectionPool[Conn],
+) -> None:
+    factory = PostgresUnitOfWorkFactory(pg_pool)
+    async with factory() as uow:
+        assert isinstance(uow, PostgresUnitOfWork)
+        cur = await uow.connection.execute("SHOW transaction_isolation")
+        assert await cur.fetchone() == ("read committed",)

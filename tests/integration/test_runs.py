@@ -1,0 +1,459 @@
+"""Run scenarios (trigger acceptance, agent feed, lifecycle, jobs) on memory and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from application.bootstrap import Services
+from application.demo import DemoWorld
+from application.errors import InvalidToken
+from application.services.runs import Delivery
+from application.transactions import AccessDenied
+from domain.errors import InvalidStateTransition
+from domain.events import EventType
+from domain.messaging import Message, MessageDraft, MessageKind, Origin, TriggerState
+from domain.runs import Run, RunState
+from domain.world import Level, Principal, ResourceKind
+from tests.fakes import FakeClock
+
+
+def draft(client_id: str, content: str = "hello", **kw: object) -> MessageDraft:
+    return MessageDraft(client_msg_id=client_id, content=content, **kw)  # type: ignore[arg-type]
+
+
+def main_thread(world: DemoWorld, channel: str) -> uuid.UUID:
+    thread_id = world.channels[channel].main_thread_id
+    assert thread_id is not None
+    return thread_id
+
+
+async def post(
+    services: Services, world: DemoWorld, who: str, where: uuid.UUID, cid: str, *mentions: str
+) -> Message:
+    posted = await services.conversation.create_message(
+        world.principal(who),
+        where,
+        draft(cid, mentions=tuple(world.principal(m).id for m in mentions)),
+    )
+    return posted.message
+
+
+async def message(services: Services, message_id: uuid.UUID) -> Message:
+    async with services.uow() as uow:
+        found = await uow.messages.get(message_id)
+    assert found is not None
+    return found
+
+
+async def runs_of(services: Services, thread_id: uuid.UUID) -> list[Run]:
+    async with services.uow() as uow:
+        active = await uow.runs.lock_active_in_thread(thread_id)
+    return [active] if active else []
+
+
+async def invocations(services: Services, agent: Principal) -> list[Delivery]:
+    page = await services.runs.poll(agent)
+    return [d for d in page.deliveries if d.event.type is EventType.AGENT_INVOCATION]
+
+
+async def started_run(services: Services, world: DemoWorld) -> tuple[Run, str]:
+    """Alex writes in Allgemein; Lotse polls and starts the run."""
+    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
+    lotse = world.principal("lotse")
+    (delivery,) = await invocations(services, lotse)
+    assert delivery.invocation_token is not None
+    run_id = uuid.UUID(delivery.event.payload["run_id"])
+    view = await services.runs.start(lotse, run_id, delivery.invocation_token)
+    return view.run, delivery.invocation_token
+
+
+class TestTriggerAcceptance:
+    async def test_free_response_triggers_operator(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        thread_id = main_thread(world, "allgemein")
+        trigger = await post(services, world, "alex", thread_id, "m1")
+        (run,) = await runs_of(services, thread_id)
+        assert (run.agent_id, run.state, run.version) == (
+            world.principal("lotse").id,
+            RunState.QUEUED,
+            1,
+        )
+        assert (run.triggering_message_id, run.triggered_by) == (
+            trigger.id,
+            world.principal("alex").id,
+        )
+        stored = await message(services, trigger.id)
+        assert stored.trigger_state is TriggerState.RECEIVED
+        page = await services.conversation.list_messages(world.principal("alex"), thread_id)
+        anchor = page.messages[-1]
+        assert (anchor.kind, anchor.origin, anchor.run_id, anchor.author_id) == (
+            MessageKind.RUN,
+            Origin.SYSTEM,
+            run.id,
+            run.agent_id,
+        )
+        (delivery,) = await invocations(services, world.principal("lotse"))
+        assert delivery.event.payload == {
+            "run_id": str(run.id),
+            "thread_id": str(thread_id),
+            "message_id": str(trigger.id),
+        }
+        assert (await message(services, trigger.id)).trigger_state is TriggerState.QUEUED
+        # The shared feed never shows personal events, and the order is run, anchor,
+        # trigger state, invocation.
+        shared = await services.conversation.list_events(world.principal("robin"))
+        assert EventType.AGENT_INVOCATION not in {e.type for e in shared.events}
+
+    @pytest.mark.parametrize(
+        ("where", "mentions", "triggers"),
+        [
+            ("main", (), False),
+            ("main", ("lotse",), True),
+            ("thread", (), False),
+            ("thread", ("lotse",), True),
+            ("thread", ("alex",), False),
+        ],
+        ids=["main-no-mention", "main-mention", "thread-no-mention", "thread-mention", "person"],
+    )
+    async def test_mention_rules_in_eskalation(
+        self,
+        services: Services,
+        world: DemoWorld,
+        where: str,
+        mentions: tuple[str, ...],
+        triggers: bool,
+    ) -> None:
+        if where == "main":
+            thread_id = main_thread(world, "eskalation")
+        else:
+            created = await services.conversation.create_thread(
+                world.principal("robin"),
+                world.channels["eskalation"].id,
+                title="case",
+                first_message=draft("open", "opening the case"),
+            )
+            thread_id = created.thread.id
+        msg = await post(services, world, "alex", thread_id, "m", *mentions)
+        assert bool(await runs_of(services, thread_id)) is triggers
+        expected = TriggerState.RECEIVED if triggers else None
+        assert (await message(services, msg.id)).trigger_state is expected
+
+    async def test_guest_mention_needs_allow_and_write(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        allgemein = main_thread(world, "allgemein")
+        msg = await post(services, world, "alex", allgemein, "g1", "texter")
+        (run,) = await runs_of(services, allgemein)
+        assert run.agent_id == world.principal("texter").id
+        assert (await message(services, msg.id)).trigger_state is TriggerState.RECEIVED
+        bulletin = await services.conversation.create_thread(
+            world.principal("robin"),
+            world.channels["bulletin"].id,
+            title="news",
+            first_message=draft("b0"),
+        )
+        await services.runs.cancel(
+            world.principal("robin"), (await runs_of(services, bulletin.thread.id))[0].id
+        )
+        failed = await post(services, world, "alex", bulletin.thread.id, "g2", "texter")
+        stored = await message(services, failed.id)
+        assert (stored.trigger_state, stored.trigger_state_reason) == (
+            TriggerState.FAILED,
+            "agent_not_allowed_here",
+        )
+
+    async def test_no_trigger_right_with_and_without_mention(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        robin, sam = world.principal("robin"), world.principal("sam")
+        async with services.uow() as uow:
+            grants = await uow.grants.for_principal(sam.id)
+        read = next(g for g in grants if g.resource_id == world.channels["allgemein"].id)
+        await services.admin.delete_grant(robin, read.id)
+        await services.admin.create_grant(
+            robin,
+            principal_id=sam.id,
+            resource_kind=ResourceKind.CHANNEL,
+            resource_id=world.channels["allgemein"].id,
+            level=Level.WRITE,
+        )
+        thread_id = main_thread(world, "allgemein")
+        quiet = await post(services, world, "sam", thread_id, "s1")
+        assert (await message(services, quiet.id)).trigger_state is None
+        loud = await post(services, world, "sam", thread_id, "s2", "lotse")
+        stored = await message(services, loud.id)
+        assert (stored.trigger_state, stored.trigger_state_reason) == (
+            TriggerState.FAILED,
+            "no_trigger_right",
+        )
+        assert await runs_of(services, thread_id) == []
+        async with services.uow() as uow:
+            denials = await uow.audit.denials(sam.id)
+        assert [(d.action, d.reason, d.count) for d in denials] == [
+            ("agent.invoke", "no_trigger_right", 2)
+        ]
+
+    async def test_personal_agent_only_for_its_holder(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        robin = world.principal("robin")
+        await services.admin.create_grant(
+            robin,
+            principal_id=world.principal("alex").id,
+            resource_kind=ResourceKind.SPACE,
+            resource_id=world.spaces["research"].id,
+            level=Level.TRIGGER,
+        )
+        notizen = main_thread(world, "notizen")
+        denied = await post(services, world, "alex", notizen, "n1", "assistent")
+        stored = await message(services, denied.id)
+        assert stored.trigger_state_reason == "billing_mode_personal_not_holder"
+        assert await runs_of(services, notizen) == []
+        await post(services, world, "robin", notizen, "n2", "assistent")
+        (run,) = await runs_of(services, notizen)
+        assert run.agent_id == world.principal("assistent").id
+
+    async def test_disabled_agent_is_not_reachable(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        lotse = world.principal("lotse")
+        await services.admin.set_agent_config(world.principal("robin"), lotse.id, enabled=False)
+        msg = await post(services, world, "alex", main_thread(world, "allgemein"), "d1", "lotse")
+        stored = await message(services, msg.id)
+        assert stored.trigger_state_reason == "agent_not_reachable"
+
+    @pytest.mark.parametrize("mentions", [(), ("lotse",), ("texter",), ("lotse", "texter")])
+    async def test_agent_messages_never_trigger(
+        self, services: Services, world: DemoWorld, mentions: tuple[str, ...]
+    ) -> None:
+        thread_id = main_thread(world, "allgemein")
+        for author in ("lotse", "texter"):
+            msg = await post(services, world, author, thread_id, f"a-{author}", *mentions)
+            assert (await message(services, msg.id)).trigger_state is None
+        assert await runs_of(services, thread_id) == []
+        for agent in ("lotse", "texter"):
+            assert await invocations(services, world.principal(agent)) == []
+
+    async def test_two_first_messages_give_one_run(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        thread_id = main_thread(world, "allgemein")
+        await post(services, world, "alex", thread_id, "f1")
+        second = await post(services, world, "robin", thread_id, "f2")
+        (run,) = await runs_of(services, thread_id)
+        # Until follow-ups land, a message for the active run's agent stays untouched.
+        assert (await message(services, second.id)).trigger_state is None
+        assert run.triggered_by == world.principal("alex").id
+
+
+class TestLifecycle:
+    async def test_full_lifecycle(self, services: Services, world: DemoWorld) -> None:
+        lotse = world.principal("lotse")
+        run, token = await started_run(services, world)
+        assert (run.state, run.version) == (RunState.RUNNING, 2)
+        assert (
+            await message(services, run.triggering_message_id)
+        ).trigger_state is TriggerState.WORKING
+        waiting = await services.runs.await_input(lotse, run.id)
+        assert waiting.run.state is RunState.WAITING_INPUT
+        resumed = await services.runs.resume(lotse, run.id, token)
+        assert resumed.run.state is RunState.RUNNING
+        done = await services.runs.finish(lotse, run.id, RunState.COMPLETED, None)
+        assert (done.run.state, done.run.version) == (RunState.COMPLETED, 5)
+        trigger = await message(services, run.triggering_message_id)
+        assert trigger.trigger_state is TriggerState.DONE
+        again = await services.runs.finish(lotse, run.id, RunState.COMPLETED, None)
+        assert again.run.version == 5
+        with pytest.raises(InvalidStateTransition):
+            await services.runs.finish(lotse, run.id, RunState.FAILED, "late")
+        events = await services.conversation.list_events(world.principal("robin"), limit=500)
+        changes = [
+            (e.payload["state"], e.payload["version"])
+            for e in events.events
+            if e.type is EventType.RUN_STATE_CHANGED
+        ]
+        assert changes == [
+            ("running", 2),
+            ("waiting_input", 3),
+            ("running", 4),
+            ("completed", 5),
+        ]
+
+    async def test_finish_from_queued_is_invalid(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        await post(services, world, "alex", main_thread(world, "allgemein"), "q")
+        (run,) = await runs_of(services, main_thread(world, "allgemein"))
+        with pytest.raises(InvalidStateTransition):
+            await services.runs.finish(world.principal("lotse"), run.id, RunState.COMPLETED, None)
+
+    async def test_superseded_and_foreign_tokens(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        lotse = world.principal("lotse")
+        await post(services, world, "alex", main_thread(world, "allgemein"), "t1")
+        (first,) = await invocations(services, lotse)
+        (second,) = await invocations(services, lotse)
+        assert second.redelivered
+        assert not first.redelivered
+        assert first.invocation_token != second.invocation_token
+        assert first.invocation_token
+        assert second.invocation_token
+        run_id = uuid.UUID(first.event.payload["run_id"])
+        await services.runs.start(lotse, run_id, second.invocation_token)
+        await services.runs.await_input(lotse, run_id)
+        with pytest.raises(InvalidToken) as superseded:
+            await services.runs.resume(lotse, run_id, first.invocation_token)
+        assert superseded.value.reason == "superseded"
+        with pytest.raises(InvalidToken) as malformed:
+            await services.runs.resume(lotse, run_id, "not-a-token")
+        assert malformed.value.reason == "malformed"
+        # A token of this run used on another run of Lotse.
+        await post(services, world, "alex", main_thread(world, "eskalation"), "t2", "lotse")
+        other = (await runs_of(services, main_thread(world, "eskalation")))[0]
+        with pytest.raises(InvalidToken) as foreign:
+            await services.runs.start(lotse, other.id, second.invocation_token)
+        assert foreign.value.reason == "run_mismatch"
+
+    async def test_expired_token(
+        self, services: Services, world: DemoWorld, clock: FakeClock
+    ) -> None:
+        lotse = world.principal("lotse")
+        await post(services, world, "alex", main_thread(world, "allgemein"), "x1")
+        (delivery,) = await invocations(services, lotse)
+        assert delivery.invocation_token is not None
+        clock.advance(services.settings.invocation_token_ttl)
+        with pytest.raises(InvalidToken) as expired:
+            await services.runs.start(
+                lotse, uuid.UUID(delivery.event.payload["run_id"]), delivery.invocation_token
+            )
+        assert expired.value.reason == "expired"
+
+    async def test_other_agent_cannot_drive_the_run(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        run, _ = await started_run(services, world)
+        with pytest.raises(AccessDenied) as denied:
+            await services.runs.finish(world.principal("texter"), run.id, RunState.COMPLETED, None)
+        assert denied.value.code == "forbidden"
+        with pytest.raises(AccessDenied) as hidden:
+            await services.runs.finish(
+                world.principal("assistent"), run.id, RunState.COMPLETED, None
+            )
+        assert hidden.value.code == "not_found"
+
+    async def test_ack_moves_the_cursor(self, services: Services, world: DemoWorld) -> None:
+        lotse = world.principal("lotse")
+        await post(services, world, "alex", main_thread(world, "allgemein"), "a1")
+        page = await services.runs.poll(lotse)
+        await services.runs.ack(lotse, page.next_after)
+        assert (await services.runs.poll(lotse)).deliveries == []
+
+    async def test_denied_delivery_ends_the_queued_run(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        thread_id = main_thread(world, "allgemein")
+        trigger = await post(services, world, "alex", thread_id, "r1")
+        (run,) = await runs_of(services, thread_id)
+        await services.admin.archive_channel(
+            world.principal("robin"), world.channels["allgemein"].id
+        )
+        assert await invocations(services, world.principal("lotse")) == []
+        view = await services.runs.get(world.principal("robin"), run.id)
+        assert (view.run.state, view.run.state_reason) == (RunState.FAILED, "channel_archived")
+        stored = await message(services, trigger.id)
+        assert (stored.trigger_state, stored.trigger_state_reason) == (
+            TriggerState.FAILED,
+            "channel_archived",
+        )
+
+
+class TestCancel:
+    async def test_cancel_queued_ends_at_once(self, services: Services, world: DemoWorld) -> None:
+        await post(services, world, "alex", main_thread(world, "allgemein"), "c1")
+        (run,) = await runs_of(services, main_thread(world, "allgemein"))
+        view = await services.runs.cancel(world.principal("alex"), run.id)
+        assert (view.run.state, view.run.state_reason) == (RunState.CANCELLED, "user_cancelled")
+        trigger = await message(services, run.triggering_message_id)
+        assert trigger.trigger_state is TriggerState.CANCELLED
+        assert await invocations(services, world.principal("lotse")) == []
+
+    async def test_cancel_running_asks_the_agent_then_times_out(
+        self, services: Services, world: DemoWorld, clock: FakeClock
+    ) -> None:
+        lotse = world.principal("lotse")
+        run, _ = await started_run(services, world)
+        view = await services.runs.cancel(world.principal("alex"), run.id)
+        assert (view.run.state, view.run.cancel_requested, view.run.version) == (
+            RunState.RUNNING,
+            True,
+            3,
+        )
+        page = await services.runs.poll(lotse)
+        assert [d.event.type for d in page.deliveries][-1] is EventType.RUN_CANCEL_REQUESTED
+        clock.advance(services.settings.cancel_grace - 1)
+        assert (await services.runs.run_jobs_once())["cancel_timeout"] == 0
+        clock.advance(2)
+        assert (await services.runs.run_jobs_once())["cancel_timeout"] == 1
+        ended = await services.runs.get(world.principal("alex"), run.id)
+        assert (ended.run.state, ended.run.state_reason) == (RunState.CANCELLED, "cancel_timeout")
+
+    async def test_agent_confirms_cancel(self, services: Services, world: DemoWorld) -> None:
+        run, _ = await started_run(services, world)
+        await services.runs.cancel(world.principal("alex"), run.id)
+        view = await services.runs.finish(
+            world.principal("lotse"), run.id, RunState.CANCELLED, "user_cancelled"
+        )
+        assert view.run.state is RunState.CANCELLED
+
+    async def test_cancel_needs_trigger(self, services: Services, world: DemoWorld) -> None:
+        run, _ = await started_run(services, world)
+        with pytest.raises(AccessDenied) as denied:
+            await services.runs.cancel(world.principal("sam"), run.id)
+        assert (denied.value.code, denied.value.reason) == ("forbidden", "level_insufficient")
+
+
+class TestJobs:
+    async def test_queued_expiry(
+        self, services: Services, world: DemoWorld, clock: FakeClock
+    ) -> None:
+        await post(services, world, "alex", main_thread(world, "allgemein"), "e1")
+        (run,) = await runs_of(services, main_thread(world, "allgemein"))
+        clock.advance(services.settings.queued_max_age + 1)
+        assert (await services.runs.run_jobs_once())["queued_expiry"] == 1
+        view = await services.runs.get(world.principal("alex"), run.id)
+        assert (view.run.state, view.run.state_reason) == (RunState.FAILED, "queued_expired")
+
+    async def test_stall_check(
+        self, services: Services, world: DemoWorld, clock: FakeClock
+    ) -> None:
+        run, _ = await started_run(services, world)
+        clock.advance(services.settings.stall_after + 1)
+        assert (await services.runs.run_jobs_once())["stall_check"] == 1
+        view = await services.runs.get(world.principal("alex"), run.id)
+        assert (view.run.state, view.run.state_reason) == (RunState.FAILED, "stale")
+        assert (await services.runs.run_jobs_once())["stall_check"] == 0
+
+    async def test_agent_disabled(self, services: Services, world: DemoWorld) -> None:
+        run, _ = await started_run(services, world)
+        await services.admin.set_agent_config(
+            world.principal("robin"), world.principal("lotse").id, enabled=False
+        )
+        assert (await services.runs.run_jobs_once())["agent_disabled"] == 1
+        view = await services.runs.get(world.principal("alex"), run.id)
+        assert (view.run.state, view.run.state_reason) == (RunState.CANCELLED, "agent_disabled")
+
+
+class TestHeartbeat:
+    async def test_stores_capability(self, services: Services, world: DemoWorld) -> None:
+        lotse = world.principal("lotse")
+        await services.runs.heartbeat(lotse, "steer")
+        async with services.uow() as uow:
+            stored = await uow.principals.get(lotse.id)
+        assert stored is not None
+        assert stored.reported_followups == "steer"
+        with pytest.raises(AccessDenied):
+            await services.runs.heartbeat(world.principal("alex"), "queue")

@@ -1,0 +1,130 @@
+"""Properties of the message body rules and the payload digest."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from domain.errors import FieldError, ValidationFailed
+from domain.messaging import MessageDraft, check_create_rules, payload_digest
+from domain.world import PrincipalKind
+
+MAX_BYTES = 64
+
+uuids = st.uuids()
+maybe_uuid = st.none() | uuids
+audiences = st.none() | st.lists(uuids, max_size=4)
+contents = st.text(max_size=80)
+
+
+def fits(text: str) -> bool:
+    return bool(text.strip()) and len(text.encode("utf-8")) <= MAX_BYTES
+
+
+valid_contents = st.text(min_size=1, max_size=MAX_BYTES).filter(fits)
+
+
+@given(uuids, contents, maybe_uuid, audiences)
+def test_digest_is_deterministic(
+    thread: uuid.UUID, content: str, reply_to: uuid.UUID | None, audience: list[uuid.UUID] | None
+) -> None:
+    first = payload_digest(thread, content, reply_to, audience)
+    again = payload_digest(
+        uuid.UUID(str(thread)),
+        content,
+        reply_to,
+        list(reversed(audience)) if audience is not None else None,
+    )
+    assert first == again
+    assert first.startswith("v1:")
+    assert len(first) == len("v1:") + 64
+
+
+@given(uuids, contents, contents, maybe_uuid, audiences)
+def test_digest_changes_when_the_content_changes(
+    thread: uuid.UUID,
+    content: str,
+    other: str,
+    reply_to: uuid.UUID | None,
+    audience: list[uuid.UUID] | None,
+) -> None:
+    assume(content != other)
+    assert payload_digest(thread, content, reply_to, audience) != payload_digest(
+        thread, other, reply_to, audience
+    )
+
+
+@given(uuids, uuids, contents)
+def test_digest_changes_when_the_thread_changes(
+    thread: uuid.UUID, other: uuid.UUID, content: str
+) -> None:
+    assume(thread != other)
+    assert payload_digest(thread, content, None, None) != payload_digest(other, content, None, None)
+
+
+@st.composite
+def valid_agent_drafts(draw: st.DrawFn) -> MessageDraft:
+    return MessageDraft(
+        client_msg_id=draw(st.text(min_size=1, max_size=20)),
+        content=draw(valid_contents),
+        mentions=tuple(draw(st.lists(uuids, max_size=4, unique=True))),
+        reply_to_id=draw(maybe_uuid),
+        restricted_to=draw(st.none() | st.lists(uuids, min_size=1, max_size=3).map(tuple)),
+        run_id=draw(maybe_uuid),
+    )
+
+
+@given(valid_agent_drafts(), st.sampled_from([None, "text"]))
+def test_valid_agent_drafts_within_limits_pass(draft: MessageDraft, kind: str | None) -> None:
+    check_create_rules(
+        draft, author_kind=PrincipalKind.AGENT, kind=kind, max_content_bytes=MAX_BYTES
+    )
+
+
+@given(
+    valid_agent_drafts(),
+    uuids,
+    st.sampled_from([PrincipalKind.PERSON, PrincipalKind.APP]),
+    st.sampled_from(["", "/first_message"]),
+)
+def test_run_id_from_a_non_agent_always_fails_at_run_id(
+    draft: MessageDraft, run_id: uuid.UUID, author: PrincipalKind, prefix: str
+) -> None:
+    with_run = MessageDraft(
+        client_msg_id=draft.client_msg_id,
+        content=draft.content,
+        mentions=draft.mentions,
+        run_id=run_id,
+    )
+    with pytest.raises(ValidationFailed) as caught:
+        check_create_rules(
+            with_run,
+            author_kind=author,
+            kind=None,
+            max_content_bytes=MAX_BYTES,
+            pointer_prefix=prefix,
+            first_message=bool(prefix),
+        )
+    assert caught.value.errors == (FieldError(pointer=f"{prefix}/run_id", code="run_mismatch"),)
+
+
+@given(st.text(max_size=40), st.integers(min_value=0, max_value=60))
+def test_content_limit_counts_utf8_bytes(content: str, limit: int) -> None:
+    draft = MessageDraft(client_msg_id="c", content=content)
+    try:
+        check_create_rules(
+            draft, author_kind=PrincipalKind.PERSON, kind=None, max_content_bytes=limit
+        )
+    except ValidationFailed as exc:
+        codes = {(e.pointer, e.code) for e in exc.errors}
+    else:
+        codes = set()
+    if not content.strip():
+        assert codes == {("/content", "required")}
+    elif len(content.encode("utf-8")) > limit:
+        assert codes == {("/content", "too_long")}
+    else:
+        assert codes == set()

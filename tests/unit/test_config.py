@@ -1,0 +1,182 @@
+"""Loading settings from defaults, a TOML file and the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapters.config import ConfigError, env_name, load_config, load_settings
+from application.settings import SETTING_KEYS, Settings
+
+
+def test_defaults_apply_without_file_or_environment() -> None:
+    assert load_settings({}) == Settings()
+
+
+def test_every_key_has_an_environment_variable_of_the_documented_form() -> None:
+    assert env_name("ratelimit.rl.message.burst") == "TURNKEEPER_RATELIMIT__RL__MESSAGE__BURST"
+    assert all(env_name(key).startswith("TURNKEEPER_") for key in SETTING_KEYS)
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "attribute", "expected"),
+    [
+        ("TURNKEEPER_RATELIMIT__RL__MESSAGE__BURST", "5", "rl_message_burst", 5),
+        ("TURNKEEPER_RATELIMIT__RL__MESSAGE__PER_MINUTE", "0", "rl_message_per_minute", 0),
+        ("TURNKEEPER_DATABASE__TX_RETRY_MAX", " 3 ", "tx_retry_max", 3),
+        ("TURNKEEPER_HTTP__MAX_BODY_BYTES", "2048", "max_body_bytes", 2048),
+        (
+            "TURNKEEPER_FRESHNESS__REQUIRED_FOR_AGENTS",
+            "false",
+            "freshness_required_for_agents",
+            False,
+        ),
+        ("TURNKEEPER_FRESHNESS__REQUIRED_FOR_AGENTS", "0", "freshness_required_for_agents", False),
+        (
+            "TURNKEEPER_FRESHNESS__REQUIRED_FOR_AGENTS",
+            "TRUE",
+            "freshness_required_for_agents",
+            True,
+        ),
+        ("TURNKEEPER_FRESHNESS__REQUIRED_FOR_AGENTS", "1", "freshness_required_for_agents", True),
+    ],
+)
+def test_environment_values_are_parsed_by_type(
+    variable: str, raw: str, attribute: str, expected: object
+) -> None:
+    assert getattr(load_settings({variable: raw}), attribute) == expected
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "message"),
+    [
+        (
+            "TURNKEEPER_RATELIMIT__RL__MESSAGE__BURST",
+            "x",
+            "invalid configuration: ratelimit.rl.message.burst must be a positive integer, got 'x'",
+        ),
+        (
+            "TURNKEEPER_RATELIMIT__RL__MESSAGE__BURST",
+            "0",
+            "invalid configuration: ratelimit.rl.message.burst must be a positive integer, got '0'",
+        ),
+        (
+            "TURNKEEPER_DATABASE__TX_RETRY_MAX",
+            "-1",
+            "invalid configuration: database.tx_retry_max must be a non-negative integer, got '-1'",
+        ),
+        (
+            "TURNKEEPER_HTTP__MAX_BODY_BYTES",
+            "1.5",
+            "invalid configuration: http.max_body_bytes must be a positive integer, got '1.5'",
+        ),
+        (
+            "TURNKEEPER_FRESHNESS__REQUIRED_FOR_AGENTS",
+            "yes",
+            "invalid configuration: freshness.required_for_agents must be true, false, 1 or 0, "
+            "got 'yes'",
+        ),
+        (
+            "TURNKEEPER_RATELIMIT__RL__MESAGE__BURST",
+            "5",
+            "invalid configuration: unknown setting TURNKEEPER_RATELIMIT__RL__MESAGE__BURST "
+            "in the environment",
+        ),
+    ],
+)
+def test_invalid_environment_values_raise_one_line_naming_the_key(
+    variable: str, raw: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({variable: raw})
+    assert str(caught.value) == message
+    assert "\n" not in str(caught.value)
+
+
+def _write(tmp_path: Path, text: str) -> dict[str, str]:
+    path = tmp_path / "turnkeeper.toml"
+    path.write_text(text, encoding="utf-8")
+    return {"TURNKEEPER_CONFIG": str(path)}
+
+
+def test_toml_tables_follow_the_dotted_keys(tmp_path: Path) -> None:
+    env = _write(
+        tmp_path,
+        "[ratelimit.rl.message]\nburst = 5\nper_minute = 60\n"
+        "[freshness]\nrequired_for_agents = false\n"
+        "[http]\nmax_body_bytes = 4096\n",
+    )
+    settings = load_settings(env)
+    assert (settings.rl_message_burst, settings.rl_message_per_minute) == (5, 60)
+    assert settings.freshness_required_for_agents is False
+    assert settings.max_body_bytes == 4096
+
+
+def test_dotted_keys_in_toml_are_the_same_tables(tmp_path: Path) -> None:
+    env = _write(tmp_path, "ratelimit.rl.message.burst = 7\n")
+    assert load_settings(env).rl_message_burst == 7
+
+
+def test_environment_wins_over_the_file(tmp_path: Path) -> None:
+    env = _write(tmp_path, "[ratelimit.rl.message]\nburst = 5\n")
+    env["TURNKEEPER_RATELIMIT__RL__MESSAGE__BURST"] = "9"
+    assert load_settings(env).rl_message_burst == 9
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[ratelimit.rl.message]\nbrust = 5\n",
+            "invalid configuration: unknown key ratelimit.rl.message.brust in ",
+        ),
+        (
+            "[ratelimit.rl.message]\nburst = 'x'\n",
+            "invalid configuration: ratelimit.rl.message.burst must be a positive integer, got 'x'",
+        ),
+        (
+            "[ratelimit.rl.message]\nburst = true\n",
+            "invalid configuration: ratelimit.rl.message.burst must be a positive integer, "
+            "got True",
+        ),
+        (
+            "[freshness]\nrequired_for_agents = 1\n",
+            "invalid configuration: freshness.required_for_agents must be true or false, got 1",
+        ),
+        ("[http\n", "invalid configuration: TURNKEEPER_CONFIG file "),
+    ],
+)
+def test_invalid_files_raise_one_line_naming_the_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(_write(tmp_path, text))
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_settings({"TURNKEEPER_CONFIG": str(tmp_path / "absent.toml")})
+
+
+def test_process_configuration_reads_database_data_dir_and_owner_token() -> None:
+    config = load_config(
+        {
+            "TURNKEEPER_DATABASE_URL": "postgresql://localhost/tk",
+            "TURNKEEPER_DATA_DIR": "/var/lib/tk",
+            "TURNKEEPER_OWNER_TOKEN": "tk_secret",
+        }
+    )
+    assert config.database_url == "postgresql://localhost/tk"
+    assert config.data_dir == Path("/var/lib/tk")
+    assert config.owner_token == "tk_secret"
+
+
+def test_process_configuration_defaults_to_the_embedded_database_in_dot_turnkeeper() -> None:
+    config = load_config({})
+    assert config.database_url is None
+    assert config.data_dir == Path(".turnkeeper")
+    assert config.owner_token is None
+    assert config.settings == Settings()
