@@ -56,3 +56,17 @@ class InvalidToken(ApplicationError):
 
     def __init__(self, reason: str) -> None:
         super().__init__("invocation token invalid", reason=reason)
+
+
+class BaseVersionConflict(ApplicationError):
+    """A patch was based on an older version of the resource (409 with ``current``).
+
+    Args:
+        current: the current document of the resource.
+    """
+
+    code = "base_version_conflict"
+
+    def __init__(self, current: dict[str, object]) -> None:
+        super().__init__("base version conflict")
+        self.current = current

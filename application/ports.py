@@ -15,6 +15,7 @@ from typing import Protocol
 import attrs
 
 from domain.events import Event, NewEvent
+from domain.followups import FollowupState, OpenFollowup
 from domain.messaging import Message, TriggerState
 from domain.ratelimit import Bucket
 from domain.runs import AnswerRun, Run, TriggerKind
@@ -340,6 +341,46 @@ class RunRepository(Protocol):
         ...
 
 
+class FollowupRepository(Protocol):
+    """Follow-up rows of runs (one row per message at most)."""
+
+    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
+        """Store a queued follow-up of a run."""
+        ...
+
+    async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
+        """Every follow-up of a run by message id (for the run document)."""
+        ...
+
+    async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
+        """The state of one follow-up of a run, locked FOR UPDATE; None when absent."""
+        ...
+
+    async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
+        """The run's queued and delivered follow-ups, locked in message_id order."""
+        ...
+
+    async def set_states(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        state: FollowupState,
+        at: datetime,
+    ) -> None:
+        """Set the state of some follow-ups of a run (one statement)."""
+        ...
+
+    async def move(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        new_run_id: uuid.UUID,
+        at: datetime,
+    ) -> None:
+        """Make follow-ups of a run queued follow-ups of another run (one statement)."""
+        ...
+
+
 @attrs.frozen(kw_only=True)
 class AgentCursor:
     """Where an agent is in its personal event feed.
@@ -466,6 +507,11 @@ class UnitOfWork(Protocol):
     @property
     def agent_feed(self) -> AgentFeedRepository:
         """The agent feed repository of this unit."""
+        ...
+
+    @property
+    def followups(self) -> FollowupRepository:
+        """The follow-ups repository of this unit."""
         ...
 
     async def commit(self) -> None:

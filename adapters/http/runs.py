@@ -6,9 +6,11 @@ the agent feed's answers, never in logs or problems.
 
 from __future__ import annotations
 
+import re
+import uuid
 from typing import Annotated
 
-from litestar import Response, Router, get, post, put
+from litestar import Response, Router, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
@@ -23,12 +25,14 @@ from adapters.http.schemas import (
     HeartbeatBody,
     InvocationTokenBody,
     Run,
+    RunPatch,
     answer,
     given,
 )
 from application.bootstrap import Services
 from application.documents import event_document
-from application.services.runs import RunView, run_document
+from application.services.runs import FollowupOp, RunView, run_document
+from domain.followups import FollowupState
 from domain.runs import RunState
 from domain.world import Principal
 
@@ -108,6 +112,36 @@ async def finish_run(
     return _run(view)
 
 
+_FOLLOWUP_PATH = re.compile(r"^/followups/(?P<message_id>[^/]+)/state$")
+
+
+def _followup_target(path: str) -> uuid.UUID | None:
+    """The message id a patch path names, or None for a path that names no follow-up."""
+    match = _FOLLOWUP_PATH.match(path)
+    if match is None:
+        return None
+    try:
+        return uuid.UUID(match["message_id"])
+    except ValueError:
+        return None
+
+
+@patch("/runs/{run_id:str}", status_code=HTTP_200_OK, responses=problems(403, 409))
+async def patch_run(
+    run_id: FromPath[str],
+    data: JSONBody[RunPatch],
+    principal: NamedDependency[Principal],
+    services: NamedDependency[Services],
+) -> Response[Run]:
+    """Acknowledge follow-ups (delivered, absorbed): forward only, all or nothing."""
+    ops = [
+        FollowupOp(message_id=_followup_target(op.path), value=FollowupState(op.value))
+        for op in data.ops
+    ]
+    view = await services.runs.patch(principal, parse_id(run_id), data.base_version, ops)
+    return _run(view)
+
+
 @get("/agent/events", responses=problems(403))
 async def poll_agent_events(
     principal: NamedDependency[Principal],
@@ -166,6 +200,7 @@ def runs_router() -> Router:
             await_input,
             resume_run,
             finish_run,
+            patch_run,
             poll_agent_events,
             ack_agent_events,
             heartbeat,

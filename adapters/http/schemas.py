@@ -402,3 +402,18 @@ class AgentEventPage(Answer):
 
     events: list[AgentEvent]
     next_after: int
+
+
+class RunPatchOp(Body):
+    """One operation of PATCH /v1/runs/{run_id}."""
+
+    op: Literal["replace"]
+    path: str
+    value: Literal["delivered", "absorbed"]
+
+
+class RunPatch(Body):
+    """Body of PATCH /v1/runs/{run_id}."""
+
+    base_version: int
+    ops: list[RunPatchOp]

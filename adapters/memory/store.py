@@ -19,10 +19,19 @@ import attrs
 from application.errors import DuplicateKey, RetriableConflict
 from application.ports import AgentCursor, DenialRecord, ReaderScope, UnitOfWork
 from domain.events import Event, NewEvent
+from domain.followups import OPEN_STATES, FollowupState, OpenFollowup
 from domain.messaging import Message, TriggerState, visible_to
 from domain.ratelimit import Bucket
 from domain.runs import AnswerRun, Run
 from domain.world import Channel, Grant, Principal, Space, Thread, ThreadState
+
+
+@attrs.frozen(kw_only=True)
+class _FollowupRow:
+    run_id: uuid.UUID
+    state: FollowupState
+    created_at: datetime
+    updated_at: datetime
 
 
 @attrs.define
@@ -40,6 +49,7 @@ class _Tables:
     buckets: dict[tuple[uuid.UUID, str], Bucket] = attrs.Factory(dict)
     runs: dict[uuid.UUID, Run] = attrs.Factory(dict)
     cursors: dict[uuid.UUID, AgentCursor] = attrs.Factory(dict)
+    followups: dict[uuid.UUID, _FollowupRow] = attrs.Factory(dict)
 
     def snapshot(self) -> _Tables:
         return _Tables(**{f.name: _copy(getattr(self, f.name)) for f in attrs.fields(_Tables)})
@@ -369,6 +379,71 @@ class _AgentFeed:
         self._t.principals[agent_id] = attrs.evolve(agent, reported_followups=followups)
 
 
+class _Followups:
+    def __init__(self, t: _Tables) -> None:
+        self._t = t
+
+    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
+        if message_id in self._t.followups:
+            raise DuplicateKey("run_followups_message_key")
+        self._t.followups[message_id] = _FollowupRow(
+            run_id=run_id, state=FollowupState.QUEUED, created_at=at, updated_at=at
+        )
+
+    async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
+        return {
+            message_id: row.state
+            for message_id, row in sorted(self._t.followups.items())
+            if row.run_id == run_id
+        }
+
+    async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
+        row = self._t.followups.get(message_id)
+        return row.state if row is not None and row.run_id == run_id else None
+
+    async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
+        found = []
+        for message_id, row in sorted(self._t.followups.items()):
+            if row.run_id != run_id or row.state not in OPEN_STATES:
+                continue
+            message = self._t.messages[message_id]
+            found.append(
+                OpenFollowup(
+                    message_id=message_id,
+                    thread_seq=message.thread_seq,
+                    author_id=message.author_id,
+                    deleted=message.deleted_at is not None,
+                )
+            )
+        return found
+
+    async def set_states(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        state: FollowupState,
+        at: datetime,
+    ) -> None:
+        for message_id in message_ids:
+            row = self._t.followups.get(message_id)
+            if row is not None and row.run_id == run_id:
+                self._t.followups[message_id] = attrs.evolve(row, state=state, updated_at=at)
+
+    async def move(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        new_run_id: uuid.UUID,
+        at: datetime,
+    ) -> None:
+        for message_id in message_ids:
+            row = self._t.followups.get(message_id)
+            if row is not None and row.run_id == run_id:
+                self._t.followups[message_id] = attrs.evolve(
+                    row, run_id=new_run_id, state=FollowupState.QUEUED, updated_at=at
+                )
+
+
 class MemoryUnitOfWork:
     """One unit of work over a `MemoryStore`; satisfies `application.ports.UnitOfWork`."""
 
@@ -387,6 +462,7 @@ class MemoryUnitOfWork:
         self.buckets = _Buckets(tables)
         self.runs = _Runs(tables)
         self.agent_feed = _AgentFeed(tables)
+        self.followups = _Followups(tables)
         self.committed = False
 
     async def commit(self) -> None:

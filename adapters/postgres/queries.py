@@ -125,6 +125,36 @@ class EventRow:
 
 
 @attrs.frozen
+class ListFollowupsRow:
+    """A result row of ListFollowups.
+
+    Attributes:
+        message_id: ``uuid``.
+        state: ``text``.
+    """
+
+    message_id: uuid.UUID
+    state: str
+
+
+@attrs.frozen
+class LockOpenFollowupsRow:
+    """A result row of LockOpenFollowups.
+
+    Attributes:
+        message_id: ``uuid``.
+        thread_seq: ``int8``.
+        author_id: ``uuid``.
+        deleted_at: ``timestamptz`` or NULL.
+    """
+
+    message_id: uuid.UUID
+    thread_seq: int
+    author_id: uuid.UUID
+    deleted_at: datetime | None
+
+
+@attrs.frozen
 class GrantRow:
     """A row of table ``grants``.
 
@@ -437,6 +467,29 @@ _READ_AUDIENCE_EVENTS = """SELECT seq, type, actor_id, actor_kind, space_id, cha
 WHERE audience_id = %(p1)s AND seq > %(p2)s
 ORDER BY seq
 LIMIT %(p3)s"""
+
+_INSERT_FOLLOWUP = """INSERT INTO run_followups (run_id, message_id, state, created_at, updated_at)
+VALUES (%(p1)s, %(p2)s, 'queued', %(p3)s, %(p3)s)"""
+
+_LIST_FOLLOWUPS = (
+    """SELECT message_id, state FROM run_followups WHERE run_id = %(p1)s ORDER BY message_id"""
+)
+
+_LOCK_OPEN_FOLLOWUPS = """SELECT f.message_id, m.thread_seq, m.author_id, m.deleted_at
+FROM run_followups f JOIN messages m ON m.id = f.message_id
+WHERE f.run_id = %(p1)s AND f.state IN ('queued', 'delivered')
+ORDER BY f.message_id
+FOR UPDATE OF f"""
+
+_LOCK_FOLLOWUP = """SELECT state FROM run_followups
+WHERE run_id = %(p1)s AND message_id = %(p2)s
+FOR UPDATE"""
+
+_SET_FOLLOWUP_STATES = """UPDATE run_followups SET state = %(p1)s, updated_at = %(p2)s
+WHERE run_id = %(p3)s AND message_id = ANY(%(p4)s::uuid[])"""
+
+_MOVE_FOLLOWUPS = """UPDATE run_followups SET run_id = %(p1)s, state = 'queued', updated_at = %(p2)s
+WHERE run_id = %(p3)s AND message_id = ANY(%(p4)s::uuid[])"""
 
 _INSERT_GRANT = """INSERT INTO grants (id, principal_id, resource_kind, resource_id, level, created_at)
 VALUES (
@@ -1126,6 +1179,167 @@ async def read_audience_events(
             _READ_AUDIENCE_EVENTS, {"p1": audience_id, "p2": after_seq, "p3": max_events}
         )
         return await cur.fetchall()
+
+
+async def insert_followup(
+    conn: psycopg.AsyncConnection[Any], *, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime
+) -> None:
+    """Run InsertFollowup (:exec, sql/queries/followups.sql).
+
+    SQL::
+
+        INSERT INTO run_followups (run_id, message_id, state, created_at, updated_at)
+        VALUES ($1, $2, 'queued', $3, $3)
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        run_id: ``$1`` (``uuid``).
+        message_id: ``$2`` (``uuid``).
+        at: ``$3`` (``timestamptz``).
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(_INSERT_FOLLOWUP, {"p1": run_id, "p2": message_id, "p3": at})
+
+
+async def list_followups(
+    conn: psycopg.AsyncConnection[Any], *, run_id: uuid.UUID
+) -> list[ListFollowupsRow]:
+    """Run ListFollowups (:many, sql/queries/followups.sql).
+
+    SQL::
+
+        SELECT message_id, state FROM run_followups WHERE run_id = $1 ORDER BY message_id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        run_id: ``$1`` (``uuid``).
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(ListFollowupsRow)) as cur:
+        await cur.execute(_LIST_FOLLOWUPS, {"p1": run_id})
+        return await cur.fetchall()
+
+
+async def lock_open_followups(
+    conn: psycopg.AsyncConnection[Any], *, run_id: uuid.UUID
+) -> list[LockOpenFollowupsRow]:
+    """Run LockOpenFollowups (:many, sql/queries/followups.sql).
+
+    The end of a run locks its open follow-ups in message_id order (after the run row), so
+    two settlements, or a settlement and an acknowledgement, take them in the same order.
+
+    SQL::
+
+        SELECT f.message_id, m.thread_seq, m.author_id, m.deleted_at
+        FROM run_followups f JOIN messages m ON m.id = f.message_id
+        WHERE f.run_id = $1 AND f.state IN ('queued', 'delivered')
+        ORDER BY f.message_id
+        FOR UPDATE OF f
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        run_id: ``$1`` (``uuid``).
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(LockOpenFollowupsRow)) as cur:
+        await cur.execute(_LOCK_OPEN_FOLLOWUPS, {"p1": run_id})
+        return await cur.fetchall()
+
+
+async def lock_followup(
+    conn: psycopg.AsyncConnection[Any], *, run_id: uuid.UUID, message_id: uuid.UUID
+) -> str | None:
+    """Run LockFollowup (:one, sql/queries/followups.sql).
+
+    SQL::
+
+        SELECT state FROM run_followups
+        WHERE run_id = $1 AND message_id = $2
+        FOR UPDATE
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        run_id: ``$1`` (``uuid``).
+        message_id: ``$2`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(_LOCK_FOLLOWUP, {"p1": run_id, "p2": message_id})
+        return cast("str | None", await cur.fetchone())
+
+
+async def set_followup_states(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    state: str,
+    at: datetime,
+    run_id: uuid.UUID,
+    message_ids: Sequence[uuid.UUID | None],
+) -> int:
+    """Run SetFollowupStates (:execrows, sql/queries/followups.sql).
+
+    One statement for any number of follow-ups (settlement stays constant in statements).
+
+    SQL::
+
+        UPDATE run_followups SET state = $1, updated_at = $2
+        WHERE run_id = $3 AND message_id = ANY($4::uuid[])
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        state: ``$1`` (``text``).
+        at: ``$2`` (``timestamptz``).
+        run_id: ``$3`` (``uuid``).
+        message_ids: ``$4`` (``uuid[]``).
+
+    Returns:
+        The number of rows the statement affected.
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(
+            _SET_FOLLOWUP_STATES, {"p1": state, "p2": at, "p3": run_id, "p4": list(message_ids)}
+        )
+        return cur.rowcount
+
+
+async def move_followups(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    new_run_id: uuid.UUID,
+    at: datetime,
+    run_id: uuid.UUID,
+    message_ids: Sequence[uuid.UUID | None],
+) -> int:
+    """Run MoveFollowups (:execrows, sql/queries/followups.sql).
+
+    The rest of the candidates become follow-ups of the follow-on run.
+
+    SQL::
+
+        UPDATE run_followups SET run_id = $1, state = 'queued', updated_at = $2
+        WHERE run_id = $3 AND message_id = ANY($4::uuid[])
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        new_run_id: ``$1`` (``uuid``).
+        at: ``$2`` (``timestamptz``).
+        run_id: ``$3`` (``uuid``).
+        message_ids: ``$4`` (``uuid[]``).
+
+    Returns:
+        The number of rows the statement affected.
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(
+            _MOVE_FOLLOWUPS, {"p1": new_run_id, "p2": at, "p3": run_id, "p4": list(message_ids)}
+        )
+        return cur.rowcount
 
 
 async def insert_grant(

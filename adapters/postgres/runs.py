@@ -18,6 +18,7 @@ from adapters.postgres import queries as q
 from adapters.postgres.repositories import MissingRow, PostgresEventLog
 from application.ports import AgentCursor
 from domain.events import Event
+from domain.followups import FollowupState, OpenFollowup
 from domain.runs import AnswerRun, Run, RunState, TriggerKind
 
 Conn = psycopg.AsyncConnection[Any]
@@ -184,3 +185,74 @@ class PostgresAgentFeedRepository:
         """
         if await q.set_reported_followups(self._conn, followups=followups, id=agent_id) != 1:
             raise MissingRow(f"principal {agent_id}")
+
+
+class PostgresFollowupRepository:
+    """Follow-up rows; satisfies `application.ports.FollowupRepository`.
+
+    Settlement statements are set-based (``= ANY(array)``), so ending a run costs the
+    same number of statements whatever the number of its follow-ups.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
+        """Insert a queued follow-up."""
+        await q.insert_followup(self._conn, run_id=run_id, message_id=message_id, at=at)
+
+    async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
+        """Every follow-up of a run by message id."""
+        rows = await q.list_followups(self._conn, run_id=run_id)
+        return {row.message_id: FollowupState(row.state) for row in rows}
+
+    async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
+        """One follow-up's state under FOR UPDATE, or None."""
+        state = await q.lock_followup(self._conn, run_id=run_id, message_id=message_id)
+        return None if state is None else FollowupState(state)
+
+    async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
+        """Open follow-ups with their message facts, locked in message_id order."""
+        rows = await q.lock_open_followups(self._conn, run_id=run_id)
+        return [
+            OpenFollowup(
+                message_id=row.message_id,
+                thread_seq=row.thread_seq,
+                author_id=row.author_id,
+                deleted=row.deleted_at is not None,
+            )
+            for row in rows
+        ]
+
+    async def set_states(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        state: FollowupState,
+        at: datetime,
+    ) -> None:
+        """Set the state of some follow-ups in one statement."""
+        if message_ids:
+            await q.set_followup_states(
+                self._conn, state=state.value, at=at, run_id=run_id, message_ids=list(message_ids)
+            )
+
+    async def move(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        new_run_id: uuid.UUID,
+        at: datetime,
+    ) -> None:
+        """Move follow-ups to another run as queued, in one statement."""
+        if message_ids:
+            await q.move_followups(
+                self._conn,
+                new_run_id=new_run_id,
+                at=at,
+                run_id=run_id,
+                message_ids=list(message_ids),
+            )

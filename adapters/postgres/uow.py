@@ -37,12 +37,17 @@ from adapters.postgres.repositories import (
     PostgresSpaceRepository,
     PostgresThreadRepository,
 )
-from adapters.postgres.runs import PostgresAgentFeedRepository, PostgresRunRepository
+from adapters.postgres.runs import (
+    PostgresAgentFeedRepository,
+    PostgresFollowupRepository,
+    PostgresRunRepository,
+)
 from application.ports import (
     AgentFeedRepository,
     AuditLog,
     ChannelRepository,
     EventLog,
+    FollowupRepository,
     GrantRepository,
     MessageRepository,
     PrincipalRepository,
@@ -91,6 +96,7 @@ class PostgresUnitOfWork:
         self._conn = conn
         self._runs = (runs or PostgresRunRepository)(conn)
         self._agent_feed = (agent_feed or PostgresAgentFeedRepository)(conn)
+        self.followups: FollowupRepository = PostgresFollowupRepository(conn)
         self._events = PostgresEventLog(conn)
         self.principals: PrincipalRepository = PostgresPrincipalRepository(conn)
         self.spaces: SpaceRepository = PostgresSpaceRepository(conn)

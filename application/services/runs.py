@@ -11,7 +11,7 @@ subscriber of `MessagePosted`), so a trigger and its message commit or roll back
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import attrs
@@ -19,7 +19,7 @@ import structlog
 
 from application.bus import EventBus, MessagePosted
 from application.documents import Document, message_document, rfc3339
-from application.errors import InvalidToken
+from application.errors import BaseVersionConflict, InvalidToken
 from application.ports import (
     AgentCursor,
     Clock,
@@ -40,6 +40,16 @@ from domain.errors import (
     ValidationFailed,
 )
 from domain.events import Event, EventType, NewEvent
+from domain.followups import (
+    OPEN_STATES,
+    FollowupMode,
+    FollowupState,
+    RunEnd,
+    advance_followup,
+    effective_followup_mode,
+    followup_event_needed,
+    plan_run_end,
+)
 from domain.messaging import Message, MessageKind, Origin, TriggerState
 from domain.runs import (
     TRIGGER_STATE_OF,
@@ -223,9 +233,7 @@ class RunsService:
                 active_run_agent_id=active.agent_id if active else None,
             )
         )
-        if outcome.kind is OutcomeKind.NONE or outcome.kind is OutcomeKind.FOLLOWUP:
-            # Follow-ups are accepted by the follow-ups capability; until then the
-            # message stays as it is.
+        if outcome.kind is OutcomeKind.NONE:
             return
         if outcome.kind is OutcomeKind.FAILED:
             await self._set_trigger_state(
@@ -246,14 +254,65 @@ class RunsService:
                 agent=agents[outcome.agent_id],
             )
         )
+        action = "run.followup.create" if outcome.kind is OutcomeKind.FOLLOWUP else "agent.invoke"
         if reason is not None:
-            await self._audit(uow, author.id, "agent.invoke", str(reason))
+            await self._audit(uow, author.id, action, str(reason))
             if outcome.mentioned:
                 await self._set_trigger_state(
                     uow, target, posted.message_id, TriggerState.FAILED, str(reason)
                 )
             return
+        if outcome.kind is OutcomeKind.FOLLOWUP:
+            assert active is not None
+            await self._accept_followup(uow, target, active, posted.message_id, author)
+            return
         await self.open_run(uow, target, posted.message_id, author.id, outcome.agent_id)
+
+    async def _accept_followup(
+        self,
+        uow: UnitOfWork,
+        target: AccessTarget,
+        run: Run,
+        message_id: uuid.UUID,
+        author: Principal,
+    ) -> None:
+        """Make a message a queued follow-up of the thread's active run (locked)."""
+        now = self._clock.now()
+        await uow.followups.add(run.id, message_id, now)
+        changed = attrs.evolve(run, version=run.version + 1, updated_at=now)
+        await self._store(uow, run, changed, author, target=target)
+        await self._set_trigger_state(uow, target, message_id, TriggerState.RECEIVED, None)
+        agent = await uow.principals.get(run.agent_id)
+        assert agent is not None
+        if followup_event_needed(_mode(agent), run.state):
+            await self._followup_event(uow, target, run.id, message_id, author.id)
+
+    async def _followup_event(
+        self,
+        uow: UnitOfWork,
+        target: AccessTarget,
+        run_id: uuid.UUID,
+        message_id: uuid.UUID,
+        author_id: uuid.UUID,
+    ) -> None:
+        run = await uow.runs.get(run_id)
+        assert run is not None
+        await uow.events.append(
+            self._event(
+                EventType.AGENT_FOLLOWUP,
+                target,
+                actor_id=author_id,
+                actor_kind=PrincipalKind.PERSON.value,
+                resource_kind="run",
+                resource_id=run_id,
+                audience_id=run.agent_id,
+                payload={
+                    "run_id": str(run_id),
+                    "thread_id": str(run.thread_id),
+                    "message_id": str(message_id),
+                },
+            )
+        )
 
     async def open_run(
         self,
@@ -398,6 +457,10 @@ class RunsService:
                     token = await self._deliver_invocation(uow, agent, event)
                     if token is None:
                         continue
+                elif event.type is EventType.AGENT_FOLLOWUP:
+                    token = await self._deliver_followup(uow, event)
+                    if token is None:
+                        continue
                 deliveries.append(
                     Delivery(
                         event=event,
@@ -500,6 +563,74 @@ class RunsService:
             await self._set_trigger_state(uow, target, message.id, TriggerState.QUEUED, None)
         return token
 
+    async def _deliver_followup(self, uow: UnitOfWork, event: Event) -> str | None:
+        """Deliver a follow-up with a fresh token, or None when nothing is to be sent.
+
+        Not deliverable (the row is no longer queued or delivered, the message is
+        deleted, the run ended): skipped without token or audit. The author is
+        re-checked with today's rights; a denial discards the row, raises the run's
+        version and fails the message, and never touches the run otherwise.
+        """
+        run = await uow.runs.lock(event.resource_id)
+        message_id = uuid.UUID(str(event.payload["message_id"]))
+        if run is None or not run.state.active:
+            return None
+        state = await uow.followups.lock(run.id, message_id)
+        message = await uow.messages.get(message_id)
+        if state not in OPEN_STATES or message is None or message.deleted_at is not None:
+            return None
+        author = await uow.principals.get(message.author_id)
+        agent = await uow.principals.get(run.agent_id)
+        assert author is not None
+        assert agent is not None
+        target = await thread_target(uow, run.thread_id)
+        reason = await self._invoke_reason(uow, target, message, author, agent)
+        now = self._clock.now()
+        if reason is not None:
+            await self._audit(uow, author.id, "agent.invoke", str(reason))
+            await uow.followups.set_states(run.id, [message_id], FollowupState.DISCARDED, now)
+            changed = attrs.evolve(run, version=run.version + 1, updated_at=now)
+            await self._store(uow, run, changed, agent, target=target)
+            await self._set_trigger_state(uow, target, message_id, TriggerState.FAILED, str(reason))
+            return None
+        jti = str(self._ids.new_id())
+        token = self._signer.sign(
+            InvocationClaims(
+                run_id=run.id,
+                message_id=message_id,
+                trigger_kind=TriggerKind.FOLLOWUP,
+                sub=author.id,
+                jti=jti,
+                exp=now + self._settings.seconds("invocation_token_ttl"),
+            )
+        )
+        if run.state is RunState.WAITING_INPUT:
+            # The follow-up answers the open question: only its token resumes the run,
+            # and every older token is superseded.
+            await uow.runs.update(attrs.evolve(run, invocation_jti=jti))
+        return token
+
+    async def _invoke_reason(
+        self,
+        uow: UnitOfWork,
+        target: AccessTarget,
+        message: Message,
+        author: Principal,
+        agent: Principal,
+    ) -> str | None:
+        reason = check_invoke(
+            InvokeFacts(
+                origin=message.origin,
+                author_id=author.id,
+                author_level=effective_level(
+                    author, target, await uow.grants.for_principal(author.id)
+                ),
+                channel_archived=target.channel.archived,
+                agent=_agent_facts(agent),
+            )
+        )
+        return None if reason is None else str(reason)
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def get(self, actor: Principal, run_id: uuid.UUID) -> RunView:
@@ -514,7 +645,7 @@ class RunsService:
             if run is None:
                 raise NotFound()
             await self._require_read(uow, actor, run)
-            return RunView(run=run)
+            return await self._view(uow, run)
 
         return await self._tx.run(work)
 
@@ -529,11 +660,13 @@ class RunsService:
         async def work(uow: UnitOfWork) -> RunView:
             run = await self._own_run(uow, agent, run_id)
             claims = self._claims(token, run)
+            if claims.trigger_kind is not TriggerKind.MESSAGE or claims.sub != run.triggered_by:
+                raise InvalidToken("run_mismatch")
             if run.state is RunState.RUNNING and run.invocation_jti == claims.jti:
-                return RunView(run=run)
+                return await self._view(uow, run)
             changed = attrs.evolve(move(run, "start", self._clock.now()), invocation_jti=claims.jti)
             await self._store(uow, run, changed, agent)
-            return RunView(run=changed)
+            return await self._view(uow, changed)
 
         return await self._tx.run(work)
 
@@ -548,7 +681,7 @@ class RunsService:
             run = await self._own_run(uow, agent, run_id)
             changed = move(run, "await_input", self._clock.now())
             await self._store(uow, run, changed, agent)
-            return RunView(run=changed)
+            return await self._view(uow, changed)
 
         return await self._tx.run(work)
 
@@ -567,7 +700,7 @@ class RunsService:
             if claims.jti != run.invocation_jti:
                 raise InvalidToken("superseded")
             await self._store(uow, run, changed, agent)
-            return RunView(run=changed)
+            return await self._view(uow, changed)
 
         return await self._tx.run(work)
 
@@ -583,9 +716,9 @@ class RunsService:
         async def work(uow: UnitOfWork) -> RunView:
             run = await self._own_run(uow, agent, run_id)
             if finish(run, state, reason, self._clock.now()) is None:
-                return RunView(run=run)
+                return await self._view(uow, run)
             ended = await self.end_run(uow, run, state, reason, actor=agent)
-            return RunView(run=ended)
+            return await self._view(uow, ended)
 
         return await self._tx.run(work)
 
@@ -612,13 +745,13 @@ class RunsService:
                 ended = await self.end_run(
                     uow, run, RunState.CANCELLED, EndReason.USER_CANCELLED.value, actor=person
                 )
-                return RunView(run=ended)
+                return await self._view(uow, ended)
             if not run.state.active:
                 if run.state is RunState.CANCELLED:
-                    return RunView(run=run)
+                    return await self._view(uow, run)
                 raise _invalid_transition(f"cancel {run.state}")
             if run.cancel_requested:
-                return RunView(run=run)
+                return await self._view(uow, run)
             changed = attrs.evolve(
                 run,
                 cancel_requested=True,
@@ -638,7 +771,70 @@ class RunsService:
                     payload={"run_id": str(run.id)},
                 )
             )
-            return RunView(run=changed)
+            return await self._view(uow, changed)
+
+        return await self._tx.run(work)
+
+    async def patch(
+        self,
+        agent: Principal,
+        run_id: uuid.UUID,
+        base_version: int,
+        ops: Sequence[FollowupOp],
+    ) -> RunView:
+        """The adapter acknowledges follow-ups: all or nothing, forward only.
+
+        Leaving queued sets the message's trigger_state followup_delivered (one
+        message.updated); a change raises the run's version once.
+
+        Args:
+            agent: the run's agent.
+            run_id: the run.
+            base_version: the version the adapter saw.
+            ops: the replacements, in order.
+
+        Returns:
+            The run after the patch.
+
+        Raises:
+            BaseVersionConflict: when the run moved on (carries the current document).
+            Conflict: run_not_active for an ended run.
+            ValidationFailed: patch_target_missing for a message that is no follow-up.
+            FollowupTransitionError: for a change that is not forward (409).
+        """
+
+        async def work(uow: UnitOfWork) -> RunView:
+            run = await self._own_run(uow, agent, run_id)
+            if base_version != run.version:
+                raise BaseVersionConflict(run_document(await self._view(uow, run)))
+            if not run.state.active:
+                raise Conflict("run not active", reason="run_not_active")
+            now = self._clock.now()
+            target = await thread_target(uow, run.thread_id)
+            changed_any = False
+            for index, op in enumerate(ops):
+                state = (
+                    None
+                    if op.message_id is None
+                    else await uow.followups.lock(run.id, op.message_id)
+                )
+                if state is None or op.message_id is None:
+                    raise ValidationFailed(
+                        [FieldError(pointer=f"/ops/{index}/path", code="patch_target_missing")]
+                    )
+                if not advance_followup(state, op.value):
+                    continue
+                changed_any = True
+                await uow.followups.set_states(run.id, [op.message_id], op.value, now)
+                if state is FollowupState.QUEUED:
+                    await self._set_trigger_state(
+                        uow, target, op.message_id, TriggerState.FOLLOWUP_DELIVERED, None
+                    )
+            if not changed_any:
+                return await self._view(uow, run)
+            changed = attrs.evolve(run, version=run.version + 1, updated_at=now)
+            await self._store(uow, run, changed, agent, target=target)
+            return await self._view(uow, changed)
 
         return await self._tx.run(work)
 
@@ -677,10 +873,74 @@ class RunsService:
         message = await uow.messages.get(run.triggering_message_id)
         if message is not None and message.deleted_at is None:
             await self._set_trigger_state(uow, target, message.id, TRIGGER_STATE_OF[state], reason)
+        await self._settle_followups(uow, ended)
         for hook in self.end_hooks:
             await hook(uow, run, ended)
         _log.info("run_ended", run_id=str(run.id), state=state.value, reason=reason)
         return ended
+
+    async def _settle_followups(self, uow: UnitOfWork, ended: Run) -> None:
+        """Settle an ended run's open follow-ups and open the follow-on run.
+
+        Deleted messages are discarded; after a stop by a person the others are
+        discarded with cancelled / user_cancelled; after every other end they are
+        deferred, the first whose author still passes agent.invoke triggers a new run
+        (its row stays deferred here), denied ones before it are discarded with failed,
+        and the rest move to the new run as queued follow-ups.
+        """
+        open_followups = await uow.followups.lock_open(ended.id)
+        if not open_followups:
+            return
+        plan = plan_run_end(RunEnd(state=ended.state, reason=ended.state_reason), open_followups)
+        now = self._clock.now()
+        target = await thread_target(uow, ended.thread_id)
+        discarded = [f.message_id for f in (*plan.deleted, *plan.stopped)]
+        await uow.followups.set_states(ended.id, discarded, FollowupState.DISCARDED, now)
+        for followup in plan.stopped:
+            await self._set_trigger_state(
+                uow,
+                target,
+                followup.message_id,
+                TriggerState.CANCELLED,
+                EndReason.USER_CANCELLED.value,
+            )
+        if not plan.candidates:
+            return
+        await uow.followups.set_states(
+            ended.id, [c.message_id for c in plan.candidates], FollowupState.DEFERRED, now
+        )
+        agent = await uow.principals.get(ended.agent_id)
+        assert agent is not None
+        for index, candidate in enumerate(plan.candidates):
+            message = await uow.messages.get(candidate.message_id)
+            author = await uow.principals.get(candidate.author_id)
+            assert message is not None
+            assert author is not None
+            reason = await self._invoke_reason(uow, target, message, author, agent)
+            if reason is not None:
+                await self._audit(uow, author.id, "agent.invoke", reason)
+                await uow.followups.set_states(
+                    ended.id, [candidate.message_id], FollowupState.DISCARDED, now
+                )
+                await self._set_trigger_state(
+                    uow, target, candidate.message_id, TriggerState.FAILED, reason
+                )
+                continue
+            follow_on = await self.open_run(
+                uow, target, candidate.message_id, author.id, ended.agent_id
+            )
+            rest = plan.candidates[index + 1 :]
+            await uow.followups.move(ended.id, [r.message_id for r in rest], follow_on.id, now)
+            mode = _mode(agent)
+            for moved in rest:
+                await self._set_trigger_state(
+                    uow, target, moved.message_id, TriggerState.RECEIVED, None
+                )
+                if followup_event_needed(mode, follow_on.state):
+                    await self._followup_event(
+                        uow, target, follow_on.id, moved.message_id, moved.author_id
+                    )
+            return
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -756,9 +1016,13 @@ class RunsService:
 
     def _claims(self, token: str, run: Run) -> InvocationClaims:
         claims = self._signer.verify(token, self._clock.now())
-        if claims.run_id != run.id or claims.sub != run.triggered_by:
+        if claims.run_id != run.id:
             raise InvalidToken("run_mismatch")
         return claims
+
+    async def _view(self, uow: UnitOfWork, run: Run) -> RunView:
+        states = await uow.followups.states(run.id)
+        return RunView(run=run, followups={k: v.value for k, v in states.items()})
 
     async def _own_run(self, uow: UnitOfWork, agent: Principal, run_id: uuid.UUID) -> Run:
         run = await uow.runs.lock(run_id)
@@ -887,6 +1151,23 @@ def _required(value: _T | None) -> _T:
     return value
 
 
+def _mode(agent: Principal) -> FollowupMode:
+    return effective_followup_mode(agent.supports_followups, agent.reported_followups)
+
+
+@attrs.frozen(kw_only=True)
+class FollowupOp:
+    """One replacement of a run patch.
+
+    Attributes:
+        message_id: the follow-up message (None when the path names none).
+        value: delivered or absorbed.
+    """
+
+    message_id: uuid.UUID | None
+    value: FollowupState
+
+
 def _agent_facts(agent: Principal) -> AgentFacts:
     return AgentFacts(
         id=agent.id,
@@ -915,4 +1196,4 @@ def _invalid_transition(message: str) -> Exception:
     return InvalidStateTransition(message)
 
 
-__all__ = ["AgentEventPage", "Delivery", "RunView", "RunsService"]
+__all__ = ["AgentEventPage", "Delivery", "FollowupOp", "RunView", "RunsService"]

@@ -244,9 +244,11 @@ class TestTriggerAcceptance:
         await post(services, world, "alex", thread_id, "f1")
         second = await post(services, world, "robin", thread_id, "f2")
         (run,) = await runs_of(services, thread_id)
-        # Until follow-ups land, a message for the active run's agent stays untouched.
-        assert (await message(services, second.id)).trigger_state is None
+        # The second message is a follow-up of the run the first one opened.
+        assert (await message(services, second.id)).trigger_state is TriggerState.RECEIVED
         assert run.triggered_by == world.principal("alex").id
+        async with services.uow() as uow:
+            assert await uow.followups.states(run.id) == {second.id: "queued"}
 
 
 class TestLifecycle:

@@ -1,0 +1,30 @@
+-- name: InsertFollowup :exec
+INSERT INTO run_followups (run_id, message_id, state, created_at, updated_at)
+VALUES (sqlc.arg(run_id), sqlc.arg(message_id), 'queued', sqlc.arg(at), sqlc.arg(at));
+
+-- name: ListFollowups :many
+SELECT message_id, state FROM run_followups WHERE run_id = sqlc.arg(run_id) ORDER BY message_id;
+
+-- The end of a run locks its open follow-ups in message_id order (after the run row), so
+-- two settlements, or a settlement and an acknowledgement, take them in the same order.
+-- name: LockOpenFollowups :many
+SELECT f.message_id, m.thread_seq, m.author_id, m.deleted_at
+FROM run_followups f JOIN messages m ON m.id = f.message_id
+WHERE f.run_id = sqlc.arg(run_id) AND f.state IN ('queued', 'delivered')
+ORDER BY f.message_id
+FOR UPDATE OF f;
+
+-- name: LockFollowup :one
+SELECT state FROM run_followups
+WHERE run_id = sqlc.arg(run_id) AND message_id = sqlc.arg(message_id)
+FOR UPDATE;
+
+-- One statement for any number of follow-ups (settlement stays constant in statements).
+-- name: SetFollowupStates :execrows
+UPDATE run_followups SET state = sqlc.arg(state), updated_at = sqlc.arg(at)
+WHERE run_id = sqlc.arg(run_id) AND message_id = ANY(sqlc.arg(message_ids)::uuid[]);
+
+-- The rest of the candidates become follow-ups of the follow-on run.
+-- name: MoveFollowups :execrows
+UPDATE run_followups SET run_id = sqlc.arg(new_run_id), state = 'queued', updated_at = sqlc.arg(at)
+WHERE run_id = sqlc.arg(run_id) AND message_id = ANY(sqlc.arg(message_ids)::uuid[]);
