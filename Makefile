@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck imports sql queries docs bench clean
+.PHONY: run test lint typecheck imports sql queries migrations-lock docs bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,8 +32,13 @@ imports: $(STAMP)
 
 ## sql: sqlc checks every query against the migrations; the generated module must be current
 sql: $(STAMP)
+	$(BIN)/python scripts/lock_migrations.py --check
 	$(BIN)/sqlc compile
 	$(BIN)/python scripts/gen_queries.py --check
+
+## migrations-lock: record the checksum of new migrations (existing entries never change)
+migrations-lock: $(STAMP)
+	$(BIN)/python scripts/lock_migrations.py
 
 ## queries: regenerate adapters/postgres/queries.py from sqlc's JSON output
 queries: $(STAMP)

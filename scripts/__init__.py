@@ -1,0 +1,1 @@
+"""Development scripts: query generation and the migration lock."""
