@@ -2,26 +2,17 @@
 
 `UuidV7Generator` is written by hand after RFC 9562 section 5.7 so that ids sort by
 creation time even when many are made within one millisecond (monotonic random,
-method 2 of section 6.2). Tokens are random URL-safe strings; only their SHA-256 digest
-is ever stored.
+method 2 of section 6.2). API tokens are made in `application.services.identity`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-
-#: Prefix of every API token, so that a leaked token is recognisable in a scan.
-TOKEN_PREFIX = "tk_"  # noqa: S105 (a public prefix, not a secret)
-
-#: Random bytes in a token: 256 bits, beyond any guessing.
-_TOKEN_BYTES = 32
 
 # Layout of a UUIDv7 (RFC 9562 section 5.7): 48 bits unix_ts_ms, 4 bits version,
 # 12 bits rand_a, 2 bits variant, 62 bits rand_b. The 74 random bits are treated as one
@@ -122,40 +113,3 @@ def uuid7_timestamp_ms(value: uuid.UUID) -> int:
         Milliseconds since the Unix epoch.
     """
     return value.int >> 80
-
-
-def generate_token() -> str:
-    """A new API token, shown to its principal once and stored only as a hash.
-
-    Returns:
-        ``tk_`` followed by 43 URL-safe characters (256 random bits).
-    """
-    return TOKEN_PREFIX + secrets.token_urlsafe(_TOKEN_BYTES)
-
-
-def hash_token(token: str) -> bytes:
-    """The digest under which a token is stored and looked up.
-
-    A plain SHA-256 suffices: tokens carry 256 random bits, so no salt or slow hash is
-    needed against guessing, and a deterministic digest allows an indexed lookup.
-
-    Args:
-        token: the token as presented by the client.
-
-    Returns:
-        The 32-byte SHA-256 digest of its UTF-8 encoding.
-    """
-    return hashlib.sha256(token.encode("utf-8")).digest()
-
-
-def token_matches(token: str, token_hash: bytes) -> bool:
-    """Compare a presented token with a stored hash in constant time.
-
-    Args:
-        token: the presented token.
-        token_hash: the stored digest.
-
-    Returns:
-        True when the token hashes to the digest.
-    """
-    return hmac.compare_digest(hash_token(token), token_hash)
