@@ -533,32 +533,12 @@ class RunsService:
         if author is None or message is None or fresh_agent is None:
             return None
         target = await thread_target(uow, run.thread_id)
-        reason = check_invoke(
-            InvokeFacts(
-                origin=message.origin,
-                author_id=author.id,
-                author_level=effective_level(
-                    author, target, await uow.grants.for_principal(author.id)
-                ),
-                channel_archived=target.channel.archived,
-                agent=_agent_facts(fresh_agent),
-            )
-        )
+        reason = await self._invoke_reason(uow, target, message, author, fresh_agent)
         if reason is not None:
-            await self._audit(uow, author.id, "agent.invoke", str(reason))
-            await self.end_run(uow, run, RunState.FAILED, str(reason), actor=fresh_agent)
+            await self._audit(uow, author.id, "agent.invoke", reason)
+            await self.end_run(uow, run, RunState.FAILED, reason, actor=fresh_agent)
             return None
-        now = self._clock.now()
-        token = self._signer.sign(
-            InvocationClaims(
-                run_id=run.id,
-                message_id=message.id,
-                trigger_kind=TriggerKind.MESSAGE,
-                sub=author.id,
-                jti=str(self._ids.new_id()),
-                exp=now + self._settings.seconds("invocation_token_ttl"),
-            )
-        )
+        token, _ = self._sign(run.id, message.id, TriggerKind.MESSAGE, author.id)
         if message.trigger_state is TriggerState.RECEIVED:
             await self._set_trigger_state(uow, target, message.id, TriggerState.QUEUED, None)
         return token
@@ -593,22 +573,29 @@ class RunsService:
             await self._store(uow, run, changed, agent, target=target)
             await self._set_trigger_state(uow, target, message_id, TriggerState.FAILED, str(reason))
             return None
-        jti = str(self._ids.new_id())
-        token = self._signer.sign(
-            InvocationClaims(
-                run_id=run.id,
-                message_id=message_id,
-                trigger_kind=TriggerKind.FOLLOWUP,
-                sub=author.id,
-                jti=jti,
-                exp=now + self._settings.seconds("invocation_token_ttl"),
-            )
-        )
+        token, jti = self._sign(run.id, message_id, TriggerKind.FOLLOWUP, author.id)
         if run.state is RunState.WAITING_INPUT:
             # The follow-up answers the open question: only its token resumes the run,
             # and every older token is superseded.
             await uow.runs.update(attrs.evolve(run, invocation_jti=jti))
         return token
+
+    def _sign(
+        self, run_id: uuid.UUID, message_id: uuid.UUID, kind: TriggerKind, sub: uuid.UUID
+    ) -> tuple[str, str]:
+        """A fresh invocation token and its jti (``agent.invocation_token_ttl``)."""
+        jti = str(self._ids.new_id())
+        token = self._signer.sign(
+            InvocationClaims(
+                run_id=run_id,
+                message_id=message_id,
+                trigger_kind=kind,
+                sub=sub,
+                jti=jti,
+                exp=self._clock.now() + self._settings.seconds("invocation_token_ttl"),
+            )
+        )
+        return token, jti
 
     async def _invoke_reason(
         self,
