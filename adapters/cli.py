@@ -1,4 +1,4 @@
-"""The ``turnkeeper`` command line: serve, migrate, jobs, demo-world.
+"""The ``turnkeeper`` command line: serve, migrate, jobs, demo-world, check.
 
 Exit codes: 0 success (also after Ctrl-C), 2 bad usage or configuration (one line on
 standard error), 1 anything else (one line on standard error).
@@ -20,6 +20,7 @@ import uvicorn
 from adapters.config import Config, ConfigError, load_config
 from adapters.http import create_app
 from adapters.logging import configure_logging
+from adapters.postgres.invariants import check_database
 from adapters.postgres.migrations import migrate
 from adapters.wiring import Backend, database, memory_backend, postgres_backend, signing_key
 from application.bootstrap import Services
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = commands.add_parser("jobs", help="run the periodic jobs (every jobs.interval)")
     jobs.add_argument("--once", action="store_true", help="one pass, then exit")
     commands.add_parser("demo-world", help="create the demo world and print its tokens")
+    commands.add_parser("check", help="check the database's invariants (exit 1 on a violation)")
     return parser
 
 
@@ -96,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "migrate": _migrate,
         "jobs": _jobs,
         "demo-world": _demo_world,
+        "check": _check,
     }
     try:
         return asyncio.run(handlers[args.command](args, config))
@@ -150,6 +153,14 @@ async def run_jobs_forever(services: Services) -> None:
         except Exception:
             log.exception("jobs_pass_failed")
         await asyncio.sleep(services.settings.jobs_interval)
+
+
+async def _check(args: argparse.Namespace, config: Config) -> int:
+    with database(config) as conninfo:
+        violations = await check_database(conninfo)
+    for violation in violations:
+        print(violation.line(), flush=True)
+    return EXIT_FAILURE if violations else EXIT_OK
 
 
 async def _demo_world(args: argparse.Namespace, config: Config) -> int:

@@ -11,6 +11,7 @@ import attrs
 from application.bus import EventBus
 from application.ports import Clock, IdGenerator, TokenSigner, UnitOfWorkFactory
 from application.services.admin import AdminService
+from application.services.agent_send import AgentSendService
 from application.services.conversation import ConversationService
 from application.services.identity import IdentityService
 from application.services.runs import RunsService
@@ -33,6 +34,7 @@ class Services:
         admin: owner administration.
         conversation: threads, messages, history, events.
         runs: trigger acceptance, agent feed, run lifecycle, jobs.
+        agent_send: agent sends through the freshness gate.
     """
 
     settings: Settings
@@ -45,6 +47,7 @@ class Services:
     admin: AdminService
     conversation: ConversationService
     runs: RunsService
+    agent_send: AgentSendService
 
 
 def build_services(
@@ -79,4 +82,5 @@ def build_services(
         admin=AdminService(tx, clock, ids),
         conversation=ConversationService(tx, bus, clock, ids, settings),
         runs=RunsService(tx, bus, clock, ids, settings, signer),
+        agent_send=AgentSendService(tx, bus, clock, ids, settings),
     )

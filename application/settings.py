@@ -42,6 +42,10 @@ class Settings:
         visible_miss_batch: ``freshness.visible_miss_batch``, rows per visibility batch.
         visible_miss_batches: ``freshness.visible_miss_batches``, batches at most.
         freshness_required_for_agents: ``freshness.required_for_agents``.
+        max_source_message_ids: ``freshness.max_source_message_ids``, the most
+            ``source_message_ids`` one agent send may carry.
+        visible_miss_retries: ``freshness.visible_miss_retries``, how often a private-gap
+            send repeats its visibility check after its second compare-and-set missed.
         max_body_bytes: ``http.max_body_bytes``, request body limit.
         page_default_limit: ``page.default_limit``, items of a page when none is asked.
         page_max_limit: ``page.max_limit``, the most items one page returns.
@@ -63,6 +67,8 @@ class Settings:
     visible_miss_batch: int = attrs.field(default=64, validator=_positive)
     visible_miss_batches: int = attrs.field(default=8, validator=_positive)
     freshness_required_for_agents: bool = True
+    max_source_message_ids: int = attrs.field(default=32, validator=_positive)
+    visible_miss_retries: int = attrs.field(default=1, validator=_non_negative)
     max_body_bytes: int = attrs.field(default=1048576, validator=_positive)
     page_default_limit: int = attrs.field(default=50, validator=_positive)
     page_max_limit: int = attrs.field(default=500, validator=_positive)
@@ -100,6 +106,8 @@ SETTING_KEYS: dict[str, str] = {
     "freshness.visible_miss_batch": "visible_miss_batch",
     "freshness.visible_miss_batches": "visible_miss_batches",
     "freshness.required_for_agents": "freshness_required_for_agents",
+    "freshness.max_source_message_ids": "max_source_message_ids",
+    "freshness.visible_miss_retries": "visible_miss_retries",
     "http.max_body_bytes": "max_body_bytes",
     "page.default_limit": "page_default_limit",
     "page.max_limit": "page_max_limit",

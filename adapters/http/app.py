@@ -11,6 +11,8 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from adapters.http.admin import admin_router
+from adapters.http.agent_send import agent_send_router
+from adapters.http.bodies import refuse_duplicate_members
 from adapters.http.conversation import conversation_router
 from adapters.http.correlation import CorrelatedApp
 from adapters.http.dependencies import provide_principal
@@ -66,7 +68,7 @@ def create_app(
 
     v1 = Router(
         path="/v1",
-        route_handlers=[admin_router(), conversation_router(), runs_router()],
+        route_handlers=[admin_router(), conversation_router(), runs_router(), agent_send_router()],
         dependencies={"principal": Provide(provide_principal)},
         security=[{BEARER_SCHEME: []}],
     )
@@ -94,6 +96,7 @@ def create_app(
             "readiness": Provide(provide_readiness, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
+        before_request=refuse_duplicate_members,
         openapi_config=openapi,
         # http.max_body_bytes: Litestar refuses a longer body with 413 before decoding.
         request_max_body_size=settings.max_body_bytes,

@@ -417,3 +417,41 @@ class RunPatch(Body):
 
     base_version: int
     ops: list[RunPatchOp]
+
+
+# -- the freshness gate (POST /v1/agent/send) -------------------------------------------
+
+
+class SendFreshnessBody(Body):
+    """``freshness`` of POST /v1/agent/send: the frontier the agent saw in its target."""
+
+    seen_up_to_seq: int
+    target_key: str | UnsetType = UNSET
+    source_message_ids: list[str] | UnsetType = UNSET
+
+
+class AgentSendBody(Body):
+    """Body of POST /v1/agent/send (``target`` is a thread id).
+
+    ``client_message_id`` and ``freshness`` may be left out so that the service answers
+    with its own pointers and codes (client_message_id_required, freshness_required).
+    """
+
+    target: uuid.UUID
+    content: str
+    client_message_id: str | UnsetType = UNSET
+    run_id: uuid.UUID | UnsetType = UNSET
+    freshness: SendFreshnessBody | UnsetType = UNSET
+
+
+class AgentSendResult(Answer):
+    """Answer of POST /v1/agent/send: sent, already_sent or held."""
+
+    state: Literal["sent", "already_sent", "held"]
+    target_key: str
+    client_message_id: str
+    latest_seq: int
+    message_id: uuid.UUID | UnsetType = UNSET
+    seen_up_to_seq: int | UnsetType = UNSET
+    accepted_seq: int | UnsetType = UNSET
+    needs_refresh_until_seq: int | UnsetType = UNSET

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from adapters.memory.freshness import MemoryFreshnessRepository
 from application.errors import DuplicateKey, RetriableConflict
 from application.ports import AgentCursor, DenialRecord, ReaderScope, UnitOfWork
 from domain.events import Event, NewEvent
@@ -462,6 +463,7 @@ class MemoryUnitOfWork:
         self.buckets = _Buckets(tables)
         self.runs = _Runs(tables)
         self.agent_feed = _AgentFeed(tables)
+        self.freshness = MemoryFreshnessRepository(tables)
         self.followups = _Followups(tables)
         self.committed = False
 

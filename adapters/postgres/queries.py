@@ -155,6 +155,34 @@ class LockOpenFollowupsRow:
 
 
 @attrs.frozen
+class ReadThreadFrontierRow:
+    """A result row of ReadThreadFrontier.
+
+    Attributes:
+        latest_seq: ``int8``.
+        has_restricted: ``bool``.
+    """
+
+    latest_seq: int
+    has_restricted: bool
+
+
+@attrs.frozen
+class NewestVisibleInWindowRow:
+    """A result row of NewestVisibleInWindow.
+
+    Attributes:
+        examined: ``int8``.
+        lowest_seq: ``int8``.
+        newest_visible_seq: ``int8``.
+    """
+
+    examined: int
+    lowest_seq: int
+    newest_visible_seq: int
+
+
+@attrs.frozen
 class GrantRow:
     """A row of table ``grants``.
 
@@ -173,6 +201,110 @@ class GrantRow:
     resource_id: uuid.UUID
     level: str
     created_at: datetime
+
+
+@attrs.frozen
+class ThreadSeqViolationsRow:
+    """A result row of ThreadSeqViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
+class ActiveRunViolationsRow:
+    """A result row of ActiveRunViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
+class OpenFollowupOnEndedRunViolationsRow:
+    """A result row of OpenFollowupOnEndedRunViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
+class RunVersionViolationsRow:
+    """A result row of RunVersionViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
+class TriggerStateViolationsRow:
+    """A result row of TriggerStateViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
+class NonHumanTriggerStateViolationsRow:
+    """A result row of NonHumanTriggerStateViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
+class NullPayloadViolationsRow:
+    """A result row of NullPayloadViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
+class PersonalContentViolationsRow:
+    """A result row of PersonalContentViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
 
 
 @attrs.frozen
@@ -491,6 +623,28 @@ WHERE run_id = %(p3)s AND message_id = ANY(%(p4)s::uuid[])"""
 _MOVE_FOLLOWUPS = """UPDATE run_followups SET run_id = %(p1)s, state = 'queued', updated_at = %(p2)s
 WHERE run_id = %(p3)s AND message_id = ANY(%(p4)s::uuid[])"""
 
+_READ_THREAD_FRONTIER = """SELECT latest_seq, has_restricted FROM threads WHERE id = %(p1)s"""
+
+_NEWEST_VISIBLE_IN_WINDOW = """WITH candidates AS (
+    SELECT thread_seq, author_id, restricted_to, deleted_at
+    FROM messages
+    WHERE thread_id = %(p2)s
+      AND thread_seq > %(p3)s
+      AND thread_seq <= %(p4)s
+    ORDER BY thread_seq DESC
+    LIMIT %(p5)s
+)
+SELECT
+    count(*)::bigint AS examined,
+    coalesce(min(thread_seq), 0)::bigint AS lowest_seq,
+    coalesce(max(thread_seq) FILTER (
+        WHERE deleted_at IS NULL
+          AND (restricted_to IS NULL
+               OR author_id = %(p1)s
+               OR %(p1)s = ANY(restricted_to))
+    ), 0)::bigint AS newest_visible_seq
+FROM candidates"""
+
 _INSERT_GRANT = """INSERT INTO grants (id, principal_id, resource_kind, resource_id, level, created_at)
 VALUES (
     %(p1)s, %(p2)s, %(p3)s, %(p4)s,
@@ -502,6 +656,73 @@ _GET_GRANT = """SELECT id, principal_id, resource_kind, resource_id, level, crea
 _DELETE_GRANT = """DELETE FROM grants WHERE id = %(p1)s"""
 
 _LIST_GRANTS_FOR_PRINCIPAL = """SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants WHERE principal_id = %(p1)s ORDER BY id"""
+
+_THREAD_SEQ_VIOLATIONS = """SELECT t.id AS subject_id,
+       concat('latest_seq=', t.latest_seq, ' messages=', count(m.id),
+              ' distinct_seqs=', count(DISTINCT m.thread_seq),
+              ' max_seq=', coalesce(max(m.thread_seq), 0))::text AS detail
+FROM threads t LEFT JOIN messages m ON m.thread_id = t.id
+GROUP BY t.id, t.latest_seq
+HAVING count(m.id) <> t.latest_seq
+    OR count(DISTINCT m.thread_seq) <> t.latest_seq
+    OR coalesce(max(m.thread_seq), 0) <> t.latest_seq
+ORDER BY t.id"""
+
+_ACTIVE_RUN_VIOLATIONS = """SELECT thread_id AS subject_id, concat('active_runs=', count(*))::text AS detail
+FROM runs
+WHERE state IN ('queued', 'running', 'waiting_input')
+GROUP BY thread_id
+HAVING count(*) > 1
+ORDER BY thread_id"""
+
+_OPEN_FOLLOWUP_ON_ENDED_RUN_VIOLATIONS = """SELECT f.message_id AS subject_id,
+       concat('followup ', f.state, ' on run ', r.id, ' ', r.state)::text AS detail
+FROM run_followups f JOIN runs r ON r.id = f.run_id
+WHERE f.state IN ('queued', 'delivered')
+  AND r.state NOT IN ('queued', 'running', 'waiting_input')
+ORDER BY f.message_id"""
+
+_RUN_VERSION_VIOLATIONS = """SELECT r.id AS subject_id,
+       concat('version=', r.version, ' state_changed_events=', count(e.seq))::text AS detail
+FROM runs r
+LEFT JOIN events e ON e.resource_id = r.id AND e.type = 'run.state_changed'
+GROUP BY r.id, r.version
+HAVING r.version <> 1 + count(e.seq)
+ORDER BY r.id"""
+
+_TRIGGER_STATE_VIOLATIONS = """SELECT m.id AS subject_id,
+       concat('trigger_state=', coalesce(m.trigger_state, '(none)'),
+              ' run ', r.id, ' ', r.state)::text AS detail
+FROM runs r JOIN messages m ON m.id = r.triggering_message_id
+WHERE m.deleted_at IS NULL
+  AND CASE r.state
+        WHEN 'completed' THEN m.trigger_state IS DISTINCT FROM 'done'
+        WHEN 'failed' THEN m.trigger_state IS DISTINCT FROM 'failed'
+        WHEN 'cancelled' THEN m.trigger_state IS DISTINCT FROM 'cancelled'
+        ELSE coalesce(m.trigger_state, '') NOT IN ('received', 'queued', 'working')
+      END
+ORDER BY m.id"""
+
+_NON_HUMAN_TRIGGER_STATE_VIOLATIONS = """SELECT m.id AS subject_id,
+       concat('origin=', m.origin, ' author_kind=', p.kind,
+              ' trigger_state=', m.trigger_state)::text AS detail
+FROM messages m JOIN principals p ON p.id = m.author_id
+WHERE m.trigger_state IS NOT NULL AND (m.origin <> 'human' OR p.kind <> 'person')
+ORDER BY m.id"""
+
+_NULL_PAYLOAD_VIOLATIONS = """SELECT e.resource_id AS subject_id, concat('event ', e.seq, ' ', e.type)::text AS detail
+FROM events e
+WHERE jsonb_path_exists(e.payload, 'lax $.** ? (@ == null)')
+ORDER BY e.seq"""
+
+_PERSONAL_CONTENT_VIOLATIONS = """SELECT e.resource_id AS subject_id, concat('event ', e.seq, ' ', e.type)::text AS detail
+FROM events e
+WHERE e.audience_id IS NOT NULL
+  AND (jsonb_path_exists(e.payload, 'lax $.**.content')
+       OR jsonb_path_exists(e.payload, 'lax $.**.message')
+       OR jsonb_path_exists(e.payload, 'lax $.**.token')
+       OR jsonb_path_exists(e.payload, 'lax $.**.invocation_token'))
+ORDER BY e.seq"""
 
 _INSERT_MESSAGE = """INSERT INTO messages (
     id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
@@ -1342,6 +1563,90 @@ async def move_followups(
         return cur.rowcount
 
 
+async def read_thread_frontier(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> ReadThreadFrontierRow | None:
+    """Run ReadThreadFrontier (:one, sql/queries/freshness.sql).
+
+    The freshness gate's reads after a missed compare-and-set (CasThreadSeq, threads.sql):
+    the committed raw frontier after a missed compare-and-set, read without a lock: it
+    only has to be no older than the miss. has_restricted comes from the same row version,
+    so a restricted message counted in latest_seq is also counted in has_restricted.
+
+    SQL::
+
+        SELECT latest_seq, has_restricted FROM threads WHERE id = $1
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(ReadThreadFrontierRow)) as cur:
+        await cur.execute(_READ_THREAD_FRONTIER, {"p1": id})
+        return await cur.fetchone()
+
+
+async def newest_visible_in_window(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    viewer_id: uuid.UUID,
+    thread_id: uuid.UUID,
+    after_seq: int,
+    through_seq: int,
+    max_rows: int,
+) -> NewestVisibleInWindowRow | None:
+    """Run NewestVisibleInWindow (:one, sql/queries/freshness.sql).
+
+    One newest-first batch of the visibility check over (after_seq, through_seq]: how many
+    messages it looked at, the lowest seq among them (where the next batch ends) and the
+    newest one the viewer may see (not deleted; public, its own, or in its audience); 0
+    stands for none (thread_seq starts at 1).
+    A backward scan of messages_thread_seq_key, at most max_rows rows.
+
+    SQL::
+
+        WITH candidates AS (
+            SELECT thread_seq, author_id, restricted_to, deleted_at
+            FROM messages
+            WHERE thread_id = $2
+              AND thread_seq > $3
+              AND thread_seq <= $4
+            ORDER BY thread_seq DESC
+            LIMIT $5
+        )
+        SELECT
+            count(*)::bigint AS examined,
+            coalesce(min(thread_seq), 0)::bigint AS lowest_seq,
+            coalesce(max(thread_seq) FILTER (
+                WHERE deleted_at IS NULL
+                  AND (restricted_to IS NULL
+                       OR author_id = $1
+                       OR $1 = ANY(restricted_to))
+            ), 0)::bigint AS newest_visible_seq
+        FROM candidates
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        viewer_id: ``$1`` (``uuid``).
+        thread_id: ``$2`` (``uuid``).
+        after_seq: ``$3`` (``int8``).
+        through_seq: ``$4`` (``int8``).
+        max_rows: ``$5`` (``integer``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(NewestVisibleInWindowRow)) as cur:
+        await cur.execute(
+            _NEWEST_VISIBLE_IN_WINDOW,
+            {"p1": viewer_id, "p2": thread_id, "p3": after_seq, "p4": through_seq, "p5": max_rows},
+        )
+        return await cur.fetchone()
+
+
 async def insert_grant(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -1441,6 +1746,231 @@ async def list_grants_for_principal(
     """
     async with conn.cursor(row_factory=args_row(GrantRow)) as cur:
         await cur.execute(_LIST_GRANTS_FOR_PRINCIPAL, {"p1": principal_id})
+        return await cur.fetchall()
+
+
+async def thread_seq_violations(conn: psycopg.AsyncConnection[Any]) -> list[ThreadSeqViolationsRow]:
+    """Run ThreadSeqViolations (:many, sql/queries/invariants.sql).
+
+    Invariants over the whole database (adapters/postgres/invariants.py, `turnkeeper check`).
+    Every query returns the violations it finds, one row each: the id of the offending
+    thread, run, message or event and a short description. An empty result is a pass.
+    They read only committed rows and take no locks, so they may run beside live traffic
+    (a check then sees one snapshot per statement).
+    thread_seq of a thread is exactly 1..latest_seq: no gap, no duplicate, nothing beyond.
+
+    SQL::
+
+        SELECT t.id AS subject_id,
+               concat('latest_seq=', t.latest_seq, ' messages=', count(m.id),
+                      ' distinct_seqs=', count(DISTINCT m.thread_seq),
+                      ' max_seq=', coalesce(max(m.thread_seq), 0))::text AS detail
+        FROM threads t LEFT JOIN messages m ON m.thread_id = t.id
+        GROUP BY t.id, t.latest_seq
+        HAVING count(m.id) <> t.latest_seq
+            OR count(DISTINCT m.thread_seq) <> t.latest_seq
+            OR coalesce(max(m.thread_seq), 0) <> t.latest_seq
+        ORDER BY t.id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(ThreadSeqViolationsRow)) as cur:
+        await cur.execute(_THREAD_SEQ_VIOLATIONS)
+        return await cur.fetchall()
+
+
+async def active_run_violations(conn: psycopg.AsyncConnection[Any]) -> list[ActiveRunViolationsRow]:
+    """Run ActiveRunViolations (:many, sql/queries/invariants.sql).
+
+    SQL::
+
+        SELECT thread_id AS subject_id, concat('active_runs=', count(*))::text AS detail
+        FROM runs
+        WHERE state IN ('queued', 'running', 'waiting_input')
+        GROUP BY thread_id
+        HAVING count(*) > 1
+        ORDER BY thread_id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(ActiveRunViolationsRow)) as cur:
+        await cur.execute(_ACTIVE_RUN_VIOLATIONS)
+        return await cur.fetchall()
+
+
+async def open_followup_on_ended_run_violations(
+    conn: psycopg.AsyncConnection[Any],
+) -> list[OpenFollowupOnEndedRunViolationsRow]:
+    """Run OpenFollowupOnEndedRunViolations (:many, sql/queries/invariants.sql).
+
+    SQL::
+
+        SELECT f.message_id AS subject_id,
+               concat('followup ', f.state, ' on run ', r.id, ' ', r.state)::text AS detail
+        FROM run_followups f JOIN runs r ON r.id = f.run_id
+        WHERE f.state IN ('queued', 'delivered')
+          AND r.state NOT IN ('queued', 'running', 'waiting_input')
+        ORDER BY f.message_id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(OpenFollowupOnEndedRunViolationsRow)) as cur:
+        await cur.execute(_OPEN_FOLLOWUP_ON_ENDED_RUN_VIOLATIONS)
+        return await cur.fetchall()
+
+
+async def run_version_violations(
+    conn: psycopg.AsyncConnection[Any],
+) -> list[RunVersionViolationsRow]:
+    """Run RunVersionViolations (:many, sql/queries/invariants.sql).
+
+    Every stored change of a run raises its version and writes one run.state_changed.
+
+    SQL::
+
+        SELECT r.id AS subject_id,
+               concat('version=', r.version, ' state_changed_events=', count(e.seq))::text AS detail
+        FROM runs r
+        LEFT JOIN events e ON e.resource_id = r.id AND e.type = 'run.state_changed'
+        GROUP BY r.id, r.version
+        HAVING r.version <> 1 + count(e.seq)
+        ORDER BY r.id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(RunVersionViolationsRow)) as cur:
+        await cur.execute(_RUN_VERSION_VIOLATIONS)
+        return await cur.fetchall()
+
+
+async def trigger_state_violations(
+    conn: psycopg.AsyncConnection[Any],
+) -> list[TriggerStateViolationsRow]:
+    """Run TriggerStateViolations (:many, sql/queries/invariants.sql).
+
+    The trigger message follows its run: received, queued or working while the run is
+    active; done, failed or cancelled as the run ended. Deleted messages are left alone.
+
+    SQL::
+
+        SELECT m.id AS subject_id,
+               concat('trigger_state=', coalesce(m.trigger_state, '(none)'),
+                      ' run ', r.id, ' ', r.state)::text AS detail
+        FROM runs r JOIN messages m ON m.id = r.triggering_message_id
+        WHERE m.deleted_at IS NULL
+          AND CASE r.state
+                WHEN 'completed' THEN m.trigger_state IS DISTINCT FROM 'done'
+                WHEN 'failed' THEN m.trigger_state IS DISTINCT FROM 'failed'
+                WHEN 'cancelled' THEN m.trigger_state IS DISTINCT FROM 'cancelled'
+                ELSE coalesce(m.trigger_state, '') NOT IN ('received', 'queued', 'working')
+              END
+        ORDER BY m.id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(TriggerStateViolationsRow)) as cur:
+        await cur.execute(_TRIGGER_STATE_VIOLATIONS)
+        return await cur.fetchall()
+
+
+async def non_human_trigger_state_violations(
+    conn: psycopg.AsyncConnection[Any],
+) -> list[NonHumanTriggerStateViolationsRow]:
+    """Run NonHumanTriggerStateViolations (:many, sql/queries/invariants.sql).
+
+    Only a person's human message ever carries a trigger_state.
+
+    SQL::
+
+        SELECT m.id AS subject_id,
+               concat('origin=', m.origin, ' author_kind=', p.kind,
+                      ' trigger_state=', m.trigger_state)::text AS detail
+        FROM messages m JOIN principals p ON p.id = m.author_id
+        WHERE m.trigger_state IS NOT NULL AND (m.origin <> 'human' OR p.kind <> 'person')
+        ORDER BY m.id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(NonHumanTriggerStateViolationsRow)) as cur:
+        await cur.execute(_NON_HUMAN_TRIGGER_STATE_VIOLATIONS)
+        return await cur.fetchall()
+
+
+async def null_payload_violations(
+    conn: psycopg.AsyncConnection[Any],
+) -> list[NullPayloadViolationsRow]:
+    """Run NullPayloadViolations (:many, sql/queries/invariants.sql).
+
+    No payload holds JSON null at any depth.
+
+    SQL::
+
+        SELECT e.resource_id AS subject_id, concat('event ', e.seq, ' ', e.type)::text AS detail
+        FROM events e
+        WHERE jsonb_path_exists(e.payload, 'lax $.** ? (@ == null)')
+        ORDER BY e.seq
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(NullPayloadViolationsRow)) as cur:
+        await cur.execute(_NULL_PAYLOAD_VIOLATIONS)
+        return await cur.fetchall()
+
+
+async def personal_content_violations(
+    conn: psycopg.AsyncConnection[Any],
+) -> list[PersonalContentViolationsRow]:
+    """Run PersonalContentViolations (:many, sql/queries/invariants.sql).
+
+    A personal event (its audience is an agent) never carries message content or a token.
+
+    SQL::
+
+        SELECT e.resource_id AS subject_id, concat('event ', e.seq, ' ', e.type)::text AS detail
+        FROM events e
+        WHERE e.audience_id IS NOT NULL
+          AND (jsonb_path_exists(e.payload, 'lax $.**.content')
+               OR jsonb_path_exists(e.payload, 'lax $.**.message')
+               OR jsonb_path_exists(e.payload, 'lax $.**.token')
+               OR jsonb_path_exists(e.payload, 'lax $.**.invocation_token'))
+        ORDER BY e.seq
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(PersonalContentViolationsRow)) as cur:
+        await cur.execute(_PERSONAL_CONTENT_VIOLATIONS)
         return await cur.fetchall()
 
 

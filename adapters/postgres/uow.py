@@ -26,6 +26,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from adapters.postgres.errors import wrap_errors
+from adapters.postgres.freshness import PostgresFreshnessRepository
 from adapters.postgres.repositories import (
     PostgresAuditLog,
     PostgresChannelRepository,
@@ -48,6 +49,7 @@ from application.ports import (
     ChannelRepository,
     EventLog,
     FollowupRepository,
+    FreshnessRepository,
     GrantRepository,
     MessageRepository,
     PrincipalRepository,
@@ -107,6 +109,7 @@ class PostgresUnitOfWork:
         self.events: EventLog = self._events
         self.audit: AuditLog = PostgresAuditLog(conn)
         self.buckets: RateLimitStore = PostgresRateLimitStore(conn)
+        self.freshness: FreshnessRepository = PostgresFreshnessRepository(conn)
         self.committed = False
 
     @property

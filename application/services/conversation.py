@@ -4,18 +4,18 @@ Writing a message, in one unit of work: authorize, replay lookup by (author,
 client_msg_id), message rules, rate limit, reopen a done thread with a system line,
 allocate thread_seq under the thread row lock, insert, append message.created, then
 publish `MessagePosted` so that in-transaction subscribers (the runs capability) can act
-or veto. Nothing here knows about runs.
+or veto. Nothing here knows about runs. The storing steps are shared with the freshness
+gate of agent sends (`application.services.messages_append.MessageAppender`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 
 import attrs
 
-from application.bus import EventBus, MessagePosted
-from application.documents import message_document, thread_document
+from application.bus import EventBus
+from application.documents import thread_document
 from application.ports import Clock, IdGenerator, UnitOfWork
 from application.services.access import (
     channel_target,
@@ -24,6 +24,7 @@ from application.services.access import (
     thread_of,
     thread_target,
 )
+from application.services.messages_append import MessageAppender
 from application.settings import Settings
 from application.transactions import Transactor
 from domain.authorization import AccessTarget, Action
@@ -31,22 +32,17 @@ from domain.errors import (
     FieldError,
     IdempotencyConflict,
     NotFound,
-    RateLimited,
     ValidationFailed,
 )
-from domain.events import Event, EventType, NewEvent
+from domain.events import Event, EventType
 from domain.messaging import (
-    SYSTEM_REOPENED_CONTENT,
     Message,
     MessageDraft,
     MessageKind,
-    Origin,
     check_create_rules,
-    origin_for,
     payload_digest,
     title_from_content,
 )
-from domain.ratelimit import RL_MESSAGE, take_token
 from domain.world import (
     Principal,
     Thread,
@@ -137,6 +133,7 @@ class ConversationService:
         self._clock = clock
         self._ids = ids
         self._settings = settings
+        self._appender = MessageAppender(bus, clock, ids, settings)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -199,8 +196,8 @@ class ConversationService:
                 if thread is None:
                     raise NotFound()
                 return CreatedThread(thread=thread, message=existing, author=actor, replayed=True)
-            await self._check_references(uow, first_message, thread_id=None)
-            await self._take_rate_token(uow, actor)
+            await self._appender.check_references(uow, first_message, thread_id=None)
+            await self._appender.take_rate_token(uow, actor)
             now = self._clock.now()
             thread = Thread(
                 id=self._ids.new_id(),
@@ -214,7 +211,7 @@ class ConversationService:
             )
             await uow.threads.add(thread)
             await uow.events.append(
-                self._event(
+                self._appender.event(
                     EventType.THREAD_CREATED,
                     actor,
                     AccessTarget(space=target.space, channel=target.channel, thread=thread),
@@ -224,7 +221,7 @@ class ConversationService:
                 )
             )
             thread_target_ = AccessTarget(space=target.space, channel=target.channel, thread=thread)
-            message = await self._append(
+            message = await self._appender.append(
                 uow, actor, thread_target_, first_message, digest, kind=MessageKind.TEXT
             )
             return CreatedThread(
@@ -279,9 +276,11 @@ class ConversationService:
                 if existing.digest != digest:
                     raise IdempotencyConflict()
                 return PostedMessage(message=existing, author=actor, replayed=True)
-            await self._check_references(uow, draft, thread_id=thread_id)
-            await self._take_rate_token(uow, actor)
-            message = await self._append(uow, actor, target, draft, digest, kind=MessageKind.TEXT)
+            await self._appender.check_references(uow, draft, thread_id=thread_id)
+            await self._appender.take_rate_token(uow, actor)
+            message = await self._appender.append(
+                uow, actor, target, draft, digest, kind=MessageKind.TEXT
+            )
             return PostedMessage(message=message, author=actor, replayed=False)
 
         return await self._tx.run(work)
@@ -392,170 +391,3 @@ class ConversationService:
         if limit < 1 or limit > self._settings.page_max_limit:
             raise ValidationFailed([FieldError(pointer=pointer, code="out_of_range")])
         return limit
-
-    async def _take_rate_token(self, uow: UnitOfWork, actor: Principal) -> None:
-        bucket = await uow.buckets.lock_bucket(actor.id, RL_MESSAGE)
-        decision = take_token(
-            bucket,
-            self._clock.now(),
-            burst=self._settings.rl_message_burst,
-            per_minute=self._settings.rl_message_per_minute,
-        )
-        if decision.retry_after is not None:
-            raise RateLimited(decision.retry_after)
-        await uow.buckets.save_bucket(actor.id, RL_MESSAGE, decision.bucket)
-
-    async def _check_references(
-        self, uow: UnitOfWork, draft: MessageDraft, *, thread_id: uuid.UUID | None
-    ) -> None:
-        errors: list[FieldError] = []
-        named = list(dict.fromkeys([*draft.mentions, *(draft.restricted_to or ())]))
-        found = await uow.principals.get_many(named) if named else {}
-        errors.extend(
-            FieldError(pointer=f"/mentions/{i}", code="unknown_principal")
-            for i, mention in enumerate(draft.mentions)
-            if mention not in found
-        )
-        errors.extend(
-            FieldError(pointer=f"/restricted_to/{i}", code="unknown_principal")
-            for i, member in enumerate(draft.restricted_to or ())
-            if member not in found
-        )
-        if draft.reply_to_id is not None:
-            reply = await uow.messages.get(draft.reply_to_id)
-            if reply is None or thread_id is None or reply.thread_id != thread_id:
-                errors.append(FieldError(pointer="/reply_to_id", code="not_in_thread"))
-        if errors:
-            raise ValidationFailed(errors)
-
-    async def _append(
-        self,
-        uow: UnitOfWork,
-        actor: Principal,
-        target: AccessTarget,
-        draft: MessageDraft,
-        digest: str,
-        *,
-        kind: MessageKind,
-    ) -> Message:
-        thread = thread_of(target)
-        now = self._clock.now()
-        # reopen() takes the row lock and changes only a done thread, so of two concurrent
-        # posts into a done thread exactly one writes the system line.
-        if thread.state is ThreadState.DONE and await uow.threads.reopen(thread.id):
-            await uow.events.append(
-                self._event(
-                    EventType.THREAD_REOPENED,
-                    actor,
-                    target,
-                    resource_kind="thread",
-                    resource_id=thread.id,
-                    payload={"thread_id": str(thread.id)},
-                )
-            )
-            line = Message(
-                id=self._ids.new_id(),
-                thread_id=thread.id,
-                thread_seq=await uow.threads.allocate_seq(thread.id),
-                author_id=actor.id,
-                origin=Origin.SYSTEM,
-                kind=MessageKind.SYSTEM,
-                content=SYSTEM_REOPENED_CONTENT,
-                created_at=now,
-            )
-            await uow.messages.add(line)
-            await self._message_created(uow, actor, target, line)
-            await self._bus.publish(uow, _posted(line, actor, target, run_id=None))
-        seq = await uow.threads.allocate_seq(thread.id)
-        restricted = _restricted(draft.restricted_to, actor.id)
-        message = Message(
-            id=self._ids.new_id(),
-            thread_id=thread.id,
-            thread_seq=seq,
-            author_id=actor.id,
-            origin=origin_for(actor.kind),
-            kind=kind,
-            content=draft.content,
-            mentions=draft.mentions,
-            reply_to_id=draft.reply_to_id,
-            restricted_to=restricted,
-            client_msg_id=draft.client_msg_id,
-            digest=digest,
-            created_at=now,
-        )
-        await uow.messages.add(message)
-        if restricted is not None and not thread.has_restricted:
-            await uow.threads.mark_restricted(thread.id)
-        await self._message_created(uow, actor, target, message)
-        await self._bus.publish(uow, _posted(message, actor, target, run_id=draft.run_id))
-        return message
-
-    async def _message_created(
-        self, uow: UnitOfWork, actor: Principal, target: AccessTarget, message: Message
-    ) -> None:
-        await uow.events.append(
-            self._event(
-                EventType.MESSAGE_CREATED,
-                actor,
-                target,
-                resource_kind="message",
-                resource_id=message.id,
-                resource_version=message.version,
-                restricted_to=message.restricted_to,
-                payload={"message": message_document(message, actor)},
-            )
-        )
-
-    def _event(
-        self,
-        type_: EventType,
-        actor: Principal,
-        target: AccessTarget,
-        *,
-        resource_kind: str,
-        resource_id: uuid.UUID,
-        payload: dict[str, object],
-        resource_version: int | None = None,
-        restricted_to: tuple[uuid.UUID, ...] | None = None,
-    ) -> NewEvent:
-        return NewEvent(
-            type=type_,
-            actor_id=actor.id,
-            actor_kind=actor.kind.value,
-            space_id=target.space.id,
-            channel_id=target.channel.id,
-            thread_id=target.thread.id if target.thread else None,
-            resource_kind=resource_kind,
-            resource_id=resource_id,
-            resource_version=resource_version,
-            restricted_to=restricted_to,
-            payload=payload,
-            created_at=self._clock.now(),
-        )
-
-
-def _restricted(
-    members: Sequence[uuid.UUID] | None, author_id: uuid.UUID
-) -> tuple[uuid.UUID, ...] | None:
-    """The stored audience of a restricted message: its members plus the author."""
-    if members is None:
-        return None
-    return tuple(dict.fromkeys([*members, author_id]))
-
-
-def _posted(
-    message: Message, author: Principal, target: AccessTarget, *, run_id: uuid.UUID | None
-) -> MessagePosted:
-    """The in-transaction event of a stored message."""
-    return MessagePosted(
-        message_id=message.id,
-        thread_id=message.thread_id,
-        channel_id=target.channel.id,
-        space_id=target.space.id,
-        author_id=author.id,
-        author_kind=author.kind,
-        origin=message.origin,
-        kind=message.kind,
-        mentions=message.mentions,
-        run_id=run_id,
-    )

@@ -63,6 +63,31 @@ async def test_an_unknown_member_is_refused_with_its_pointer(
     assert body["errors"] == [{"pointer": "/colour", "code": "unknown_member"}]
 
 
+@pytest.mark.parametrize(
+    ("body", "pointer"),
+    [
+        (b'{"name": "S", "name": "T"}', "/name"),
+        (
+            b'{"first_message": {"client_msg_id": "a", "content": "x", "content": "y"}}',
+            "/first_message/content",
+        ),
+    ],
+    ids=["top-level", "nested"],
+)
+async def test_a_duplicated_member_is_refused_with_its_pointer(
+    client: ContractClient, world: DemoWorld, body: bytes, pointer: str
+) -> None:
+    channel = world.channels["bulletin"].id
+    url = "/v1/spaces" if pointer == "/name" else f"/v1/channels/{channel}/threads"
+    response = await client.post(
+        url,
+        content=body,
+        headers={**bearer(world.owner.token), "Content-Type": "application/json"},
+    )
+    problem = assert_problem(response, 400, "validation_failed")
+    assert problem["errors"] == [{"pointer": pointer, "code": "duplicate_member"}]
+
+
 async def test_a_nested_unknown_member_names_the_whole_path(
     client: ContractClient, world: DemoWorld
 ) -> None:

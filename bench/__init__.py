@@ -1,0 +1,1 @@
+"""Benchmarks of turnkeeper (``make bench`` runs ``python -m bench``)."""

@@ -1,0 +1,209 @@
+"""POST /v1/agent/send over HTTP: answers, problems and pointers, checked against OpenAPI."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+
+from application.demo import DemoWorld
+from application.settings import Settings
+from tests.integration.http.support import ContractClient, bearer
+
+SEND = "/v1/agent/send"
+
+
+def thread_of(world: DemoWorld, channel: str = "eskalation") -> str:
+    thread_id = world.channels[channel].main_thread_id
+    assert thread_id is not None
+    return str(thread_id)
+
+
+def body(thread: str, cid: str, seen: int, content: str = "Done, Alex.", **extra: Any) -> Any:
+    document: dict[str, Any] = {
+        "target": thread,
+        "content": content,
+        "client_message_id": cid,
+        "freshness": {"target_key": f"thread:{thread}", "seen_up_to_seq": seen},
+    }
+    document.update(extra)
+    return document
+
+
+def without_correlation(response: httpx.Response) -> dict[str, Any]:
+    return {k: v for k, v in response.json().items() if k != "correlation_id"}
+
+
+def pointers(answer: Any) -> set[tuple[str, str]]:
+    return {(e["pointer"], e["code"]) for e in answer["errors"]}
+
+
+async def test_sent_already_sent_and_held_answers(client: ContractClient, world: DemoWorld) -> None:
+    thread = thread_of(world)
+    lotse = bearer(world.agents["lotse"].token)
+    alex = bearer(world.people["alex"].token)
+    sent = await client.post(SEND, json=body(thread, "s1", 0), headers=lotse)
+    assert sent.status_code == 200
+    answer = sent.json()
+    message_id = answer.pop("message_id")
+    assert answer == {
+        "state": "sent",
+        "target_key": f"thread:{thread}",
+        "client_message_id": "s1",
+        "seen_up_to_seq": 0,
+        "accepted_seq": 1,
+        "latest_seq": 1,
+    }
+    replay = await client.post(SEND, json=body(thread, "s1", 0), headers=lotse)
+    assert replay.status_code == 200
+    assert "idempotent-replay" not in replay.headers
+    assert replay.json() == {**answer, "state": "already_sent", "message_id": message_id}
+    await client.post(
+        f"/v1/threads/{thread}/messages",
+        json={"client_msg_id": "a1", "content": "One more thing"},
+        headers=alex,
+    )
+    held = await client.post(SEND, json=body(thread, "s2", 1), headers=lotse)
+    assert held.status_code == 200
+    assert held.json() == {
+        "state": "held",
+        "target_key": f"thread:{thread}",
+        "client_message_id": "s2",
+        "seen_up_to_seq": 1,
+        "latest_seq": 2,
+        "needs_refresh_until_seq": 2,
+    }
+    # The agent's message is an ordinary message of the thread for its readers.
+    page = (await client.get(f"/v1/threads/{thread}/messages", headers=alex)).json()
+    assert [(m["thread_seq"], m["origin"]) for m in page["messages"]] == [
+        (1, "agent"),
+        (2, "human"),
+    ]
+
+
+async def test_the_thread_names_the_target_key_of_a_send(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    thread = thread_of(world)
+    lotse = bearer(world.agents["lotse"].token)
+    read = (await client.get(f"/v1/threads/{thread}", headers=lotse)).json()
+    sent = await client.post(SEND, json=body(thread, "s1", read["latest_seq"]), headers=lotse)
+    assert sent.json()["target_key"] == read["target_key"]
+
+
+async def test_validation_problems_name_their_members(
+    client: ContractClient, world: DemoWorld, settings: Settings
+) -> None:
+    thread = thread_of(world)
+    other = thread_of(world, "allgemein")
+    lotse = bearer(world.agents["lotse"].token)
+    base = body(thread, "v1", 0)
+    no_freshness = {k: v for k, v in base.items() if k != "freshness"}
+    no_client_id = {k: v for k, v in base.items() if k != "client_message_id"}
+    sources = [str(uuid.uuid4()) for _ in range(settings.max_source_message_ids + 1)]
+    cases: list[tuple[Any, set[tuple[str, str]]]] = [
+        (no_freshness, {("/freshness", "freshness_required")}),
+        (no_client_id, {("/client_message_id", "client_message_id_required")}),
+        ({**base, "client_message_id": ""}, {("/client_message_id", "client_message_id_required")}),
+        (
+            {**base, "freshness": {"target_key": f"thread:{other}", "seen_up_to_seq": 0}},
+            {("/freshness/target_key", "target_key_mismatch")},
+        ),
+        (
+            {**base, "freshness": {"seen_up_to_seq": 0}},
+            {("/freshness/target_key", "target_key_required")},
+        ),
+        (
+            {**base, "freshness": {"target_key": f"thread:{thread}", "seen_up_to_seq": -1}},
+            {("/freshness/seen_up_to_seq", "negative")},
+        ),
+        (
+            {
+                **base,
+                "freshness": {
+                    "target_key": f"thread:{thread}",
+                    "seen_up_to_seq": 0,
+                    "source_message_ids": sources,
+                },
+            },
+            {("/freshness/source_message_ids", "too_many")},
+        ),
+        ({**base, "content": ""}, {("/content", "required")}),
+        ({**base, "origin": "agent"}, {("/origin", "unknown_member")}),
+        (
+            {**base, "freshness": {"target_key": f"thread:{thread}"}},
+            {("/freshness/seen_up_to_seq", "required")},
+        ),
+        ({**base, "target": "not-an-id"}, {("/target", "invalid")}),
+    ]
+    for request, expected in cases:
+        response = await client.post(SEND, json=request, headers=lotse)
+        assert response.status_code == 400, request
+        problem = response.json()
+        assert problem["code"] == "validation_failed"
+        assert pointers(problem) == expected, request
+
+
+async def test_run_answers_through_the_send_route(client: ContractClient, world: DemoWorld) -> None:
+    thread = thread_of(world, "allgemein")
+    alex = bearer(world.people["alex"].token)
+    lotse = bearer(world.agents["lotse"].token)
+    texter = bearer(world.agents["texter"].token)
+    await client.post(
+        f"/v1/threads/{thread}/messages",
+        json={"client_msg_id": "q1", "content": "Lotse, please look"},
+        headers=alex,
+    )
+    feed = (await client.get("/v1/agent/events", headers=lotse)).json()
+    (invocation,) = [e for e in feed["events"] if e["type"] == "agent.invocation"]
+    run_id = invocation["payload"]["run_id"]
+    started = await client.post(
+        f"/v1/runs/{run_id}/start",
+        json={"invocation_token": invocation["invocation_token"]},
+        headers=lotse,
+    )
+    assert started.status_code == 200
+    seen = (await client.get(f"/v1/threads/{thread}", headers=lotse)).json()["latest_seq"]
+    mismatch = await client.post(SEND, json=body(thread, "t1", seen, run_id=run_id), headers=texter)
+    assert mismatch.status_code == 400
+    assert pointers(mismatch.json()) == {("/run_id", "run_mismatch")}
+    answered = await client.post(SEND, json=body(thread, "l1", seen, run_id=run_id), headers=lotse)
+    assert (answered.status_code, answered.json()["state"]) == (200, "sent")
+    finished = await client.post(
+        f"/v1/runs/{run_id}/finish", json={"state": "completed"}, headers=lotse
+    )
+    assert finished.status_code == 200
+    late = await client.post(SEND, json=body(thread, "l2", seen + 1, run_id=run_id), headers=lotse)
+    assert late.status_code == 409
+    assert (late.json()["code"], late.json()["reason"]) == ("conflict", "run_not_active")
+
+
+async def test_people_unknown_threads_and_conflicts(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    thread = thread_of(world)
+    lotse = bearer(world.agents["lotse"].token)
+    person = await client.post(
+        SEND, json=body(thread, "p1", 0), headers=bearer(world.people["alex"].token)
+    )
+    assert person.status_code == 403
+    assert (person.json()["code"], person.json()["reason"]) == ("forbidden", "agents_only")
+    unreadable = await client.post(
+        SEND, json=body(thread_of(world, "notizen"), "n1", 0), headers=lotse
+    )
+    unknown = await client.post(SEND, json=body(str(uuid.uuid4()), "n2", 0), headers=lotse)
+    assert unreadable.status_code == unknown.status_code == 404
+    assert without_correlation(unreadable) == without_correlation(unknown)
+    assert "reason" not in unreadable.json()
+    await client.post(SEND, json=body(thread, "k1", 0, "first"), headers=lotse)
+    conflict = await client.post(SEND, json=body(thread, "k1", 1, "second"), headers=lotse)
+    assert (conflict.status_code, conflict.json()["code"]) == (409, "idempotency_conflict")
+    anonymous = await client.post(SEND, json=body(thread, "a1", 0))
+    assert anonymous.status_code == 401
+
+
+async def test_the_route_is_documented(client: ContractClient) -> None:
+    operation = client.spec["paths"][SEND]["post"]
+    assert {"200", "400", "401", "403", "404", "409", "429"} <= set(operation["responses"])
+    assert operation["security"] == [{"bearer": []}]

@@ -1,0 +1,162 @@
+"""The agent runtime client (adapters.client) against the real HTTP application.
+
+`AgentRuntimeClient` speaks to the Litestar app over httpx's ASGI transport, on the memory
+adapter and on PostgreSQL: its frontiers follow the server's answers, a held answer holds
+the next send locally until the runtime refreshes, and a chunked send that meets a human
+message in between stops with partial_held and resumes on retry without repeating a chunk.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpx
+import pytest
+
+from adapters.client import AgentRuntimeClient
+from adapters.http import create_app
+from application.bootstrap import Services
+from application.demo import DemoWorld
+from domain.freshness import LogicalSendState, SendState
+from domain.messaging import MessageDraft
+
+BASE_URL = "http://turnkeeper.example.com"
+#: Small chunks so that a short text makes a logical send of three messages.
+CHUNK_BYTES = 8
+
+AfterSend = Callable[[int], Awaitable[None]]
+
+
+class CountingTransport(httpx.AsyncBaseTransport):
+    """The app's ASGI transport, counting sends and running a hook after each one."""
+
+    def __init__(self, services: Services) -> None:
+        self._inner = httpx.ASGITransport(app=create_app(services, services.settings))
+        self.sends = 0
+        self.after_send: AfterSend | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.url.path == "/v1/agent/send":
+            self.sends += 1
+            await response.aread()
+            if self.after_send is not None:
+                await self.after_send(self.sends)
+        return response
+
+
+@pytest.fixture
+def transport(services: Services) -> CountingTransport:
+    return CountingTransport(services)
+
+
+@pytest.fixture
+async def lotse(
+    transport: CountingTransport, world: DemoWorld
+) -> AsyncIterator[AgentRuntimeClient]:
+    async with AgentRuntimeClient(
+        BASE_URL, world.agents["lotse"].token, transport=transport
+    ) as client:
+        yield client
+
+
+def eskalation(world: DemoWorld) -> uuid.UUID:
+    thread_id = world.channels["eskalation"].main_thread_id
+    assert thread_id is not None
+    return thread_id
+
+
+async def human_post(services: Services, world: DemoWorld, thread_id: uuid.UUID, cid: str) -> int:
+    posted = await services.conversation.create_message(
+        world.principal("alex"), thread_id, MessageDraft(client_msg_id=cid, content="Any news?")
+    )
+    return posted.message.thread_seq
+
+
+async def test_send_held_refresh_and_send_again(
+    services: Services,
+    world: DemoWorld,
+    lotse: AgentRuntimeClient,
+    transport: CountingTransport,
+) -> None:
+    thread_id = eskalation(world)
+    first = await human_post(services, world, thread_id, "a1")
+    page = await lotse.read_history(thread_id)
+    assert page.covers_through_seq == first
+    sent = await lotse.send(thread_id, "On it, Alex.", "reply-1")
+    assert (sent.state, sent.accepted_seq, sent.seen_up_to_seq) == (SendState.SENT, 2, 1)
+    key = sent.target_key
+    assert lotse.freshness.frontier(key).observed_seq == 2
+
+    newer = await human_post(services, world, thread_id, "a2")
+    held = await lotse.send(thread_id, "Done.", "reply-2")
+    assert (held.state, held.held_locally, held.latest_seq) == (SendState.HELD, False, newer)
+    assert held.guidance is not None
+    frontier = lotse.freshness.frontier(key)
+    assert (frontier.observed_seq, frontier.latest_known_seq) == (2, newer)
+
+    # The session knows of an unread message: the next send is held without a request.
+    sends = transport.sends
+    local = await lotse.send(thread_id, "Done.", "reply-3")
+    assert (local.state, local.held_locally) == (SendState.HELD, True)
+    assert transport.sends == sends
+
+    await lotse.read_history(thread_id, after_seq=2)
+    again = await lotse.send(thread_id, "Done.", "reply-2")
+    assert (again.state, again.accepted_seq) == (SendState.SENT, newer + 1)
+    # A retry of an accepted send replays it.
+    replay = await lotse.send(thread_id, "Done.", "reply-2")
+    assert (replay.state, replay.message_id) == (SendState.ALREADY_SENT, again.message_id)
+
+
+async def test_chunked_send_stops_at_a_human_message_and_the_retry_resumes(
+    services: Services,
+    world: DemoWorld,
+    lotse: AgentRuntimeClient,
+    transport: CountingTransport,
+) -> None:
+    thread_id = eskalation(world)
+    content = "alpha12 bravo34 charlie"
+    await lotse.read_history(thread_id)
+    interleaved: list[int] = []
+
+    async def alex_writes_after_the_first_chunk(sends: int) -> None:
+        if sends == 1:
+            interleaved.append(await human_post(services, world, thread_id, "between"))
+
+    transport.after_send = alex_writes_after_the_first_chunk
+    first = await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)
+    transport.after_send = None
+    assert first.state is LogicalSendState.PARTIAL_HELD
+    assert first.chunk_count == 3
+    assert [c.accepted_seq for c in first.accepted] == [1]
+    assert (first.held_chunk_index, first.latest_seq) == (1, interleaved[0])
+    assert first.guidance is not None
+
+    # Without a refresh the retry is held locally at its first chunk.
+    sends = transport.sends
+    early = await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)
+    assert (early.state, early.held_locally) == (LogicalSendState.HELD, True)
+    assert transport.sends == sends
+
+    await lotse.read_history(thread_id)
+    retry = await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)
+    assert retry.state is LogicalSendState.SENT
+    assert [(c.index, c.replayed) for c in retry.accepted] == [(0, True), (1, False), (2, False)]
+    assert [c.accepted_seq for c in retry.accepted] == [1, 3, 4]
+    assert retry.accepted[0].message_id == first.accepted[0].message_id
+
+    page = await lotse.read_history(thread_id)
+    assert [(m.thread_seq, m.origin) for m in page.messages] == [
+        (1, "agent"),
+        (2, "human"),
+        (3, "agent"),
+        (4, "agent"),
+    ]
+    assert "".join(m.content for m in page.messages if m.origin == "agent") == content
+
+    # The whole logical send again: every chunk replays.
+    again = await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)
+    assert again.state is LogicalSendState.ALREADY_SENT
+    assert [c.accepted_seq for c in again.accepted] == [1, 3, 4]
