@@ -38,6 +38,7 @@ class MessagePosted:
         mentions: mentioned principal ids.
         run_id: for kind run the anchored run; for an agent answer the run the request
             named (validated by the runs subscriber, never stored on the message).
+        restricted_to: the audience of a restricted message (None: public).
     """
 
     message_id: uuid.UUID
@@ -50,6 +51,7 @@ class MessagePosted:
     kind: MessageKind
     mentions: tuple[uuid.UUID, ...] = ()
     run_id: uuid.UUID | None = None
+    restricted_to: tuple[uuid.UUID, ...] | None = None
 
 
 Handler = Callable[[UnitOfWork, Any], Awaitable[None]]

@@ -102,6 +102,8 @@ class TriggerFacts:
         guests_with_write: mentioned agents that have write on the thread.
         active_run_id: the thread's active run, if any.
         active_run_agent_id: the agent of that run.
+        audience: for a restricted message, the principals who alone may see it; an
+            agent outside it is never set in motion by the message (None: public).
     """
 
     origin: Origin
@@ -114,6 +116,7 @@ class TriggerFacts:
     guests_with_write: frozenset[uuid.UUID] = frozenset()
     active_run_id: uuid.UUID | None = None
     active_run_agent_id: uuid.UUID | None = None
+    audience: frozenset[uuid.UUID] | None = None
 
 
 class OutcomeKind(enum.StrEnum):
@@ -159,24 +162,30 @@ def decide_trigger(facts: TriggerFacts) -> TriggerOutcome:
     """
     if facts.origin is not Origin.HUMAN:
         return NO_TRIGGER
-    mentioned_agents = [m for m in facts.mentions if m in facts.agents]
+
+    def sees(agent_id: uuid.UUID) -> bool:
+        # An agent that may not read the message cannot be asked to act on it.
+        return facts.audience is None or agent_id in facts.audience
+
+    mentioned_agents = [m for m in facts.mentions if m in facts.agents and sees(m)]
+    operator_id = facts.operator_id if facts.operator_id and sees(facts.operator_id) else None
     candidate: uuid.UUID | None = None
     mentioned = bool(mentioned_agents)
     if mentioned_agents:
-        candidate = next((m for m in mentioned_agents if m == facts.operator_id), None)
+        candidate = next((m for m in mentioned_agents if m == operator_id), None)
         if candidate is None and facts.behavior.allow_mentioned_agents:
             candidate = next((m for m in mentioned_agents if m in facts.guests_with_write), None)
         if candidate is None:
             return TriggerOutcome(
                 kind=OutcomeKind.FAILED, reason=FailReason.AGENT_NOT_ALLOWED_HERE, mentioned=True
             )
-    elif facts.operator_id is not None:
+    elif operator_id is not None:
         answers = (
             facts.behavior.free_response
             if facts.is_main_thread
             else not facts.behavior.thread_require_mention
         )
-        candidate = facts.operator_id if answers else None
+        candidate = operator_id if answers else None
     if candidate is None:
         return NO_TRIGGER
     if facts.active_run_id is not None:

@@ -304,6 +304,7 @@ def posted_event(
         kind=message.kind,
         mentions=message.mentions,
         run_id=run_id,
+        restricted_to=message.restricted_to,
     )
 
 

@@ -231,6 +231,7 @@ class RunsService:
                 guests_with_write=guests,
                 active_run_id=active.id if active else None,
                 active_run_agent_id=active.agent_id if active else None,
+                audience=None if posted.restricted_to is None else frozenset(posted.restricted_to),
             )
         )
         if outcome.kind is OutcomeKind.NONE:

@@ -459,3 +459,22 @@ class TestHeartbeat:
         assert stored.reported_followups == "steer"
         with pytest.raises(AccessDenied):
             await services.runs.heartbeat(world.principal("alex"), "queue")
+
+
+class TestRestrictedMessages:
+    async def test_an_agent_outside_the_audience_is_not_set_in_motion(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        thread_id = main_thread(world, "allgemein")
+        alex, sam = world.principal("alex"), world.principal("sam")
+        private = await services.conversation.create_message(
+            alex, thread_id, draft("p1", restricted_to=(sam.id,))
+        )
+        assert await runs_of(services, thread_id) == []
+        assert (await message(services, private.message.id)).trigger_state is None
+        assert await invocations(services, world.principal("lotse")) == []
+        shared = await services.conversation.create_message(
+            alex, thread_id, draft("p2", restricted_to=(world.principal("lotse").id,))
+        )
+        (run,) = await runs_of(services, thread_id)
+        assert run.triggering_message_id == shared.message.id
