@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import attrs
 
 from application.ports import UnitOfWork
+from domain.authorization import AccessTarget
 from domain.messaging import MessageKind, Origin
 from domain.world import PrincipalKind
 
@@ -39,6 +40,8 @@ class MessagePosted:
         run_id: for kind run the anchored run; for an agent answer the run the request
             named (validated by the runs subscriber, never stored on the message).
         restricted_to: the audience of a restricted message (None: public).
+        target: the thread, channel and space as the publisher read them in this unit
+            (subscribers use it instead of reading them again; None: not known).
     """
 
     message_id: uuid.UUID
@@ -52,6 +55,7 @@ class MessagePosted:
     mentions: tuple[uuid.UUID, ...] = ()
     run_id: uuid.UUID | None = None
     restricted_to: tuple[uuid.UUID, ...] | None = None
+    target: AccessTarget | None = attrs.field(default=None, eq=False, repr=False)
 
 
 Handler = Callable[[UnitOfWork, Any], Awaitable[None]]

@@ -531,6 +531,15 @@ class UnitOfWorkFactory(Protocol):
         """A new unit; leaving the context without commit rolls back."""
         ...
 
+    def read_only(self) -> AbstractAsyncContextManager[UnitOfWork]:
+        """A unit for reads only: no locks taken, no writes, nothing to commit.
+
+        Each statement sees the latest committed state, exactly as it would inside a READ
+        COMMITTED transaction, so a read-only use case needs no transaction of its own
+        (which saves PostgreSQL the BEGIN and COMMIT round trips).
+        """
+        ...
+
 
 @attrs.frozen(kw_only=True)
 class ThreadFrontier:

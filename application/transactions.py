@@ -109,6 +109,26 @@ class Transactor:
                 await self.record_denial(denied)
                 raise
 
+    async def read(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+        """Run a read-only use case in a read-only unit (nothing is committed).
+
+        Args:
+            work: the use case; it must not write.
+
+        Returns:
+            What `work` returned.
+
+        Raises:
+            AccessDenied: after the denial was audited.
+            DomainError: whatever the work raised.
+        """
+        try:
+            async with self._uow.read_only() as uow:
+                return await work(uow)
+        except AccessDenied as denied:
+            await self.record_denial(denied)
+            raise
+
     async def record_denial(self, denied: AccessDenied) -> None:
         """Count a denial in its aggregated audit row, in a unit of its own.
 

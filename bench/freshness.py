@@ -213,12 +213,10 @@ async def _raw_send(
             version=1,
         )
         # The event log's flush: the seq allocation is the last statement before COMMIT.
-        last = await q.advance_event_counter(conn, n=1)
-        assert last is not None
         payload = {"message": {"id": str(message_id), "thread_seq": seq, "content": content}}
-        await q.insert_events(
+        await q.append_events(
             conn,
-            seqs=[last],
+            offsets=[1],
             types=["message.created"],
             actor_ids=[agent],
             actor_kinds=["agent"],

@@ -501,3 +501,7 @@ class MemoryUnitOfWorkFactory:
     def __call__(self) -> Any:
         """A new unit of work (an async context manager)."""
         return self._unit()
+
+    def read_only(self) -> Any:
+        """A unit for reads (the same serialized unit; it is never committed)."""
+        return self._unit()

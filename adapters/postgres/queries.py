@@ -562,28 +562,39 @@ WHERE id = %(p9)s"""
 
 _LIST_CHANNELS = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels ORDER BY id"""
 
-_ADVANCE_EVENT_COUNTER = """UPDATE event_counter SET last_seq = last_seq + %(p1)s::bigint
-WHERE singleton
-RETURNING last_seq"""
-
-_INSERT_EVENTS = """INSERT INTO events (
-    seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
-    resource_id, resource_version, audience_id, restricted_to, payload, created_at
+_APPEND_EVENTS = """WITH counter AS (
+    UPDATE event_counter
+    SET last_seq = last_seq + cardinality(%(p1)s::text[])
+    WHERE singleton
+    RETURNING last_seq
+), appended AS (
+    INSERT INTO events (
+        seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
+        resource_id, resource_version, audience_id, restricted_to, payload, created_at
+    )
+    SELECT counter.last_seq - cardinality(%(p1)s::text[]) + e.ord,
+           e.type, e.actor_id, e.actor_kind, e.space_id, e.channel_id, e.thread_id,
+           e.resource_kind, e.resource_id, e.resource_version, e.audience_id,
+           e.restricted_to::uuid[], e.payload::jsonb, e.created_at
+    FROM counter, (
+        SELECT unnest(%(p2)s::bigint[]) AS ord,
+               unnest(%(p1)s::text[]) AS type,
+               unnest(%(p3)s::uuid[]) AS actor_id,
+               unnest(%(p4)s::text[]) AS actor_kind,
+               unnest(%(p5)s::uuid[]) AS space_id,
+               unnest(%(p6)s::uuid[]) AS channel_id,
+               unnest(%(p7)s::uuid[]) AS thread_id,
+               unnest(%(p8)s::text[]) AS resource_kind,
+               unnest(%(p9)s::uuid[]) AS resource_id,
+               unnest(%(p10)s::bigint[]) AS resource_version,
+               unnest(%(p11)s::uuid[]) AS audience_id,
+               unnest(%(p12)s::text[]) AS restricted_to,
+               unnest(%(p13)s::text[]) AS payload,
+               unnest(%(p14)s::timestamptz[]) AS created_at
+    ) AS e
+    RETURNING seq
 )
-SELECT unnest(%(p1)s::bigint[]),
-       unnest(%(p2)s::text[]),
-       unnest(%(p3)s::uuid[]),
-       unnest(%(p4)s::text[]),
-       unnest(%(p5)s::uuid[]),
-       unnest(%(p6)s::uuid[]),
-       unnest(%(p7)s::uuid[]),
-       unnest(%(p8)s::text[]),
-       unnest(%(p9)s::uuid[]),
-       unnest(%(p10)s::bigint[]),
-       unnest(%(p11)s::uuid[]),
-       unnest(%(p12)s::text[])::uuid[],
-       unnest(%(p13)s::text[])::jsonb,
-       unnest(%(p14)s::timestamptz[])"""
+SELECT last_seq FROM counter"""
 
 _READ_SHARED_EVENTS = """SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
 WHERE seq > %(p1)s
@@ -1204,36 +1215,11 @@ async def list_channels(conn: psycopg.AsyncConnection[Any]) -> list[ChannelRow]:
         return await cur.fetchall()
 
 
-async def advance_event_counter(conn: psycopg.AsyncConnection[Any], *, n: int) -> int | None:
-    """Run AdvanceEventCounter (:one, sql/queries/events.sql).
-
-    Allocates `n` seqs at commit time. The row lock is held until COMMIT, so a later
-    allocation waits for this transaction's commit: seq order is commit order, and no
-    reader can see seq n + 1 while seq n may still commit.
-
-    SQL::
-
-        UPDATE event_counter SET last_seq = last_seq + $1::bigint
-        WHERE singleton
-        RETURNING last_seq
-
-    Args:
-        conn: the connection; the statement runs in its current transaction.
-        n: ``$1`` (``int8``).
-
-    Returns:
-        The row, or None when no row matched.
-    """
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(_ADVANCE_EVENT_COUNTER, {"p1": n})
-        return cast("int | None", await cur.fetchone())
-
-
-async def insert_events(
+async def append_events(
     conn: psycopg.AsyncConnection[Any],
     *,
-    seqs: Sequence[int | None],
     types: Sequence[str | None],
+    offsets: Sequence[int | None],
     actor_ids: Sequence[uuid.UUID | None],
     actor_kinds: Sequence[str | None],
     space_ids: Sequence[uuid.UUID | None],
@@ -1246,39 +1232,56 @@ async def insert_events(
     restricted_tos: Sequence[str | None],
     payloads: Sequence[str | None],
     created_ats: Sequence[datetime | None],
-) -> None:
-    """Run InsertEvents (:exec, sql/queries/events.sql).
+) -> int | None:
+    """Run AppendEvents (:one, sql/queries/events.sql).
 
-    One multi-row insert of every event buffered by a unit: one array per column, zipped
-    by the set-returning unnest calls of the select list (they run in lockstep). The
-    restricted_to of each event travels as the text form of a uuid[] ('{...}' or NULL)
-    because an array of arrays cannot be ragged; payloads travel as JSON text.
+    Appends every event buffered by a unit in one statement, right before COMMIT: the
+    UPDATE of the counter row allocates the seqs and holds the row lock until COMMIT, so a
+    later allocation waits for this commit. Seq order is commit order, and no reader can
+    see seq n + 1 while seq n may still commit. One array per column, zipped by unnest in
+    FROM; restricted_to travels as the text form of a uuid[] ('{...}' or NULL) because an
+    array of arrays cannot be ragged; payloads travel as JSON text; `offsets` is 1..n.
 
     SQL::
 
-        INSERT INTO events (
-            seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
-            resource_id, resource_version, audience_id, restricted_to, payload, created_at
+        WITH counter AS (
+            UPDATE event_counter
+            SET last_seq = last_seq + cardinality($1::text[])
+            WHERE singleton
+            RETURNING last_seq
+        ), appended AS (
+            INSERT INTO events (
+                seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
+                resource_id, resource_version, audience_id, restricted_to, payload, created_at
+            )
+            SELECT counter.last_seq - cardinality($1::text[]) + e.ord,
+                   e.type, e.actor_id, e.actor_kind, e.space_id, e.channel_id, e.thread_id,
+                   e.resource_kind, e.resource_id, e.resource_version, e.audience_id,
+                   e.restricted_to::uuid[], e.payload::jsonb, e.created_at
+            FROM counter, (
+                SELECT unnest($2::bigint[]) AS ord,
+                       unnest($1::text[]) AS type,
+                       unnest($3::uuid[]) AS actor_id,
+                       unnest($4::text[]) AS actor_kind,
+                       unnest($5::uuid[]) AS space_id,
+                       unnest($6::uuid[]) AS channel_id,
+                       unnest($7::uuid[]) AS thread_id,
+                       unnest($8::text[]) AS resource_kind,
+                       unnest($9::uuid[]) AS resource_id,
+                       unnest($10::bigint[]) AS resource_version,
+                       unnest($11::uuid[]) AS audience_id,
+                       unnest($12::text[]) AS restricted_to,
+                       unnest($13::text[]) AS payload,
+                       unnest($14::timestamptz[]) AS created_at
+            ) AS e
+            RETURNING seq
         )
-        SELECT unnest($1::bigint[]),
-               unnest($2::text[]),
-               unnest($3::uuid[]),
-               unnest($4::text[]),
-               unnest($5::uuid[]),
-               unnest($6::uuid[]),
-               unnest($7::uuid[]),
-               unnest($8::text[]),
-               unnest($9::uuid[]),
-               unnest($10::bigint[]),
-               unnest($11::uuid[]),
-               unnest($12::text[])::uuid[],
-               unnest($13::text[])::jsonb,
-               unnest($14::timestamptz[])
+        SELECT last_seq FROM counter
 
     Args:
         conn: the connection; the statement runs in its current transaction.
-        seqs: ``$1`` (``int8[]``).
-        types: ``$2`` (``text[]``).
+        types: ``$1`` (``text[]``).
+        offsets: ``$2`` (``int8[]``).
         actor_ids: ``$3`` (``uuid[]``).
         actor_kinds: ``$4`` (``text[]``).
         space_ids: ``$5`` (``uuid[]``).
@@ -1291,13 +1294,16 @@ async def insert_events(
         restricted_tos: ``$12`` (``text[]``).
         payloads: ``$13`` (``text[]``).
         created_ats: ``$14`` (``timestamptz[]``).
+
+    Returns:
+        The row, or None when no row matched.
     """
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
-            _INSERT_EVENTS,
+            _APPEND_EVENTS,
             {
-                "p1": list(seqs),
-                "p2": list(types),
+                "p1": list(types),
+                "p2": list(offsets),
                 "p3": list(actor_ids),
                 "p4": list(actor_kinds),
                 "p5": list(space_ids),
@@ -1312,6 +1318,7 @@ async def insert_events(
                 "p14": list(created_ats),
             },
         )
+        return cast("int | None", await cur.fetchone())
 
 
 async def read_shared_events(

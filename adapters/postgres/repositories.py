@@ -728,10 +728,10 @@ class PostgresEventLog:
     """The event log; satisfies `EventLog`.
 
     Appended events are buffered and written by `flush`, which the unit calls right
-    before COMMIT: the seq allocation (`AdvanceEventCounter`) then holds the counter's row
-    lock only for the insert and the commit, and a later allocation waits until this
-    commit is visible. Seq order is therefore commit order, and a reader paging by seq
-    never passes an event that is still to commit.
+    before COMMIT: one statement (`AppendEvents`) allocates the seqs on the counter row
+    and inserts the events, so the row lock is held only until the commit, and a later
+    allocation waits until this commit is visible. Seq order is therefore commit order,
+    and a reader paging by seq never passes an event that is still to commit.
 
     Args:
         conn: the unit's connection.
@@ -758,13 +758,9 @@ class PostgresEventLog:
         if not self._pending:
             return []
         events, self._pending = self._pending, []
-        last = await q.advance_event_counter(self._conn, n=len(events))
-        if last is None:
-            raise MissingRow("event_counter")
-        seqs = list(range(last - len(events) + 1, last + 1))
-        await q.insert_events(
+        last = await q.append_events(
             self._conn,
-            seqs=seqs,
+            offsets=list(range(1, len(events) + 1)),
             types=[e.type.value for e in events],
             actor_ids=[e.actor_id for e in events],
             actor_kinds=[e.actor_kind for e in events],
@@ -779,7 +775,9 @@ class PostgresEventLog:
             payloads=[payload_json(e.payload) for e in events],
             created_ats=[e.created_at for e in events],
         )
-        return seqs
+        if last is None:
+            raise MissingRow("event_counter")
+        return list(range(last - len(events) + 1, last + 1))
 
     def discard(self) -> None:
         """Forget the buffered events (the unit rolls back)."""

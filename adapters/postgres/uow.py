@@ -204,12 +204,24 @@ class PostgresUnitOfWorkFactory:
         """
         return self._unit()
 
+    def read_only(self) -> AbstractAsyncContextManager[UnitOfWork]:
+        """A unit for reads only, on a connection in autocommit mode.
+
+        Every statement runs in its own implicit transaction and sees the latest
+        committed state, which is what READ COMMITTED gives each statement of an
+        explicit transaction too; reads save the BEGIN and COMMIT round trips.
+
+        Returns:
+            An async context manager yielding the unit (never to be committed).
+        """
+        return self._unit(read_only=True)
+
     @asynccontextmanager
-    async def _unit(self) -> AsyncIterator[UnitOfWork]:
+    async def _unit(self, *, read_only: bool = False) -> AsyncIterator[UnitOfWork]:
         with wrap_errors():
             async with self._pool.connection(timeout=self._acquire_timeout) as conn:
-                if conn.autocommit:
-                    await conn.set_autocommit(False)
+                if conn.autocommit != read_only:
+                    await conn.set_autocommit(read_only)
                 if conn.isolation_level != IsolationLevel.READ_COMMITTED:
                     await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
                 unit = PostgresUnitOfWork(conn, runs=self._runs, agent_feed=self._agent_feed)
@@ -229,8 +241,9 @@ async def _configure(conn: Conn) -> None:
 async def create_pool(conninfo: str, min_size: int, max_size: int) -> AsyncConnectionPool[Conn]:
     """Open a connection pool for units of work.
 
-    Connections are checked before they are handed out, so a server restart costs a
-    reconnect rather than a failed unit.
+    Connections are not pinged before they are handed out (that would cost every unit a
+    round trip): a connection broken by a server restart fails its unit once
+    (`StoreUnavailable`) and is replaced by the pool.
 
     Args:
         conninfo: libpq connection string or URI.
@@ -249,7 +262,6 @@ async def create_pool(conninfo: str, min_size: int, max_size: int) -> AsyncConne
         max_size=max_size,
         open=False,
         configure=_configure,
-        check=AsyncConnectionPool.check_connection,
     )
     with wrap_errors():
         try:

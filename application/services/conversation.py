@@ -316,7 +316,7 @@ class ConversationService:
             await require(uow, actor, Action.THREAD_READ, target)
             return thread_of(target)
 
-        return await self._tx.run(work)
+        return await self._tx.read(work)
 
     async def list_messages(
         self,
@@ -362,7 +362,7 @@ class ConversationService:
                 covers = messages[-1].thread_seq
             return MessagePage(messages=messages, authors=authors, covers_through_seq=covers)
 
-        return await self._tx.run(work)
+        return await self._tx.read(work)
 
     async def list_events(
         self, actor: Principal, *, after: int = 0, limit: int | None = None
@@ -381,7 +381,7 @@ class ConversationService:
             events = await uow.events.read(scope, after, size)
             return EventPage(events=events, next_after=events[-1].seq if events else after)
 
-        return await self._tx.run(work)
+        return await self._tx.read(work)
 
     # -- helpers -------------------------------------------------------------------------
 

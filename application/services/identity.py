@@ -60,7 +60,7 @@ class IdentityService:
             raise Unauthenticated()
         digest = hash_token(token)
 
-        principal = await self._tx.run(lambda uow: uow.principals.by_token_hash(digest))
+        principal = await self._tx.read(lambda uow: uow.principals.by_token_hash(digest))
         if principal is None:
             raise Unauthenticated()
         return principal

@@ -305,6 +305,7 @@ def posted_event(
         mentions=message.mentions,
         run_id=run_id,
         restricted_to=message.restricted_to,
+        target=target,
     )
 
 

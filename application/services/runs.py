@@ -193,7 +193,12 @@ class RunsService:
             await self._check_answer(uow, posted)
         if posted.origin is not Origin.HUMAN:
             return
-        target = await thread_target(uow, posted.thread_id)
+        known = posted.target
+        target = (
+            known
+            if known is not None and known.thread is not None
+            else await thread_target(uow, posted.thread_id)
+        )
         thread = thread_of(target)
         # The thread row is locked by the append; the run row lock keeps the active run
         # a fact until commit, also against its end.
@@ -635,7 +640,7 @@ class RunsService:
             await self._require_read(uow, actor, run)
             return await self._view(uow, run)
 
-        return await self._tx.run(work)
+        return await self._tx.read(work)
 
     async def start(self, agent: Principal, run_id: uuid.UUID, token: str) -> RunView:
         """Queued -> running with the token of the invocation's delivery.

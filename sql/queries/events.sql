@@ -1,34 +1,43 @@
--- Allocates `n` seqs at commit time. The row lock is held until COMMIT, so a later
--- allocation waits for this transaction's commit: seq order is commit order, and no
--- reader can see seq n + 1 while seq n may still commit.
--- name: AdvanceEventCounter :one
-UPDATE event_counter SET last_seq = last_seq + sqlc.arg(n)::bigint
-WHERE singleton
-RETURNING last_seq;
-
--- One multi-row insert of every event buffered by a unit: one array per column, zipped
--- by the set-returning unnest calls of the select list (they run in lockstep). The
--- restricted_to of each event travels as the text form of a uuid[] ('{...}' or NULL)
--- because an array of arrays cannot be ragged; payloads travel as JSON text.
--- name: InsertEvents :exec
-INSERT INTO events (
-    seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
-    resource_id, resource_version, audience_id, restricted_to, payload, created_at
+-- Appends every event buffered by a unit in one statement, right before COMMIT: the
+-- UPDATE of the counter row allocates the seqs and holds the row lock until COMMIT, so a
+-- later allocation waits for this commit. Seq order is commit order, and no reader can
+-- see seq n + 1 while seq n may still commit. One array per column, zipped by unnest in
+-- FROM; restricted_to travels as the text form of a uuid[] ('{...}' or NULL) because an
+-- array of arrays cannot be ragged; payloads travel as JSON text; `offsets` is 1..n.
+-- name: AppendEvents :one
+WITH counter AS (
+    UPDATE event_counter
+    SET last_seq = last_seq + cardinality(sqlc.arg(types)::text[])
+    WHERE singleton
+    RETURNING last_seq
+), appended AS (
+    INSERT INTO events (
+        seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
+        resource_id, resource_version, audience_id, restricted_to, payload, created_at
+    )
+    SELECT counter.last_seq - cardinality(sqlc.arg(types)::text[]) + e.ord,
+           e.type, e.actor_id, e.actor_kind, e.space_id, e.channel_id, e.thread_id,
+           e.resource_kind, e.resource_id, e.resource_version, e.audience_id,
+           e.restricted_to::uuid[], e.payload::jsonb, e.created_at
+    FROM counter, (
+        SELECT unnest(sqlc.arg(offsets)::bigint[]) AS ord,
+               unnest(sqlc.arg(types)::text[]) AS type,
+               unnest(sqlc.arg(actor_ids)::uuid[]) AS actor_id,
+               unnest(sqlc.arg(actor_kinds)::text[]) AS actor_kind,
+               unnest(sqlc.arg(space_ids)::uuid[]) AS space_id,
+               unnest(sqlc.arg(channel_ids)::uuid[]) AS channel_id,
+               unnest(sqlc.arg(thread_ids)::uuid[]) AS thread_id,
+               unnest(sqlc.arg(resource_kinds)::text[]) AS resource_kind,
+               unnest(sqlc.arg(resource_ids)::uuid[]) AS resource_id,
+               unnest(sqlc.arg(resource_versions)::bigint[]) AS resource_version,
+               unnest(sqlc.arg(audience_ids)::uuid[]) AS audience_id,
+               unnest(sqlc.arg(restricted_tos)::text[]) AS restricted_to,
+               unnest(sqlc.arg(payloads)::text[]) AS payload,
+               unnest(sqlc.arg(created_ats)::timestamptz[]) AS created_at
+    ) AS e
+    RETURNING seq
 )
-SELECT unnest(sqlc.arg(seqs)::bigint[]),
-       unnest(sqlc.arg(types)::text[]),
-       unnest(sqlc.arg(actor_ids)::uuid[]),
-       unnest(sqlc.arg(actor_kinds)::text[]),
-       unnest(sqlc.arg(space_ids)::uuid[]),
-       unnest(sqlc.arg(channel_ids)::uuid[]),
-       unnest(sqlc.arg(thread_ids)::uuid[]),
-       unnest(sqlc.arg(resource_kinds)::text[]),
-       unnest(sqlc.arg(resource_ids)::uuid[]),
-       unnest(sqlc.arg(resource_versions)::bigint[]),
-       unnest(sqlc.arg(audience_ids)::uuid[]),
-       unnest(sqlc.arg(restricted_tos)::text[])::uuid[],
-       unnest(sqlc.arg(payloads)::text[])::jsonb,
-       unnest(sqlc.arg(created_ats)::timestamptz[]);
+SELECT last_seq FROM counter;
 
 -- The shared feed: no personal events; the scope's channels or single threads (or
 -- everything); restricted events only for their audience; in seq order.
