@@ -14,6 +14,7 @@ from typing import Protocol
 
 import attrs
 
+from domain.authorization import AccessTarget
 from domain.events import Event, NewEvent
 from domain.followups import FollowupState, OpenFollowup
 from domain.messaging import Message, TriggerState
@@ -154,6 +155,10 @@ class ThreadRepository(Protocol):
 
     async def operated_by(self, agent_id: uuid.UUID) -> list[uuid.UUID]:
         """Ids of the threads whose fixed operator is this agent."""
+        ...
+
+    async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
+        """The thread with its channel and space (one read), or None when unknown."""
         ...
 
 

@@ -19,6 +19,7 @@ import attrs
 from adapters.memory.freshness import MemoryFreshnessRepository
 from application.errors import DuplicateKey, RetriableConflict
 from application.ports import AgentCursor, DenialRecord, ReaderScope, UnitOfWork
+from domain.authorization import AccessTarget
 from domain.events import Event, NewEvent
 from domain.followups import OPEN_STATES, FollowupState, OpenFollowup
 from domain.messaging import Message, TriggerState, visible_to
@@ -159,6 +160,14 @@ class _Threads:
 
     async def operated_by(self, agent_id: uuid.UUID) -> list[uuid.UUID]:
         return sorted(t.id for t in self._t.threads.values() if t.operator_agent_id == agent_id)
+
+    async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
+        thread = self._t.threads.get(thread_id)
+        if thread is None:
+            return None
+        channel = self._t.channels[thread.channel_id]
+        space = self._t.spaces[channel.space_id]
+        return AccessTarget(space=space, channel=channel, thread=thread)
 
 
 class _Grants:

@@ -519,6 +519,71 @@ class ThreadRow:
     created_at: datetime
 
 
+@attrs.frozen
+class GetThreadTargetRow:
+    """A result row of GetThreadTarget.
+
+    Attributes:
+        t_id: ``uuid``.
+        t_channel_id: ``uuid``.
+        t_is_main: ``bool``.
+        t_title: ``text`` or NULL.
+        t_title_source: ``text``.
+        t_operator_agent_id: ``uuid`` or NULL.
+        t_state: ``text``.
+        t_latest_seq: ``int8``.
+        t_has_restricted: ``bool``.
+        t_created_by: ``uuid``.
+        t_created_at: ``timestamptz``.
+        c_id: ``uuid``.
+        c_space_id: ``uuid``.
+        c_name: ``text``.
+        c_type: ``text``.
+        c_operator_mode: ``text``.
+        c_operator_id: ``uuid`` or NULL.
+        c_free_response: ``bool``.
+        c_allow_mentioned_agents: ``bool``.
+        c_thread_require_mention: ``bool``.
+        c_archived: ``bool``.
+        c_main_thread_id: ``uuid`` or NULL.
+        c_created_at: ``timestamptz``.
+        s_id: ``uuid``.
+        s_name: ``text``.
+        s_default_operator_id: ``uuid`` or NULL.
+        s_created_by: ``uuid``.
+        s_created_at: ``timestamptz``.
+    """
+
+    t_id: uuid.UUID
+    t_channel_id: uuid.UUID
+    t_is_main: bool
+    t_title: str | None
+    t_title_source: str
+    t_operator_agent_id: uuid.UUID | None
+    t_state: str
+    t_latest_seq: int
+    t_has_restricted: bool
+    t_created_by: uuid.UUID
+    t_created_at: datetime
+    c_id: uuid.UUID
+    c_space_id: uuid.UUID
+    c_name: str
+    c_type: str
+    c_operator_mode: str
+    c_operator_id: uuid.UUID | None
+    c_free_response: bool
+    c_allow_mentioned_agents: bool
+    c_thread_require_mention: bool
+    c_archived: bool
+    c_main_thread_id: uuid.UUID | None
+    c_created_at: datetime
+    s_id: uuid.UUID
+    s_name: str
+    s_default_operator_id: uuid.UUID | None
+    s_created_by: uuid.UUID
+    s_created_at: datetime
+
+
 _LOCK_AGENT_CURSOR = """INSERT INTO agent_cursors (agent_id) VALUES (%(p1)s)
 ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id
 RETURNING acked_seq, delivered_seq"""
@@ -925,6 +990,24 @@ _MARK_THREAD_RESTRICTED = """UPDATE threads SET has_restricted = true WHERE id =
 _LIST_THREADS_OPERATED_BY = (
     """SELECT id FROM threads WHERE operator_agent_id = %(p1)s ORDER BY id"""
 )
+
+_GET_THREAD_TARGET = """SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+       t.title AS t_title, t.title_source AS t_title_source,
+       t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+       t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+       t.created_by AS t_created_by, t.created_at AS t_created_at,
+       c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+       c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+       c.free_response AS c_free_response,
+       c.allow_mentioned_agents AS c_allow_mentioned_agents,
+       c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+       c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+       s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+       s.created_by AS s_created_by, s.created_at AS s_created_at
+FROM threads t
+JOIN channels c ON c.id = t.channel_id
+JOIN spaces s ON s.id = c.space_id
+WHERE t.id = %(p1)s"""
 
 
 async def lock_agent_cursor(
@@ -3231,3 +3314,43 @@ async def list_threads_operated_by(
     async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(_LIST_THREADS_OPERATED_BY, {"p1": agent_id})
         return cast("list[uuid.UUID]", await cur.fetchall())
+
+
+async def get_thread_target(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> GetThreadTargetRow | None:
+    """Run GetThreadTarget (:one, sql/queries/threads.sql).
+
+    A thread with its channel and space in one round trip: the facts of every
+    authorization decision on a thread (no lock: rights are read, not changed).
+
+    SQL::
+
+        SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+               t.title AS t_title, t.title_source AS t_title_source,
+               t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+               t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+               t.created_by AS t_created_by, t.created_at AS t_created_at,
+               c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+               c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+               c.free_response AS c_free_response,
+               c.allow_mentioned_agents AS c_allow_mentioned_agents,
+               c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+               c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+               s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+               s.created_by AS s_created_by, s.created_at AS s_created_at
+        FROM threads t
+        JOIN channels c ON c.id = t.channel_id
+        JOIN spaces s ON s.id = c.space_id
+        WHERE t.id = $1
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(GetThreadTargetRow)) as cur:
+        await cur.execute(_GET_THREAD_TARGET, {"p1": id})
+        return await cur.fetchone()

@@ -17,6 +17,7 @@ import psycopg
 
 from adapters.postgres import queries as q
 from application.ports import DenialRecord, ReaderScope
+from domain.authorization import AccessTarget
 from domain.events import Event, EventType, NewEvent
 from domain.messaging import Message, MessageKind, Origin, TriggerState
 from domain.ratelimit import Bucket
@@ -543,6 +544,56 @@ class PostgresThreadRepository:
             The thread ids.
         """
         return await q.list_threads_operated_by(self._conn, agent_id=agent_id)
+
+    async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
+        """The thread with its channel and space, read in one statement.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            The access target, or None for an unknown thread.
+        """
+        row = await q.get_thread_target(self._conn, id=thread_id)
+        if row is None:
+            return None
+        space = Space(
+            id=row.s_id,
+            name=row.s_name,
+            default_operator_id=row.s_default_operator_id,
+            created_by=row.s_created_by,
+            created_at=row.s_created_at,
+        )
+        channel = Channel(
+            id=row.c_id,
+            space_id=row.c_space_id,
+            name=row.c_name,
+            type=ChannelType(row.c_type),
+            operator_mode=OperatorMode(row.c_operator_mode),
+            operator_id=row.c_operator_id,
+            behavior=ChannelBehavior(
+                free_response=row.c_free_response,
+                allow_mentioned_agents=row.c_allow_mentioned_agents,
+                thread_require_mention=row.c_thread_require_mention,
+            ),
+            archived=row.c_archived,
+            main_thread_id=row.c_main_thread_id,
+            created_at=row.c_created_at,
+        )
+        thread = Thread(
+            id=row.t_id,
+            channel_id=row.t_channel_id,
+            is_main=row.t_is_main,
+            title=row.t_title,
+            title_source=TitleSource(row.t_title_source),
+            operator_agent_id=row.t_operator_agent_id,
+            state=ThreadState(row.t_state),
+            latest_seq=row.t_latest_seq,
+            has_restricted=row.t_has_restricted,
+            created_by=row.t_created_by,
+            created_at=row.t_created_at,
+        )
+        return AccessTarget(space=space, channel=channel, thread=thread)
 
 
 class PostgresGrantRepository:

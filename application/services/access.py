@@ -43,11 +43,10 @@ async def thread_target(uow: UnitOfWork, thread_id: uuid.UUID) -> AccessTarget:
     Raises:
         NotFound: for an unknown thread.
     """
-    thread = await uow.threads.get(thread_id)
-    if thread is None:
+    target = await uow.threads.target(thread_id)
+    if target is None:
         raise NotFound()
-    target = await channel_target(uow, thread.channel_id)
-    return AccessTarget(space=target.space, channel=target.channel, thread=thread)
+    return target
 
 
 async def require(
