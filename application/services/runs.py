@@ -200,18 +200,12 @@ class RunsService:
             else await thread_target(uow, posted.thread_id)
         )
         thread = thread_of(target)
-        # The thread row is locked by the append; the run row lock keeps the active run
-        # a fact until commit, also against its end.
-        active = await uow.runs.lock_active_in_thread(thread.id)
         operator_id = (
             effective_operator(target.channel, target.space)
             if thread.is_main
             else thread.operator_agent_id
         )
-        candidates = list(
-            dict.fromkeys([*posted.mentions, *([operator_id] if operator_id else [])])
-        )
-        principals = await uow.principals.get_many(candidates)
+        principals = await uow.principals.get_many(list(posted.mentions)) if posted.mentions else {}
         agents = {p.id: _agent_facts(p) for p in principals.values() if p.is_agent}
         guests = frozenset(
             [
@@ -224,19 +218,34 @@ class RunsService:
                 >= Level.WRITE
             ]
         )
+        facts = TriggerFacts(
+            origin=posted.origin,
+            author_id=posted.author_id,
+            mentions=posted.mentions,
+            agents=agents,
+            operator_id=operator_id,
+            is_main_thread=thread.is_main,
+            behavior=target.channel.behavior,
+            guests_with_write=guests,
+            audience=None if posted.restricted_to is None else frozenset(posted.restricted_to),
+        )
+        # Whether there is a candidate at all does not depend on the active run: most
+        # messages stop here without touching the run row.
+        if decide_trigger(facts).kind is OutcomeKind.NONE:
+            return
+        # The thread row is locked by the append; the run row lock keeps the active run
+        # a fact until commit, also against its end.
+        active = await uow.runs.lock_active_in_thread(thread.id)
+        if operator_id is not None and operator_id not in agents:
+            operator = await uow.principals.get(operator_id)
+            if operator is not None and operator.is_agent:
+                agents[operator_id] = _agent_facts(operator)
         outcome = decide_trigger(
-            TriggerFacts(
-                origin=posted.origin,
-                author_id=posted.author_id,
-                mentions=posted.mentions,
+            attrs.evolve(
+                facts,
                 agents=agents,
-                operator_id=operator_id,
-                is_main_thread=thread.is_main,
-                behavior=target.channel.behavior,
-                guests_with_write=guests,
                 active_run_id=active.id if active else None,
                 active_run_agent_id=active.agent_id if active else None,
-                audience=None if posted.restricted_to is None else frozenset(posted.restricted_to),
             )
         )
         if outcome.kind is OutcomeKind.NONE:
