@@ -217,6 +217,18 @@ class MessageRepository(Protocol):
         """Change a message's trigger_state (version + 1) and return the new message."""
         ...
 
+    async def set_trigger_states(
+        self, message_ids: Sequence[uuid.UUID], state: TriggerState, reason: str | None
+    ) -> list[Message]:
+        """Set the trigger_state of several messages in one statement.
+
+        Messages already in that state with that reason are not changed.
+
+        Returns:
+            The changed messages (version + 1), ordered by thread_seq then id.
+        """
+        ...
+
 
 @attrs.frozen(kw_only=True)
 class ReaderScope:

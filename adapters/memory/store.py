@@ -233,6 +233,19 @@ class _Messages:
         )
         return found[:limit]
 
+    async def set_trigger_states(
+        self, message_ids: Sequence[uuid.UUID], state: TriggerState, reason: str | None
+    ) -> list[Message]:
+        changed = []
+        for message_id in dict.fromkeys(message_ids):
+            message = self._t.messages.get(message_id)
+            if message is None or (
+                message.trigger_state is state and message.trigger_state_reason == reason
+            ):
+                continue
+            changed.append(await self.set_trigger_state(message_id, state, reason))
+        return sorted(changed, key=lambda m: (m.thread_seq, m.id))
+
     async def set_trigger_state(
         self, message_id: uuid.UUID, state: TriggerState, reason: str | None
     ) -> Message:

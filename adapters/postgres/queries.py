@@ -834,6 +834,15 @@ SET trigger_state = %(p1)s,
 WHERE id = %(p3)s
 RETURNING id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id, restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id, created_at, deleted_at, version"""
 
+_SET_TRIGGER_STATES = """UPDATE messages
+SET trigger_state = %(p1)s,
+    trigger_state_reason = %(p2)s,
+    version = version + 1
+WHERE id = ANY(%(p3)s::uuid[])
+  AND (trigger_state IS DISTINCT FROM %(p1)s
+       OR trigger_state_reason IS DISTINCT FROM %(p2)s)
+RETURNING id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id, restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id, created_at, deleted_at, version"""
+
 _TAKE_MIGRATION_LOCK = """SELECT pg_advisory_xact_lock(%(p1)s::bigint)"""
 
 _SCHEMA_MIGRATIONS_EXISTS = (
@@ -2266,6 +2275,46 @@ async def set_message_trigger_state(
             _SET_MESSAGE_TRIGGER_STATE, {"p1": trigger_state, "p2": trigger_state_reason, "p3": id}
         )
         return await cur.fetchone()
+
+
+async def set_trigger_states(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    trigger_state: str | None,
+    trigger_state_reason: str | None,
+    ids: Sequence[uuid.UUID | None],
+) -> list[MessageRow]:
+    """Run SetTriggerStates (:many, sql/queries/messages.sql).
+
+    Sets the trigger_state of several messages in one statement (settlement of a run end
+    costs the same whatever the number of follow-ups); messages already in that state
+    with that reason are left alone, so no version step and no event is written for them.
+
+    SQL::
+
+        UPDATE messages
+        SET trigger_state = $1,
+            trigger_state_reason = $2,
+            version = version + 1
+        WHERE id = ANY($3::uuid[])
+          AND (trigger_state IS DISTINCT FROM $1
+               OR trigger_state_reason IS DISTINCT FROM $2)
+        RETURNING id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id, restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id, created_at, deleted_at, version
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        trigger_state: ``$1`` (``text``).
+        trigger_state_reason: ``$2`` (``text``).
+        ids: ``$3`` (``uuid[]``).
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(MessageRow)) as cur:
+        await cur.execute(
+            _SET_TRIGGER_STATES, {"p1": trigger_state, "p2": trigger_state_reason, "p3": list(ids)}
+        )
+        return await cur.fetchall()
 
 
 async def take_migration_lock(conn: psycopg.AsyncConnection[Any], *, lock_key: int) -> None:

@@ -751,6 +751,29 @@ class PostgresMessageRepository:
         )
         return [_message(row) for row in rows]
 
+    async def set_trigger_states(
+        self, message_ids: Sequence[uuid.UUID], state: TriggerState, reason: str | None
+    ) -> list[Message]:
+        """Set the trigger_state of several messages in one statement.
+
+        Args:
+            message_ids: the messages.
+            state: the new trigger state.
+            reason: its reason.
+
+        Returns:
+            The changed messages, ordered by thread_seq then id.
+        """
+        if not message_ids:
+            return []
+        rows = await q.set_trigger_states(
+            self._conn,
+            trigger_state=state.value,
+            trigger_state_reason=reason,
+            ids=list(message_ids),
+        )
+        return sorted((_message(row) for row in rows), key=lambda m: (m.thread_seq, m.id))
+
     async def set_trigger_state(
         self, message_id: uuid.UUID, state: TriggerState, reason: str | None
     ) -> Message:

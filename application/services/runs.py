@@ -898,14 +898,13 @@ class RunsService:
         target = await thread_target(uow, ended.thread_id)
         discarded = [f.message_id for f in (*plan.deleted, *plan.stopped)]
         await uow.followups.set_states(ended.id, discarded, FollowupState.DISCARDED, now)
-        for followup in plan.stopped:
-            await self._set_trigger_state(
-                uow,
-                target,
-                followup.message_id,
-                TriggerState.CANCELLED,
-                EndReason.USER_CANCELLED.value,
-            )
+        await self._set_trigger_states(
+            uow,
+            target,
+            [f.message_id for f in plan.stopped],
+            TriggerState.CANCELLED,
+            EndReason.USER_CANCELLED.value,
+        )
         if not plan.candidates:
             return
         await uow.followups.set_states(
@@ -933,11 +932,11 @@ class RunsService:
             )
             rest = plan.candidates[index + 1 :]
             await uow.followups.move(ended.id, [r.message_id for r in rest], follow_on.id, now)
+            await self._set_trigger_states(
+                uow, target, [r.message_id for r in rest], TriggerState.RECEIVED, None
+            )
             mode = _mode(agent)
             for moved in rest:
-                await self._set_trigger_state(
-                    uow, target, moved.message_id, TriggerState.RECEIVED, None
-                )
                 if followup_event_needed(mode, follow_on.state):
                     await self._followup_event(
                         uow, target, follow_on.id, moved.message_id, moved.author_id
@@ -1088,26 +1087,41 @@ class RunsService:
         state: TriggerState,
         reason: str | None,
     ) -> None:
-        current = await uow.messages.get(message_id)
-        if current is None or (
-            current.trigger_state is state and current.trigger_state_reason == reason
-        ):
+        await self._set_trigger_states(uow, target, [message_id], state, reason)
+
+    async def _set_trigger_states(
+        self,
+        uow: UnitOfWork,
+        target: AccessTarget,
+        message_ids: Sequence[uuid.UUID],
+        state: TriggerState,
+        reason: str | None,
+    ) -> None:
+        """Change the trigger_state of messages of one thread, one message.updated each.
+
+        Two statements whatever the number of messages: the set-based update and one
+        read of their authors.
+        """
+        if not message_ids:
             return
-        message = await uow.messages.set_trigger_state(message_id, state, reason)
-        author = await uow.principals.get(message.author_id)
-        assert author is not None
-        await uow.events.append(
-            self._event(
-                EventType.MESSAGE_UPDATED,
-                target,
-                actor=author,
-                resource_kind="message",
-                resource_id=message.id,
-                resource_version=message.version,
-                restricted_to=message.restricted_to,
-                payload={"message": message_document(message, author)},
+        changed = await uow.messages.set_trigger_states(message_ids, state, reason)
+        if not changed:
+            return
+        authors = await uow.principals.get_many(list({m.author_id for m in changed}))
+        for message in changed:
+            author = authors[message.author_id]
+            await uow.events.append(
+                self._event(
+                    EventType.MESSAGE_UPDATED,
+                    target,
+                    actor=author,
+                    resource_kind="message",
+                    resource_id=message.id,
+                    resource_version=message.version,
+                    restricted_to=message.restricted_to,
+                    payload={"message": message_document(message, author)},
+                )
             )
-        )
 
     async def _audit(
         self, uow: UnitOfWork, principal_id: uuid.UUID, action: str, reason: str

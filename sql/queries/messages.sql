@@ -38,3 +38,16 @@ SET trigger_state = sqlc.narg(trigger_state),
     version = version + 1
 WHERE id = sqlc.arg(id)
 RETURNING *;
+
+-- Sets the trigger_state of several messages in one statement (settlement of a run end
+-- costs the same whatever the number of follow-ups); messages already in that state
+-- with that reason are left alone, so no version step and no event is written for them.
+-- name: SetTriggerStates :many
+UPDATE messages
+SET trigger_state = sqlc.arg(trigger_state),
+    trigger_state_reason = sqlc.narg(trigger_state_reason),
+    version = version + 1
+WHERE id = ANY(sqlc.arg(ids)::uuid[])
+  AND (trigger_state IS DISTINCT FROM sqlc.arg(trigger_state)
+       OR trigger_state_reason IS DISTINCT FROM sqlc.narg(trigger_state_reason))
+RETURNING *;
