@@ -1,5 +1,106 @@
-"""``python -m bench [--quick]``: the freshness gate benchmark."""
+"""``python -m bench [--quick | --scale | --freshness]``: the benchmark suite.
 
-from bench.freshness import main
+- no option: the full suite (`bench.suite`), one table, a few minutes on two cores;
+- ``--quick``: the same at a tiny size (what the smoke test runs);
+- ``--scale``: the growth run (`bench.scale`): 10k threads and 1M messages loaded with
+  COPY, then send, history read, event poll and run finish against the small tables;
+- ``--freshness``: the older freshness-gate benchmark (`bench.freshness`).
+"""
 
-raise SystemExit(main())
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+import structlog
+
+from bench import freshness, scale
+from bench.harness import bench_server, scratch_database, server_version
+from bench.suite import FULL, HEADER, QUICK, format_row, report_details, run_suite
+
+_OPTIONS = ("--quick", "--scale", "--freshness")
+
+
+def _machine() -> str:
+    memory = "?"
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            total_kib = int(info.readline().split()[1])
+        memory = f"{total_kib / 1024 / 1024:.1f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return (
+        f"{os.cpu_count()} cpus, {memory} memory, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
+
+
+async def main_async(argv: Sequence[str], out: TextIO) -> int:
+    """Run the benchmarks from the command line.
+
+    Args:
+        argv: the arguments.
+        out: where to print.
+
+    Returns:
+        The exit code.
+    """
+    unknown = [a for a in argv if a not in _OPTIONS]
+    if unknown or len(argv) > 1:
+        print(
+            "usage: python -m bench [--quick | --scale | --freshness]"
+            f" (not understood: {' '.join(argv)})",
+            file=sys.stderr,
+        )
+        return 2
+    if "--freshness" in argv:
+        return await freshness.main_async([], out)
+    # One record per operation would swamp the report: only warnings and errors here.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    async with bench_server() as server, scratch_database(server.conninfo) as conninfo:
+        version = await server_version(conninfo)
+        print(f"machine: {_machine()}; {version} ({server.where})", file=out)
+        if "--scale" in argv:
+            await scale.run_scale(conninfo, out, data_dir=server.data_dir)
+            return 0
+        size = QUICK if "--quick" in argv else FULL
+        print(LEGEND, file=out)
+        print(HEADER, file=out, flush=True)
+        rows = await run_suite(
+            conninfo,
+            size,
+            data_dir=server.data_dir,
+            on_row=lambda row: print(format_row(row), file=out, flush=True),
+        )
+    report_details(rows, out)
+    return 0
+
+
+#: What the columns of the table mean.
+LEGEND = (
+    "ops/s of all workers; p50/p99: service latency; svc/raw: service vs raw psycopg loop;"
+    " http/svc: Litestar in-process vs service; stmts: statements per operation"
+    " (COMMIT excluded); tx: transactions; pg MiB: PSS of all PostgreSQL processes;"
+    " py MiB: RSS of this process"
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m bench``.
+
+    Args:
+        argv: the arguments; ``sys.argv[1:]`` when None.
+
+    Returns:
+        The exit code.
+    """
+    return asyncio.run(main_async(list(sys.argv[1:] if argv is None else argv), sys.stdout))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

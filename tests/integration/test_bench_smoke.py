@@ -1,13 +1,49 @@
-"""The freshness benchmark runs at its tiny size, so that it cannot rot."""
+"""The benchmarks run at their tiny size, so that they cannot rot (no speed is asserted)."""
 
 from __future__ import annotations
 
 import io
 
 from bench.freshness import CONCURRENCY, QUICK, report, run
+from bench.harness import statement_name
+from bench.operations import OPERATIONS
+from bench.suite import HEADER, format_row, run_suite, warning
+from bench.suite import QUICK as SUITE_QUICK
+from bench.suite import report as suite_report
 
 
-async def test_quick_bench_measures_every_workload(pg_conninfo: str) -> None:
+async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: str) -> None:
+    rows = await run_suite(pg_conninfo, SUITE_QUICK)
+    assert [(r.operation, r.concurrency) for r in rows] == [
+        (op.name, c) for op in OPERATIONS for c in SUITE_QUICK.concurrency
+    ]
+    for row in rows:
+        assert row.service.ops == row.raw.ops > 0
+        assert row.service.per_second > 0
+        assert row.raw.per_second > 0
+        assert row.service.mean_statements > 0
+        assert row.service.mean_commits == 1
+        assert row.statement_list("service")[-1] == "COMMIT"
+        http_expected = next(op for op in OPERATIONS if op.name == row.operation).http is not None
+        assert (row.http is not None) == http_expected
+        assert format_row(row).startswith(row.operation)
+        # A drift of the raw loop is reported, not failed: the text names both counts.
+        text = warning(row)
+        assert text is None or "statements" in text
+    out = io.StringIO()
+    suite_report(rows, out)
+    assert out.getvalue().startswith(HEADER)
+    assert "statements per operation" in out.getvalue()
+
+
+def test_statements_are_named_as_in_sql_queries() -> None:
+    from adapters.postgres import queries as q
+
+    assert statement_name(q._GET_THREAD) == "GetThread"
+    assert statement_name("SELECT 1") == "SELECT 1"
+
+
+async def test_quick_freshness_bench_measures_every_workload(pg_conninfo: str) -> None:
     results = await run(pg_conninfo, QUICK)
     assert [(m.workload, m.concurrency) for m in results] == [
         (workload, concurrency)
