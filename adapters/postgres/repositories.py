@@ -11,9 +11,11 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+import attrs
 import psycopg
+from attrs import AttrsInstance
 
 from adapters.postgres import queries as q
 from application.ports import DenialRecord, ReaderScope
@@ -104,6 +106,14 @@ def _thread(row: q.ThreadRow) -> Thread:
         created_by=row.created_by,
         created_at=row.created_at,
     )
+
+
+_Row = TypeVar("_Row", bound=AttrsInstance)
+
+
+def _unprefixed(row: object, prefix: str, kind: type[_Row]) -> _Row:
+    """One table's row out of a joined row whose columns carry the table's prefix."""
+    return kind(**{f.name: getattr(row, prefix + f.name) for f in attrs.fields(kind)})
 
 
 def _grant(row: q.GrantRow) -> Grant:
@@ -557,43 +567,11 @@ class PostgresThreadRepository:
         row = await q.get_thread_target(self._conn, id=thread_id)
         if row is None:
             return None
-        space = Space(
-            id=row.s_id,
-            name=row.s_name,
-            default_operator_id=row.s_default_operator_id,
-            created_by=row.s_created_by,
-            created_at=row.s_created_at,
+        return AccessTarget(
+            space=_space(_unprefixed(row, "s_", q.SpaceRow)),
+            channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),
+            thread=_thread(_unprefixed(row, "t_", q.ThreadRow)),
         )
-        channel = Channel(
-            id=row.c_id,
-            space_id=row.c_space_id,
-            name=row.c_name,
-            type=ChannelType(row.c_type),
-            operator_mode=OperatorMode(row.c_operator_mode),
-            operator_id=row.c_operator_id,
-            behavior=ChannelBehavior(
-                free_response=row.c_free_response,
-                allow_mentioned_agents=row.c_allow_mentioned_agents,
-                thread_require_mention=row.c_thread_require_mention,
-            ),
-            archived=row.c_archived,
-            main_thread_id=row.c_main_thread_id,
-            created_at=row.c_created_at,
-        )
-        thread = Thread(
-            id=row.t_id,
-            channel_id=row.t_channel_id,
-            is_main=row.t_is_main,
-            title=row.t_title,
-            title_source=TitleSource(row.t_title_source),
-            operator_agent_id=row.t_operator_agent_id,
-            state=ThreadState(row.t_state),
-            latest_seq=row.t_latest_seq,
-            has_restricted=row.t_has_restricted,
-            created_by=row.t_created_by,
-            created_at=row.t_created_at,
-        )
-        return AccessTarget(space=space, channel=channel, thread=thread)
 
 
 class PostgresGrantRepository:
