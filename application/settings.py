@@ -10,6 +10,8 @@ from datetime import timedelta
 
 import attrs
 
+from domain.errors import FieldError, ValidationFailed
+
 
 def _positive(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
     if value <= 0:
@@ -76,6 +78,24 @@ class Settings:
     pool_max_size: int = attrs.field(default=10, validator=_positive)
     jobs_batch_size: int = attrs.field(default=100, validator=_positive)
     jobs_interval: int = attrs.field(default=5, validator=_positive)
+
+    def page_size(self, limit: int | None) -> int:
+        """The size of a requested page.
+
+        Args:
+            limit: the request's ``limit``, None when absent.
+
+        Returns:
+            ``page.default_limit`` when absent, else the limit.
+
+        Raises:
+            ValidationFailed: ``/limit`` out_of_range below 1 or above ``page.max_limit``.
+        """
+        if limit is None:
+            return self.page_default_limit
+        if limit < 1 or limit > self.page_max_limit:
+            raise ValidationFailed([FieldError(pointer="/limit", code="out_of_range")])
+        return limit
 
     def seconds(self, name: str) -> timedelta:
         """A duration setting as a timedelta.

@@ -342,7 +342,7 @@ class ConversationService:
             AccessDenied: not_found without read.
             NotFound: for an unknown thread.
         """
-        size = self._page_size(limit, "/limit")
+        size = self._settings.page_size(limit)
         if after_seq < 0:
             raise ValidationFailed([FieldError(pointer="/after_seq", code="out_of_range")])
 
@@ -372,7 +372,7 @@ class ConversationService:
         Raises:
             ValidationFailed: for a negative cursor or a limit out of range.
         """
-        size = self._page_size(limit, "/limit")
+        size = self._settings.page_size(limit)
         if after < 0:
             raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
 
@@ -382,12 +382,3 @@ class ConversationService:
             return EventPage(events=events, next_after=events[-1].seq if events else after)
 
         return await self._tx.read(work)
-
-    # -- helpers -------------------------------------------------------------------------
-
-    def _page_size(self, limit: int | None, pointer: str) -> int:
-        if limit is None:
-            return self._settings.page_default_limit
-        if limit < 1 or limit > self._settings.page_max_limit:
-            raise ValidationFailed([FieldError(pointer=pointer, code="out_of_range")])
-        return limit

@@ -457,7 +457,7 @@ class RunsService:
             ValidationFailed: for a bad cursor or limit.
         """
         _require_agent(agent, "agent.events.consume")
-        size = _page_size(self._settings, limit)
+        size = self._settings.page_size(limit)
         if after is not None and after < 0:
             raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
 
@@ -751,7 +751,7 @@ class RunsService:
             if not run.state.active:
                 if run.state is RunState.CANCELLED:
                     return await self._view(uow, run)
-                raise _invalid_transition(f"cancel {run.state}")
+                raise InvalidStateTransition(f"cancel {run.state}")
             if run.cancel_requested:
                 return await self._view(uow, run)
             changed = attrs.evolve(
@@ -1198,18 +1198,6 @@ def _require_agent(principal: Principal, action: str) -> None:
         raise AccessDenied(
             code="forbidden", reason="agents_only", principal_id=principal.id, action=action
         )
-
-
-def _page_size(settings: Settings, limit: int | None) -> int:
-    if limit is None:
-        return settings.page_default_limit
-    if limit < 1 or limit > settings.page_max_limit:
-        raise ValidationFailed([FieldError(pointer="/limit", code="out_of_range")])
-    return limit
-
-
-def _invalid_transition(message: str) -> Exception:
-    return InvalidStateTransition(message)
 
 
 __all__ = ["AgentEventPage", "Delivery", "FollowupOp", "RunView", "RunsService"]
