@@ -78,7 +78,7 @@ def build_services(
         bus=bus,
         tx=tx,
         uow=uow,
-        identity=IdentityService(tx),
+        identity=IdentityService(tx, clock, settings),
         admin=AdminService(tx, clock, ids),
         conversation=ConversationService(tx, bus, clock, ids, settings),
         runs=RunsService(tx, bus, clock, ids, settings, signer),

@@ -18,7 +18,6 @@ from domain.authorization import AccessTarget
 from domain.events import Event, NewEvent
 from domain.followups import FollowupState, OpenFollowup
 from domain.messaging import Message, TriggerState
-from domain.ratelimit import Bucket
 from domain.runs import AnswerRun, Run, TriggerKind
 from domain.world import Channel, Grant, Principal, Space, Thread, ThreadState
 
@@ -299,12 +298,32 @@ class AuditLog(Protocol):
 class RateLimitStore(Protocol):
     """Stored token buckets per principal and class."""
 
-    async def lock_bucket(self, principal_id: uuid.UUID, limit_class: str) -> Bucket | None:
-        """The bucket, locked for this unit, or None when the principal has none yet."""
-        ...
+    async def take_token(
+        self,
+        principal_id: uuid.UUID,
+        limit_class: str,
+        now: datetime,
+        *,
+        burst: int,
+        per_minute: int,
+    ) -> int | None:
+        """Take one token, refilling the bucket for the time that passed.
 
-    async def save_bucket(self, principal_id: uuid.UUID, limit_class: str, bucket: Bucket) -> None:
-        """Store the bucket."""
+        The rule is `domain.ratelimit.take_token`'s; the bucket stays locked until the
+        unit ends, so concurrent takes of one principal serialize, and a principal's
+        first take creates a full bucket.
+
+        Args:
+            principal_id: the principal.
+            limit_class: the class, for example ``rl.message``.
+            now: the time of the take.
+            burst: the bucket's capacity.
+            per_minute: its refill rate.
+
+        Returns:
+            None when a token was taken; otherwise whole seconds until one is there (the
+            caller must roll the unit back: what a refusal stored is not kept).
+        """
         ...
 
 

@@ -55,6 +55,9 @@ class Settings:
         pool_max_size: ``database.pool_max_size``, connections at most (one per unit).
         jobs_batch_size: ``jobs.batch_size``, runs one job pass takes per unit of work.
         jobs_interval: ``jobs.interval``, seconds between two passes of the job runner.
+        token_cache_seconds: ``auth.token_cache_seconds``, how long a process trusts a
+            resolved API token without looking it up again (0: look it up every time).
+        token_cache_size: ``auth.token_cache_size``, resolved tokens one process keeps.
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
@@ -78,6 +81,8 @@ class Settings:
     pool_max_size: int = attrs.field(default=10, validator=_positive)
     jobs_batch_size: int = attrs.field(default=100, validator=_positive)
     jobs_interval: int = attrs.field(default=5, validator=_positive)
+    token_cache_seconds: int = attrs.field(default=10, validator=_non_negative)
+    token_cache_size: int = attrs.field(default=10000, validator=_positive)
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -135,4 +140,6 @@ SETTING_KEYS: dict[str, str] = {
     "database.pool_max_size": "pool_max_size",
     "jobs.batch_size": "jobs_batch_size",
     "jobs.interval": "jobs_interval",
+    "auth.token_cache_seconds": "token_cache_seconds",
+    "auth.token_cache_size": "token_cache_size",
 }

@@ -1,10 +1,12 @@
-"""``python -m bench [--quick | --scale | --freshness]``: the benchmark suite.
+"""``python -m bench [--quick | --scale | --freshness | --profile [name]]``: the benchmarks.
 
 - no option: the full suite (`bench.suite`), one table, a few minutes on two cores;
 - ``--quick``: the same at a tiny size (what the smoke test runs);
 - ``--scale``: the growth run (`bench.scale`): 10k threads and 1M messages loaded with
   COPY, then send, history read, event poll and run finish against the small tables;
-- ``--freshness``: the older freshness-gate benchmark (`bench.freshness`).
+- ``--freshness``: the older freshness-gate benchmark (`bench.freshness`);
+- ``--profile [name ...]``: pyinstrument profiles of the service and HTTP sides of the
+  operations whose name contains one of the names (all without a name), `bench.profile`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from bench import freshness, scale
 from bench.harness import bench_server, scratch_database, server_version
 from bench.suite import FULL, HEADER, QUICK, format_row, report_details, run_suite
 
-_OPTIONS = ("--quick", "--scale", "--freshness")
+_OPTIONS = ("--quick", "--scale", "--freshness", "--profile")
+_USAGE = "usage: python -m bench [--quick | --scale | --freshness | --profile [name ...]]"
 
 
 def _machine() -> str:
@@ -50,13 +53,10 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
     Returns:
         The exit code.
     """
+    profile_names = list(argv[1:]) if argv[:1] == ["--profile"] else None
     unknown = [a for a in argv if a not in _OPTIONS]
-    if unknown or len(argv) > 1:
-        print(
-            "usage: python -m bench [--quick | --scale | --freshness]"
-            f" (not understood: {' '.join(argv)})",
-            file=sys.stderr,
-        )
+    if profile_names is None and (unknown or len(argv) > 1):
+        print(f"{_USAGE} (not understood: {' '.join(argv)})", file=sys.stderr)
         return 2
     if "--freshness" in argv:
         return await freshness.main_async([], out)
@@ -65,6 +65,12 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
     async with bench_server() as server, scratch_database(server.conninfo) as conninfo:
         version = await server_version(conninfo)
         print(f"machine: {_machine()}; {version} ({server.where})", file=out)
+        if profile_names is not None:
+            # Imported here: pyinstrument is a development dependency of the profile only.
+            from bench.profile import run_profile
+
+            await run_profile(conninfo, profile_names, out)
+            return 0
         if "--scale" in argv:
             await scale.run_scale(conninfo, out, data_dir=server.data_dir)
             return 0

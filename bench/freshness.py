@@ -55,7 +55,7 @@ from application.services.agent_send import AgentSend, SendFreshness, send_diges
 from application.settings import Settings
 from domain.freshness import SendState
 from domain.messaging import MessageDraft
-from domain.ratelimit import RL_MESSAGE
+from domain.ratelimit import RL_MESSAGE, SECONDS_PER_MINUTE, TOLERANCE
 from domain.world import Level, Principal, PrincipalKind, ResourceKind, thread_target_key
 
 #: The environment variable naming an external server (as for `turnkeeper serve`).
@@ -169,19 +169,16 @@ async def _raw_send(
         await q.list_grants_for_principal(conn, principal_id=agent)
         await q.get_message_by_client_id(conn, author_id=agent, client_msg_id=cid)
         now = datetime.now(UTC)
-        bucket = await q.lock_bucket(conn, principal_id=agent, limit_class=RL_MESSAGE)
-        if bucket is None:
-            await q.insert_bucket(
-                conn, principal_id=agent, limit_class=RL_MESSAGE, tokens=1.0, updated_at=now
-            )
-        else:
-            await q.update_bucket(
-                conn,
-                principal_id=agent,
-                limit_class=RL_MESSAGE,
-                tokens=bucket.tokens,
-                updated_at=now,
-            )
+        await q.take_bucket_token(
+            conn,
+            principal_id=agent,
+            limit_class=RL_MESSAGE,
+            burst=float(BENCH_BURST),
+            now=now,
+            per_minute=float(Settings().rl_message_per_minute),
+            seconds_per_minute=SECONDS_PER_MINUTE,
+            tolerance=TOLERANCE,
+        )
         seq = await q.cas_thread_seq(conn, id=thread_id, seen_seq=seen)
         if seq is None:
             await q.get_message_by_client_id(conn, author_id=agent, client_msg_id=cid)

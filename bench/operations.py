@@ -5,7 +5,7 @@ through the application services, and runs one item three ways:
 
 - ``service``: the application service called in-process;
 - ``raw``: `bench.raw` (the same statements in the same transactions on psycopg);
-- ``http``: the Litestar app in-process through ``httpx.ASGITransport``, with the
+- ``http``: the Litestar app in-process through `bench.asgi.AsgiClient`, with the
   worker's bearer token (so authentication is part of it, as for every real request).
 
 Items are consumed: each side prepares its own, on its own workers.
@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
-import httpx
 
 from adapters.postgres import queries as q
 from application.services.agent_send import AgentSend, SendFreshness
 from bench import raw
+from bench.asgi import AsgiClient, AsgiResponse
 from bench.harness import gather_limited
 from bench.world import SETUP_CONCURRENCY, BenchWorld, Worker
 from domain.freshness import SendState
@@ -73,7 +73,7 @@ class Sender:
         self.known[thread_id] = seq
 
 
-Run = Callable[[BenchWorld, httpx.AsyncClient, Item], Awaitable[object]]
+Run = Callable[[BenchWorld, AsgiClient, Item], Awaitable[object]]
 Prepare = Callable[[BenchWorld, Sequence[Worker], int], Awaitable[list[list[Item]]]]
 
 
@@ -102,9 +102,9 @@ def _bearer(token: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
 
 
-def _check(response: httpx.Response) -> dict[str, Any]:
+def _check(response: AsgiResponse) -> dict[str, Any]:
     if response.status_code >= 300:
-        raise RuntimeError(f"{response.request.url}: {response.status_code} {response.text}")
+        raise RuntimeError(f"{response.url}: {response.status_code} {response.text}")
     body: dict[str, Any] = response.json()
     return body
 
@@ -127,7 +127,7 @@ async def last_event_seq(world: BenchWorld) -> int:
 # -- human messages ------------------------------------------------------------------------
 
 
-async def _service_message(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _service_message(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     return await world.services.conversation.create_message(
         item.worker.person.principal,
@@ -136,14 +136,14 @@ async def _service_message(world: BenchWorld, http: httpx.AsyncClient, item: Ite
     )
 
 
-async def _raw_message(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _raw_message(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     return await raw.human_message(
         world, item.worker, item.thread_id, item.worker.cid("m"), "Sam, the report is ready."
     )
 
 
-async def _http_message(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _http_message(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     return _check(
         await http.post(
             f"/v1/threads/{item.thread_id}/messages",
@@ -192,7 +192,7 @@ async def _prepare_active_run(
     return await _per_worker(workers, job)
 
 
-async def _service_answer(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _service_answer(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     return await world.services.conversation.create_message(
         item.worker.agent.principal,
@@ -201,7 +201,7 @@ async def _service_answer(world: BenchWorld, http: httpx.AsyncClient, item: Item
     )
 
 
-async def _raw_answer(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _raw_answer(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     assert item.run_id is not None
     return await raw.agent_answer(
@@ -209,7 +209,7 @@ async def _raw_answer(world: BenchWorld, http: httpx.AsyncClient, item: Item) ->
     )
 
 
-async def _http_answer(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _http_answer(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     return _check(
         await http.post(
             f"/v1/threads/{item.thread_id}/messages",
@@ -223,7 +223,7 @@ async def _http_answer(world: BenchWorld, http: httpx.AsyncClient, item: Item) -
     )
 
 
-async def _raw_followup(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _raw_followup(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     return await raw.human_message(
         world, item.worker, item.thread_id, item.worker.cid("m"), "Sam, the report is ready."
@@ -285,19 +285,19 @@ def _prepare_finish(followups: int) -> Prepare:
     return prepare
 
 
-async def _service_finish(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _service_finish(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.run_id is not None
     return await world.services.runs.finish(
         item.worker.agent.principal, item.run_id, RunState.COMPLETED, None
     )
 
 
-async def _raw_finish(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _raw_finish(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.run_id is not None
     return await raw.finish_run(world, item.worker, item.run_id)
 
 
-async def _http_finish(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _http_finish(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     return _check(
         await http.post(
             f"/v1/runs/{item.run_id}/finish",
@@ -327,7 +327,7 @@ def _prepare_sends(*, hot: bool, threads_each: int) -> Prepare:
     return prepare
 
 
-async def _service_send(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _service_send(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     assert item.sender is not None
     outcome = await world.services.agent_send.send(
@@ -346,7 +346,7 @@ async def _service_send(world: BenchWorld, http: httpx.AsyncClient, item: Item) 
     return outcome
 
 
-async def _raw_send(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _raw_send(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     assert item.sender is not None
     state, seq = await raw.gated_send(
@@ -361,7 +361,7 @@ async def _raw_send(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> o
     return state
 
 
-async def _http_send(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _http_send(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     assert item.sender is not None
     body = _check(
@@ -398,7 +398,7 @@ async def _prepare_poll(world: BenchWorld, workers: Sequence[Worker], n: int) ->
     return await _per_worker(workers, job)
 
 
-async def _service_poll(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _service_poll(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     worker = item.worker
     page = await world.services.runs.poll(worker.agent.principal, after=worker.feed_after, limit=1)
     if len(page.deliveries) != 1 or page.deliveries[0].invocation_token is None:
@@ -407,7 +407,7 @@ async def _service_poll(world: BenchWorld, http: httpx.AsyncClient, item: Item) 
     return page
 
 
-async def _raw_poll(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _raw_poll(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     worker = item.worker
     worker.feed_after, delivered = await raw.poll(world, worker, worker.feed_after)
     if delivered != 1:
@@ -415,7 +415,7 @@ async def _raw_poll(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> o
     return delivered
 
 
-async def _http_poll(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _http_poll(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     worker = item.worker
     body = _check(
         await http.get(
@@ -451,7 +451,7 @@ async def _prepare_history(
     return await _per_worker(workers, job)
 
 
-async def _service_history(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _service_history(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     page = await world.services.conversation.list_messages(
         item.worker.person.principal, item.thread_id, limit=HISTORY_PAGE
@@ -461,12 +461,12 @@ async def _service_history(world: BenchWorld, http: httpx.AsyncClient, item: Ite
     return page
 
 
-async def _raw_history(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _raw_history(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.thread_id is not None
     return await raw.history(world, item.worker, item.thread_id, HISTORY_PAGE)
 
 
-async def _http_history(world: BenchWorld, http: httpx.AsyncClient, item: Item) -> object:
+async def _http_history(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     return _check(
         await http.get(
             f"/v1/threads/{item.thread_id}/messages",

@@ -25,10 +25,14 @@ import jwt
 
 from adapters.postgres import queries as q
 from adapters.postgres.uow import Conn
-from bench.world import BenchWorld, Worker
+from application.settings import Settings
+from bench.world import BENCH_BURST, BenchWorld, Worker
+from domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
 
 #: The rate-limit class of messages (as `domain.ratelimit.RL_MESSAGE`).
 RL_MESSAGE = "rl.message"
+#: The refill rate of the bench world (the default of ``ratelimit.rl.message.per_minute``).
+REFILL_PER_MINUTE = Settings().rl_message_per_minute
 #: Lifetime of a signed invocation token (as the default ``agent.invocation_token_ttl``).
 TOKEN_TTL = timedelta(seconds=900)
 
@@ -204,31 +208,59 @@ def _event(
     )
 
 
+class _Known:
+    """The principals one transaction has read (the service's unit remembers them)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[uuid.UUID, q.PrincipalRow] = {}
+
+    async def one(self, conn: Conn, principal_id: uuid.UUID) -> q.PrincipalRow:
+        """GetPrincipal, unless this transaction read it already."""
+        if principal_id not in self.rows:
+            row = await q.get_principal(conn, id=principal_id)
+            assert row is not None
+            self.rows[principal_id] = row
+        return self.rows[principal_id]
+
+    async def many(self, conn: Conn, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, q.PrincipalRow]:
+        """GetPrincipals of those this transaction has not read yet."""
+        missing = [i for i in dict.fromkeys(ids) if i not in self.rows]
+        if missing:
+            for row in await q.get_principals(conn, ids=missing):
+                self.rows[row.id] = row
+        return {i: self.rows[i] for i in ids}
+
+
 async def _take_token(conn: Conn, principal_id: uuid.UUID, now: datetime) -> None:
-    bucket = await q.lock_bucket(conn, principal_id=principal_id, limit_class=RL_MESSAGE)
-    if bucket is None:
-        await q.insert_bucket(
-            conn, principal_id=principal_id, limit_class=RL_MESSAGE, tokens=1.0, updated_at=now
-        )
-    else:
-        await q.update_bucket(
-            conn,
-            principal_id=principal_id,
-            limit_class=RL_MESSAGE,
-            tokens=bucket.tokens,
-            updated_at=now,
-        )
+    left = await q.take_bucket_token(
+        conn,
+        principal_id=principal_id,
+        limit_class=RL_MESSAGE,
+        burst=float(BENCH_BURST),
+        now=now,
+        per_minute=float(REFILL_PER_MINUTE),
+        seconds_per_minute=SECONDS_PER_MINUTE,
+        tolerance=TOLERANCE,
+    )
+    if left is None or left < 0:
+        raise RuntimeError("raw: rate limited")
 
 
 async def _set_trigger_state(
-    conn: Conn, target: _Target, message_id: uuid.UUID, state: str, events: list[_Event]
+    conn: Conn,
+    known: _Known,
+    target: _Target,
+    message_id: uuid.UUID,
+    state: str,
+    events: list[_Event],
 ) -> None:
     """The service's trigger-state change of one message."""
-    await _set_trigger_states(conn, target, [message_id], state, events)
+    await _set_trigger_states(conn, known, target, [message_id], state, events)
 
 
 async def _set_trigger_states(
     conn: Conn,
+    known: _Known,
     target: _Target,
     message_ids: Sequence[uuid.UUID],
     state: str,
@@ -242,7 +274,7 @@ async def _set_trigger_states(
     )
     if not rows:
         return
-    authors = {a.id: a for a in await q.get_principals(conn, ids=list({r.author_id for r in rows}))}
+    authors = await known.many(conn, [r.author_id for r in rows])
     for row in sorted(rows, key=lambda r: (r.thread_seq, r.id)):
         author = authors[row.author_id]
         events.append(
@@ -261,6 +293,7 @@ async def _set_trigger_states(
 
 async def _open_run(
     conn: Conn,
+    known: _Known,
     target: _Target,
     message_id: uuid.UUID,
     author_id: uuid.UUID,
@@ -287,8 +320,7 @@ async def _open_run(
         created_at=now,
         updated_at=now,
     )
-    agent = await q.get_principal(conn, id=agent_id)
-    assert agent is not None
+    agent = await known.one(conn, agent_id)
     seq = await q.allocate_thread_seq(conn, id=target.thread_id)
     assert seq is not None
     anchor = uuid.uuid4()
@@ -329,7 +361,7 @@ async def _open_run(
             version=1,
         )
     )
-    await _set_trigger_state(conn, target, message_id, "received", events)
+    await _set_trigger_state(conn, known, target, message_id, "received", events)
     events.append(
         _event(
             target,
@@ -366,6 +398,7 @@ async def human_message(
     """
     author_id = worker.person.principal.id
     async with world.pool.connection() as conn:
+        known = _Known()
         target = await _target(conn, thread_id)
         await q.list_grants_for_principal(conn, principal_id=author_id)
         await q.get_message_by_client_id(conn, author_id=author_id, client_msg_id=cid)
@@ -418,11 +451,11 @@ async def human_message(
         operator = target.operator_agent_id
         if operator is not None:
             active = await q.lock_active_run_in_thread(conn, thread_id=thread_id)
-            await q.get_principal(conn, id=operator)
-            await q.get_principal(conn, id=author_id)
+            await known.one(conn, operator)
+            await known.one(conn, author_id)
             await q.list_grants_for_principal(conn, principal_id=author_id)
             if active is None:
-                await _open_run(conn, target, message_id, author_id, operator, now, events)
+                await _open_run(conn, known, target, message_id, author_id, operator, now, events)
             else:
                 await q.insert_followup(conn, run_id=active.id, message_id=message_id, at=now)
                 await q.update_run(
@@ -452,8 +485,8 @@ async def human_message(
                         version=active.version + 1,
                     )
                 )
-                await _set_trigger_state(conn, target, message_id, "received", events)
-                await q.get_principal(conn, id=active.agent_id)
+                await _set_trigger_state(conn, known, target, message_id, "received", events)
+                await known.one(conn, active.agent_id)
         await _append(conn, events, now)
         await conn.commit()
     return message_id
@@ -560,6 +593,7 @@ async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uu
     """
     agent = worker.agent.principal
     async with world.pool.connection() as conn:
+        known = _Known()
         run = await q.lock_run(conn, id=run_id)
         if run is None or run.agent_id != agent.id or run.state != "running":
             raise RuntimeError("raw finish: not the agent's running run")
@@ -590,7 +624,7 @@ async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uu
         ]
         trigger = await q.get_message(conn, id=run.triggering_message_id)
         if trigger is not None and trigger.deleted_at is None:
-            await _set_trigger_state(conn, target, trigger.id, "done", events)
+            await _set_trigger_state(conn, known, target, trigger.id, "done", events)
         follow_on: uuid.UUID | None = None
         open_rows = await q.lock_open_followups(conn, run_id=run.id)
         if open_rows:
@@ -605,13 +639,13 @@ async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uu
                 run_id=run.id,
                 message_ids=[c.message_id for c in candidates],
             )
-            await q.get_principal(conn, id=run.agent_id)
+            await known.one(conn, run.agent_id)
             first, rest = candidates[0], candidates[1:]
             await q.get_message(conn, id=first.message_id)
-            await q.get_principal(conn, id=first.author_id)
+            await known.one(conn, first.author_id)
             await q.list_grants_for_principal(conn, principal_id=first.author_id)
             follow_on = await _open_run(
-                conn, target, first.message_id, first.author_id, run.agent_id, now, events
+                conn, known, target, first.message_id, first.author_id, run.agent_id, now, events
             )
             if rest:
                 await q.move_followups(
@@ -622,7 +656,7 @@ async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uu
                     message_ids=[r.message_id for r in rest],
                 )
             await _set_trigger_states(
-                conn, target, [r.message_id for r in rest], "received", events
+                conn, known, target, [r.message_id for r in rest], "received", events
             )
         await q.list_followups(conn, run_id=run.id)
         await _append(conn, events, now)
@@ -721,6 +755,7 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
     agent = worker.agent.principal
     delivered = 0
     async with world.pool.connection() as conn:
+        known = _Known()
         cursor = await q.lock_agent_cursor(conn, agent_id=agent.id)
         assert cursor is not None
         rows = await q.read_audience_events(
@@ -734,10 +769,9 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
             run = await q.lock_run(conn, id=row.resource_id)
             if run is None or run.state != "queued":
                 continue
-            author = await q.get_principal(conn, id=run.triggered_by)
+            author = await known.one(conn, run.triggered_by)
             message = await q.get_message(conn, id=run.triggering_message_id)
-            await q.get_principal(conn, id=run.agent_id)
-            assert author is not None
+            await known.one(conn, run.agent_id)
             assert message is not None
             target = await _target(conn, run.thread_id)
             await q.list_grants_for_principal(conn, principal_id=author.id)
@@ -755,7 +789,7 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
             )
             delivered += 1
             if message.trigger_state == "received":
-                await _set_trigger_state(conn, target, message.id, "queued", events)
+                await _set_trigger_state(conn, known, target, message.id, "queued", events)
         following = rows[-1].seq if rows else after
         if rows:
             await q.save_agent_cursor(

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
-import httpx
 import psycopg
 from psycopg.types.json import Jsonb
 
 from adapters.http.app import create_app
+from bench.asgi import AsgiClient
 from bench.harness import open_traced_pool
 from bench.operations import HISTORY, OPERATIONS, Operation
-from bench.suite import HTTP_BASE, POOL_SPARE, Row, SuiteSize, measure
+from bench.suite import POOL_SPARE, Row, SuiteSize, measure
 from bench.world import build_world
 from domain.world import ChannelType, OperatorMode, PrincipalKind
 
@@ -314,43 +314,39 @@ async def run_scale(conninfo: str, out: TextIO, *, data_dir: Path | None = None)
     try:
         world = await build_world(pool, most)
         app = create_app(world.services, world.services.settings)
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url=HTTP_BASE
-        ) as http:
+        http = AsgiClient(app)
 
-            async def measure_all() -> list[Row]:
-                return [
-                    await measure(world, http, op, c, SCALE_SIZE, data_dir)
-                    for op in SCALE_OPERATIONS
-                    for c in SCALE_SIZE.concurrency
-                ]
+        async def measure_all() -> list[Row]:
+            return [
+                await measure(world, http, op, c, SCALE_SIZE, data_dir)
+                for op in SCALE_OPERATIONS
+                for c in SCALE_SIZE.concurrency
+            ]
 
-            small = await measure_all()
-            owner = world.robin.principal
-            archive = await world.services.admin.create_channel(
-                owner,
-                world.space_id,
-                name="Archive",
-                type=ChannelType.FORUM,
-                operator_mode=OperatorMode.NONE,
+        small = await measure_all()
+        owner = world.robin.principal
+        archive = await world.services.admin.create_channel(
+            owner,
+            world.space_id,
+            name="Archive",
+            type=ChannelType.FORUM,
+            operator_mode=OperatorMode.NONE,
+        )
+        authors = [w.person.principal.id for w in world.workers["http"]]
+        agents = []
+        for i in range(BULK_AUTHORS):
+            made = await world.services.admin.create_principal(
+                owner, kind=PrincipalKind.AGENT, handle=f"texter-bulk{i:02d}"
             )
-            authors = [w.person.principal.id for w in world.workers["http"]]
-            agents = []
-            for i in range(BULK_AUTHORS):
-                made = await world.services.admin.create_principal(
-                    owner, kind=PrincipalKind.AGENT, handle=f"texter-bulk{i:02d}"
-                )
-                agents.append(made.principal.id)
-            loaded = await bulk_load(
-                conninfo, owner.id, archive.id, world.space_id, authors, agents
-            )
-            print(
-                f"loaded {THREADS} threads, {THREADS * MESSAGES_PER_THREAD} messages,"
-                f" {THREADS * MESSAGES_PER_THREAD + PERSONAL_EVENTS} events, {THREADS} runs,"
-                f" {THREADS * FOLLOWUPS_PER_RUN} follow-ups with COPY in {loaded.seconds:.0f} s",
-                file=out,
-            )
-            large = await measure_all()
+            agents.append(made.principal.id)
+        loaded = await bulk_load(conninfo, owner.id, archive.id, world.space_id, authors, agents)
+        print(
+            f"loaded {THREADS} threads, {THREADS * MESSAGES_PER_THREAD} messages,"
+            f" {THREADS * MESSAGES_PER_THREAD + PERSONAL_EVENTS} events, {THREADS} runs,"
+            f" {THREADS * FOLLOWUPS_PER_RUN} follow-ups with COPY in {loaded.seconds:.0f} s",
+            file=out,
+        )
+        large = await measure_all()
         plans = await explain(conninfo, loaded)
     finally:
         await pool.close()

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TextIO
 
 import attrs
-import httpx
 
 from adapters.http.app import create_app
+from bench.asgi import AsgiClient
 from bench.harness import Memory, Timing, drive, memory, open_traced_pool
 from bench.operations import OPERATIONS, Operation
 from bench.world import BenchWorld, build_world
@@ -29,8 +29,6 @@ from bench.world import BenchWorld, build_world
 CONCURRENCY = (1, 8, 32)
 #: Pool connections beyond the highest concurrency (set-up work, HTTP authentication).
 POOL_SPARE = 4
-#: Base URL of the in-process HTTP client (nothing listens there).
-HTTP_BASE = "http://bench.example.com"
 
 
 @attrs.frozen(kw_only=True)
@@ -153,14 +151,13 @@ async def run_suite(
     try:
         world = await build_world(pool, most)
         app = create_app(world.services, world.services.settings)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url=HTTP_BASE) as http:
-            for operation in operations:
-                for concurrency in size.concurrency:
-                    row = await measure(world, http, operation, concurrency, size, data_dir)
-                    rows.append(row)
-                    if on_row is not None:
-                        on_row(row)
+        http = AsgiClient(app)
+        for operation in operations:
+            for concurrency in size.concurrency:
+                row = await measure(world, http, operation, concurrency, size, data_dir)
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row)
     finally:
         await pool.close()
     return rows
@@ -168,7 +165,7 @@ async def run_suite(
 
 async def measure(
     world: BenchWorld,
-    http: httpx.AsyncClient,
+    http: AsgiClient,
     operation: Operation,
     concurrency: int,
     size: SuiteSize,

@@ -14,9 +14,11 @@ import attrs
 #: The rate-limit class of message.create and thread.create.
 RL_MESSAGE = "rl.message"
 
-_SECONDS_PER_MINUTE = 60.0
+#: Seconds per minute, as a float: the refill arithmetic is in IEEE doubles (the SQL of
+#: the PostgreSQL adapter repeats it operation by operation, so both round alike).
+SECONDS_PER_MINUTE = 60.0
 #: Refill arithmetic is in floats; a token short by rounding error alone is a whole one.
-_TOLERANCE = 1e-9
+TOLERANCE = 1e-9
 
 
 @attrs.frozen(kw_only=True)
@@ -63,11 +65,25 @@ def take_token(
         tokens = float(burst)
     else:
         elapsed = max(0.0, (now - bucket.updated_at).total_seconds())
-        tokens = min(float(burst), bucket.tokens + elapsed * per_minute / _SECONDS_PER_MINUTE)
-    if tokens >= 1.0 - _TOLERANCE:
+        tokens = min(float(burst), bucket.tokens + elapsed * per_minute / SECONDS_PER_MINUTE)
+    if tokens >= 1.0 - TOLERANCE:
         left = max(0.0, tokens - 1.0)
         return BucketDecision(bucket=Bucket(tokens=left, updated_at=now), retry_after=None)
-    missing = 1.0 - tokens
-    wait = math.inf if per_minute <= 0 else missing * _SECONDS_PER_MINUTE / per_minute
-    retry = max(1, math.ceil(wait)) if math.isfinite(wait) else int(_SECONDS_PER_MINUTE)
-    return BucketDecision(bucket=Bucket(tokens=tokens, updated_at=now), retry_after=retry)
+    return BucketDecision(
+        bucket=Bucket(tokens=tokens, updated_at=now),
+        retry_after=retry_after(1.0 - tokens, per_minute=per_minute),
+    )
+
+
+def retry_after(missing: float, *, per_minute: int) -> int:
+    """Whole seconds until a refused bucket holds a token again.
+
+    Args:
+        missing: the part of a token the bucket lacks (0 < missing <= 1).
+        per_minute: refill rate in tokens per minute.
+
+    Returns:
+        At least 1; a minute when the bucket never refills (a rate of 0).
+    """
+    wait = math.inf if per_minute <= 0 else missing * SECONDS_PER_MINUTE / per_minute
+    return max(1, math.ceil(wait)) if math.isfinite(wait) else int(SECONDS_PER_MINUTE)

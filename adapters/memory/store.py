@@ -23,7 +23,7 @@ from domain.authorization import AccessTarget
 from domain.events import Event, NewEvent
 from domain.followups import OPEN_STATES, FollowupState, OpenFollowup
 from domain.messaging import Message, TriggerState, visible_to
-from domain.ratelimit import Bucket
+from domain.ratelimit import Bucket, take_token
 from domain.runs import AnswerRun, Run
 from domain.world import Channel, Grant, Principal, Space, Thread, ThreadState
 
@@ -316,11 +316,19 @@ class _Buckets:
     def __init__(self, t: _Tables) -> None:
         self._t = t
 
-    async def lock_bucket(self, principal_id: uuid.UUID, limit_class: str) -> Bucket | None:
-        return self._t.buckets.get((principal_id, limit_class))
-
-    async def save_bucket(self, principal_id: uuid.UUID, limit_class: str, bucket: Bucket) -> None:
-        self._t.buckets[(principal_id, limit_class)] = bucket
+    async def take_token(
+        self,
+        principal_id: uuid.UUID,
+        limit_class: str,
+        now: datetime,
+        *,
+        burst: int,
+        per_minute: int,
+    ) -> int | None:
+        key = (principal_id, limit_class)
+        decision = take_token(self._t.buckets.get(key), now, burst=burst, per_minute=per_minute)
+        self._t.buckets[key] = decision.bucket
+        return decision.retry_after
 
 
 class _Runs:

@@ -399,23 +399,6 @@ class PrincipalRow:
 
 
 @attrs.frozen
-class RateBucketRow:
-    """A row of table ``rate_buckets``.
-
-    Attributes:
-        principal_id: ``uuid``.
-        limit_class: ``text``.
-        tokens: ``float8``.
-        updated_at: ``timestamptz``.
-    """
-
-    principal_id: uuid.UUID
-    limit_class: str
-    tokens: float
-    updated_at: datetime
-
-
-@attrs.frozen
 class RunRow:
     """A row of table ``runs``.
 
@@ -891,16 +874,36 @@ WHERE t.token_hash = %(p1)s"""
 
 _GET_OWNER = """SELECT id, kind, handle, display_name, is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups, created_at FROM principals WHERE is_owner ORDER BY id LIMIT 1"""
 
-_LOCK_BUCKET = """SELECT principal_id, limit_class, tokens, updated_at FROM rate_buckets
-WHERE principal_id = %(p1)s AND limit_class = %(p2)s
-FOR UPDATE"""
-
-_INSERT_BUCKET = """INSERT INTO rate_buckets (principal_id, limit_class, tokens, updated_at)
-VALUES (%(p1)s, %(p2)s, %(p3)s, %(p4)s)"""
-
-_UPDATE_BUCKET = """UPDATE rate_buckets
-SET tokens = %(p1)s, updated_at = %(p2)s
-WHERE principal_id = %(p3)s AND limit_class = %(p4)s"""
+_TAKE_BUCKET_TOKEN = """INSERT INTO rate_buckets AS b (principal_id, limit_class, tokens, updated_at)
+VALUES (
+    %(p1)s,
+    %(p2)s,
+    %(p3)s::float8 - 1.0::float8,
+    %(p4)s
+)
+ON CONFLICT (principal_id, limit_class) DO UPDATE
+SET tokens = CASE
+        WHEN least(
+            %(p3)s::float8,
+            b.tokens + (greatest(
+                0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
+            ) * %(p5)s::float8) / %(p6)s::float8
+        ) >= 1.0::float8 - %(p7)s::float8
+            THEN greatest(0.0::float8, least(
+                %(p3)s::float8,
+                b.tokens + (greatest(
+                    0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
+                ) * %(p5)s::float8) / %(p6)s::float8
+            ) - 1.0::float8)
+        ELSE least(
+            %(p3)s::float8,
+            b.tokens + (greatest(
+                0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
+            ) * %(p5)s::float8) / %(p6)s::float8
+        ) - 1.0::float8
+    END,
+    updated_at = EXCLUDED.updated_at
+RETURNING b.tokens"""
 
 _INSERT_RUN = """INSERT INTO runs (
     id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id,
@@ -2628,94 +2631,91 @@ async def get_owner(conn: psycopg.AsyncConnection[Any]) -> PrincipalRow | None:
         return await cur.fetchone()
 
 
-async def lock_bucket(
-    conn: psycopg.AsyncConnection[Any], *, principal_id: uuid.UUID, limit_class: str
-) -> RateBucketRow | None:
-    """Run LockBucket (:one, sql/queries/ratelimit.sql).
+async def take_bucket_token(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    principal_id: uuid.UUID,
+    limit_class: str,
+    burst: float,
+    now: datetime,
+    per_minute: float,
+    seconds_per_minute: float,
+    tolerance: float,
+) -> float | None:
+    """Run TakeBucketToken (:one, sql/queries/ratelimit.sql).
 
-    Locks the bucket for the unit, so concurrent takes of one principal serialize.
+    Takes one token of a principal's bucket in one statement, refilling it for the time
+    that passed: the rule of domain.ratelimit.take_token, operation by operation in
+    float8 so that both round alike (proven equal by
+    tests/integration/test_rate_limit_store.py). The upsert takes the row lock, so
+    concurrent takes of one principal serialize, and a principal's first take creates
+    the bucket without a race. A new bucket is full: `burst` tokens, one taken.
+    The refill is min(burst, tokens + (max(0, elapsed seconds) * per_minute) / 60),
+    written three times below (ON CONFLICT DO UPDATE has no FROM to name it once).
+    Returns the tokens left: 0 or more when a token was taken; negative when the bucket
+    was short, minus the part of a token it lacks (the unit then rolls back, so the
+    stored value never survives a refusal).
 
     SQL::
 
-        SELECT principal_id, limit_class, tokens, updated_at FROM rate_buckets
-        WHERE principal_id = $1 AND limit_class = $2
-        FOR UPDATE
+        INSERT INTO rate_buckets AS b (principal_id, limit_class, tokens, updated_at)
+        VALUES (
+            $1,
+            $2,
+            $3::float8 - 1.0::float8,
+            $4
+        )
+        ON CONFLICT (principal_id, limit_class) DO UPDATE
+        SET tokens = CASE
+                WHEN least(
+                    $3::float8,
+                    b.tokens + (greatest(
+                        0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
+                    ) * $5::float8) / $6::float8
+                ) >= 1.0::float8 - $7::float8
+                    THEN greatest(0.0::float8, least(
+                        $3::float8,
+                        b.tokens + (greatest(
+                            0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
+                        ) * $5::float8) / $6::float8
+                    ) - 1.0::float8)
+                ELSE least(
+                    $3::float8,
+                    b.tokens + (greatest(
+                        0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
+                    ) * $5::float8) / $6::float8
+                ) - 1.0::float8
+            END,
+            updated_at = EXCLUDED.updated_at
+        RETURNING b.tokens
 
     Args:
         conn: the connection; the statement runs in its current transaction.
         principal_id: ``$1`` (``uuid``).
         limit_class: ``$2`` (``text``).
+        burst: ``$3`` (``float8``).
+        now: ``$4`` (``timestamptz``).
+        per_minute: ``$5`` (``float8``).
+        seconds_per_minute: ``$6`` (``float8``).
+        tolerance: ``$7`` (``float8``).
 
     Returns:
         The row, or None when no row matched.
     """
-    async with conn.cursor(row_factory=args_row(RateBucketRow)) as cur:
-        await cur.execute(_LOCK_BUCKET, {"p1": principal_id, "p2": limit_class})
-        return await cur.fetchone()
-
-
-async def insert_bucket(
-    conn: psycopg.AsyncConnection[Any],
-    *,
-    principal_id: uuid.UUID,
-    limit_class: str,
-    tokens: float,
-    updated_at: datetime,
-) -> None:
-    """Run InsertBucket (:exec, sql/queries/ratelimit.sql).
-
-    A first bucket: a concurrent first take fails on the primary key and is retried, then
-    finds and locks this row.
-
-    SQL::
-
-        INSERT INTO rate_buckets (principal_id, limit_class, tokens, updated_at)
-        VALUES ($1, $2, $3, $4)
-
-    Args:
-        conn: the connection; the statement runs in its current transaction.
-        principal_id: ``$1`` (``uuid``).
-        limit_class: ``$2`` (``text``).
-        tokens: ``$3`` (``float8``).
-        updated_at: ``$4`` (``timestamptz``).
-    """
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
-            _INSERT_BUCKET, {"p1": principal_id, "p2": limit_class, "p3": tokens, "p4": updated_at}
+            _TAKE_BUCKET_TOKEN,
+            {
+                "p1": principal_id,
+                "p2": limit_class,
+                "p3": burst,
+                "p4": now,
+                "p5": per_minute,
+                "p6": seconds_per_minute,
+                "p7": tolerance,
+            },
         )
-
-
-async def update_bucket(
-    conn: psycopg.AsyncConnection[Any],
-    *,
-    tokens: float,
-    updated_at: datetime,
-    principal_id: uuid.UUID,
-    limit_class: str,
-) -> int:
-    """Run UpdateBucket (:execrows, sql/queries/ratelimit.sql).
-
-    SQL::
-
-        UPDATE rate_buckets
-        SET tokens = $1, updated_at = $2
-        WHERE principal_id = $3 AND limit_class = $4
-
-    Args:
-        conn: the connection; the statement runs in its current transaction.
-        tokens: ``$1`` (``float8``).
-        updated_at: ``$2`` (``timestamptz``).
-        principal_id: ``$3`` (``uuid``).
-        limit_class: ``$4`` (``text``).
-
-    Returns:
-        The number of rows the statement affected.
-    """
-    async with conn.cursor() as cur:
-        await cur.execute(
-            _UPDATE_BUCKET, {"p1": tokens, "p2": updated_at, "p3": principal_id, "p4": limit_class}
-        )
-        return cur.rowcount
+        return cast("float | None", await cur.fetchone())
 
 
 async def insert_run(

@@ -22,7 +22,7 @@ from application.ports import DenialRecord, ReaderScope
 from domain.authorization import AccessTarget
 from domain.events import Event, EventType, NewEvent
 from domain.messaging import Message, MessageKind, Origin, TriggerState
-from domain.ratelimit import Bucket
+from domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE, retry_after
 from domain.world import (
     BillingMode,
     Channel,
@@ -209,12 +209,33 @@ def uuid_array_text(ids: Sequence[uuid.UUID] | None) -> str | None:
 class PostgresPrincipalRepository:
     """Principals and their token hashes; satisfies `PrincipalRepository`.
 
+    A principal read once is remembered for the rest of the unit (the repository lives
+    as long as its unit): opening a run, accepting a follow-up or delivering an
+    invocation needs the same author and agent several times, and each read would be a
+    round trip. Principal rows are never locked, so a second read in the same READ
+    COMMITTED unit could return a newer version; answering with the first read is the
+    outcome of running both reads at that first moment, which is equally valid. The
+    unit's own writes replace what it remembers.
+
     Args:
         conn: the unit's connection.
     """
 
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
+        self._seen: dict[uuid.UUID, Principal] = {}
+
+    def _remember(self, principal: Principal) -> Principal:
+        self._seen[principal.id] = principal
+        return principal
+
+    def forget(self, principal_id: uuid.UUID) -> None:
+        """Drop what the unit remembers of a principal whose row changed elsewhere.
+
+        Args:
+            principal_id: the principal.
+        """
+        self._seen.pop(principal_id, None)
 
     async def add(self, principal: Principal) -> None:
         """Store a new principal.
@@ -239,6 +260,7 @@ class PostgresPrincipalRepository:
             reported_followups=principal.reported_followups,
             created_at=principal.created_at,
         )
+        self._remember(principal)
 
     async def get(self, principal_id: uuid.UUID) -> Principal | None:
         """The principal, or None.
@@ -249,8 +271,11 @@ class PostgresPrincipalRepository:
         Returns:
             The principal, or None.
         """
+        seen = self._seen.get(principal_id)
+        if seen is not None:
+            return seen
         row = await q.get_principal(self._conn, id=principal_id)
-        return None if row is None else _principal(row)
+        return None if row is None else self._remember(_principal(row))
 
     async def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Principal]:
         """The principals among `ids` that exist.
@@ -261,10 +286,12 @@ class PostgresPrincipalRepository:
         Returns:
             The principals by id.
         """
-        if not ids:
-            return {}
-        rows = await q.get_principals(self._conn, ids=list(dict.fromkeys(ids)))
-        return {row.id: _principal(row) for row in rows}
+        found = {i: self._seen[i] for i in ids if i in self._seen}
+        missing = [i for i in dict.fromkeys(ids) if i not in found]
+        if missing:
+            for row in await q.get_principals(self._conn, ids=missing):
+                found[row.id] = self._remember(_principal(row))
+        return found
 
     async def update(self, principal: Principal) -> None:
         """Store the changed attributes of an existing principal.
@@ -290,6 +317,7 @@ class PostgresPrincipalRepository:
         )
         if changed != 1:
             raise MissingRow(f"principal {principal.id}")
+        self._remember(principal)
 
     async def add_token(self, principal_id: uuid.UUID, token_hash: bytes, at: datetime) -> None:
         """Store the hash of a new API token.
@@ -313,7 +341,7 @@ class PostgresPrincipalRepository:
             The principal, or None.
         """
         row = await q.get_principal_by_token_hash(self._conn, token_hash=token_hash)
-        return None if row is None else _principal(row)
+        return None if row is None else self._remember(_principal(row))
 
     async def owner(self) -> Principal | None:
         """The owner principal (the first by id should there be several).
@@ -931,10 +959,13 @@ class PostgresAuditLog:
 class PostgresRateLimitStore:
     """Token buckets; satisfies `RateLimitStore`.
 
-    A bucket found missing by `lock_bucket` is inserted (not upserted) by `save_bucket`:
-    when two units take a principal's first token at once, the second insert fails on
-    ``rate_buckets_pkey``, which the unit turns into `RetriableConflict`; the rerun then
-    locks the winner's row, so no token is counted twice.
+    One statement per take (`TakeBucketToken`, an upsert that refills and takes in SQL
+    under the row lock): the arithmetic of `domain.ratelimit.take_token` is repeated
+    there operation by operation in float8, and
+    tests/integration/test_rate_limit_store.py proves both agree on every input
+    Hypothesis finds. A principal's first take inserts a full bucket; two first takes
+    at once meet on ``rate_buckets_pkey`` and the upsert turns the second into an
+    update, so no retry is needed.
 
     Args:
         conn: the unit's connection.
@@ -942,48 +973,45 @@ class PostgresRateLimitStore:
 
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
-        self._missing: set[tuple[uuid.UUID, str]] = set()
 
-    async def lock_bucket(self, principal_id: uuid.UUID, limit_class: str) -> Bucket | None:
-        """The bucket, locked FOR UPDATE until the unit ends.
+    async def take_token(
+        self,
+        principal_id: uuid.UUID,
+        limit_class: str,
+        now: datetime,
+        *,
+        burst: int,
+        per_minute: int,
+    ) -> int | None:
+        """Take one token, refilling the bucket for the time that passed.
 
         Args:
             principal_id: the principal.
             limit_class: the class, for example ``rl.message``.
+            now: the time of the take.
+            burst: the bucket's capacity.
+            per_minute: its refill rate.
 
         Returns:
-            The bucket, or None when the principal has none yet.
-        """
-        row = await q.lock_bucket(self._conn, principal_id=principal_id, limit_class=limit_class)
-        if row is None:
-            self._missing.add((principal_id, limit_class))
-            return None
-        return Bucket(tokens=row.tokens, updated_at=row.updated_at)
+            None when a token was taken, else whole seconds until one is there.
 
-    async def save_bucket(self, principal_id: uuid.UUID, limit_class: str, bucket: Bucket) -> None:
-        """Store the bucket.
-
-        Args:
-            principal_id: the principal.
-            limit_class: the class.
-            bucket: the new state.
+        Raises:
+            MissingRow: when the upsert returned nothing (it always returns its row).
         """
-        key = (principal_id, limit_class)
-        if key not in self._missing:
-            changed = await q.update_bucket(
-                self._conn,
-                principal_id=principal_id,
-                limit_class=limit_class,
-                tokens=bucket.tokens,
-                updated_at=bucket.updated_at,
-            )
-            if changed == 1:
-                return
-        await q.insert_bucket(
+        left = await q.take_bucket_token(
             self._conn,
             principal_id=principal_id,
             limit_class=limit_class,
-            tokens=bucket.tokens,
-            updated_at=bucket.updated_at,
+            burst=float(burst),
+            now=now,
+            per_minute=float(per_minute),
+            seconds_per_minute=SECONDS_PER_MINUTE,
+            tolerance=TOLERANCE,
         )
-        self._missing.discard(key)
+        if left is None:
+            raise MissingRow(f"bucket of {principal_id}")
+        if left >= 0.0:
+            return None
+        # A refusal returns minus the missing part, exactly -(1 - tokens) (IEEE
+        # subtraction rounds symmetrically), so the wait is the domain's to the bit.
+        return retry_after(-left, per_minute=per_minute)

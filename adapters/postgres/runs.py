@@ -8,7 +8,7 @@ runs capability: the thread row (taken by the message append) before the run row
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -156,6 +156,9 @@ class PostgresAgentFeedRepository:
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
         self._events = PostgresEventLog(conn)
+        #: Told which principal row `set_capabilities` changed, so that the unit's
+        #: principal repository forgets what it remembered of it (wired by the unit).
+        self.principal_changed: Callable[[uuid.UUID], None] = _ignore
 
     async def read(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
         """An agent's personal events after a seq (commit-ordered)."""
@@ -185,6 +188,11 @@ class PostgresAgentFeedRepository:
         """
         if await q.set_reported_followups(self._conn, followups=followups, id=agent_id) != 1:
             raise MissingRow(f"principal {agent_id}")
+        self.principal_changed(agent_id)
+
+
+def _ignore(principal_id: uuid.UUID) -> None:
+    """No one to tell (an agent feed used outside a unit)."""
 
 
 class PostgresFollowupRepository:

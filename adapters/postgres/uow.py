@@ -100,7 +100,10 @@ class PostgresUnitOfWork:
         self._agent_feed = (agent_feed or PostgresAgentFeedRepository)(conn)
         self.followups: FollowupRepository = PostgresFollowupRepository(conn)
         self._events = PostgresEventLog(conn)
-        self.principals: PrincipalRepository = PostgresPrincipalRepository(conn)
+        principals = PostgresPrincipalRepository(conn)
+        self.principals: PrincipalRepository = principals
+        if isinstance(self._agent_feed, PostgresAgentFeedRepository):
+            self._agent_feed.principal_changed = principals.forget
         self.spaces: SpaceRepository = PostgresSpaceRepository(conn)
         self.channels: ChannelRepository = PostgresChannelRepository(conn)
         self.threads: ThreadRepository = PostgresThreadRepository(conn)

@@ -2,14 +2,26 @@
 
 Tokens are random secrets shown once; only their SHA-256 hash is stored, so a database
 read never yields a usable token.
+
+A resolved token is remembered per process for ``auth.token_cache_seconds`` (keyed by
+its hash, at most ``auth.token_cache_size`` entries, least recently used evicted first),
+so that a client sending many requests costs one lookup per window instead of one per
+request. This is safe because the services use only the caller's identity (id, kind,
+owner role), which never changes, and read every changeable fact (an agent's status,
+its follow-up mode, grants) again inside their own unit of work. Unknown tokens are
+never remembered: a token created a moment ago works at once.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import secrets
+from datetime import datetime
 
 from application.errors import Unauthenticated
+from application.ports import Clock
+from application.settings import Settings
 from application.transactions import Transactor
 from domain.world import Principal
 
@@ -39,10 +51,18 @@ class IdentityService:
 
     Args:
         tx: the transactor.
+        clock: the time source (for the cache window).
+        settings: ``auth.token_cache_seconds`` and ``auth.token_cache_size``.
     """
 
-    def __init__(self, tx: Transactor) -> None:
+    def __init__(self, tx: Transactor, clock: Clock, settings: Settings) -> None:
         self._tx = tx
+        self._clock = clock
+        self._ttl = settings.seconds("token_cache_seconds")
+        self._size = settings.token_cache_size
+        self._cache: collections.OrderedDict[bytes, tuple[Principal, datetime]] = (
+            collections.OrderedDict()
+        )
 
     async def authenticate(self, token: str | None) -> Principal:
         """The principal a token belongs to.
@@ -59,8 +79,19 @@ class IdentityService:
         if not token:
             raise Unauthenticated()
         digest = hash_token(token)
-
-        principal = await self._tx.read(lambda uow: uow.principals.by_token_hash(digest))
-        if principal is None:
+        now = self._clock.now()
+        cached = self._cache.get(digest)
+        if cached is not None:
+            principal, expires_at = cached
+            if now < expires_at:
+                self._cache.move_to_end(digest)
+                return principal
+            del self._cache[digest]
+        found = await self._tx.read(lambda uow: uow.principals.by_token_hash(digest))
+        if found is None:
             raise Unauthenticated()
-        return principal
+        if self._ttl:
+            self._cache[digest] = (found, now + self._ttl)
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return found

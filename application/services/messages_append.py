@@ -30,7 +30,7 @@ from domain.messaging import (
     Origin,
     origin_for,
 )
-from domain.ratelimit import RL_MESSAGE, take_token
+from domain.ratelimit import RL_MESSAGE
 from domain.world import Principal, ThreadState
 
 
@@ -60,16 +60,15 @@ class MessageAppender:
         Raises:
             RateLimited: the bucket is empty (nothing is stored: the unit rolls back).
         """
-        bucket = await uow.buckets.lock_bucket(actor.id, RL_MESSAGE)
-        decision = take_token(
-            bucket,
+        retry_after = await uow.buckets.take_token(
+            actor.id,
+            RL_MESSAGE,
             self._clock.now(),
             burst=self._settings.rl_message_burst,
             per_minute=self._settings.rl_message_per_minute,
         )
-        if decision.retry_after is not None:
-            raise RateLimited(decision.retry_after)
-        await uow.buckets.save_bucket(actor.id, RL_MESSAGE, decision.bucket)
+        if retry_after is not None:
+            raise RateLimited(retry_after)
 
     async def check_references(
         self, uow: UnitOfWork, draft: MessageDraft, *, thread_id: uuid.UUID | None

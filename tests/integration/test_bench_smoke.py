@@ -11,6 +11,9 @@ from bench.suite import HEADER, format_row, run_suite, warning
 from bench.suite import QUICK as SUITE_QUICK
 from bench.suite import report as suite_report
 
+#: Profiled items per side in the smoke test (enough for pyinstrument to take samples).
+PROFILE_SMOKE_ITEMS = 20
+
 
 async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: str) -> None:
     rows = await run_suite(pg_conninfo, SUITE_QUICK)
@@ -34,6 +37,18 @@ async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: s
     suite_report(rows, out)
     assert out.getvalue().startswith(HEADER)
     assert "statements per operation" in out.getvalue()
+
+
+async def test_profile_attributes_the_time_of_an_operation_to_layers(pg_conninfo: str) -> None:
+    from bench.profile import run_profile
+
+    out = io.StringIO()
+    await run_profile(pg_conninfo, ["no trigger"], out, items=PROFILE_SMOKE_ITEMS)
+    text = out.getvalue()
+    assert "message, no trigger, service, concurrency 1" in text
+    assert "message, no trigger, http, concurrency 1" in text
+    assert "psycopg" in text
+    assert "Litestar" in text.split("message, no trigger, http")[1]
 
 
 def test_statements_are_named_as_in_sql_queries() -> None:

@@ -16,7 +16,6 @@ from application.errors import DuplicateKey, RetriableConflict
 from application.ports import DenialRecord, ReaderScope, UnitOfWorkFactory
 from domain.events import EventType, NewEvent
 from domain.messaging import Message, MessageKind, Origin, TriggerState
-from domain.ratelimit import Bucket
 from domain.world import (
     BillingMode,
     Channel,
@@ -243,6 +242,35 @@ async def test_updates_and_tokens(pg_uow_factory: UnitOfWorkFactory) -> None:
         assert await uow.threads.reopen(s.thread.id) is False
 
 
+async def test_a_unit_reads_a_principal_once_and_sees_its_own_changes(
+    pg_uow_factory: UnitOfWorkFactory,
+) -> None:
+    s = await seed(pg_uow_factory)
+    async with pg_uow_factory() as uow:
+        assert isinstance(uow, PostgresUnitOfWork)
+        assert await uow.principals.get(s.agent.id) == s.agent
+        # A change the repositories do not know of: the unit keeps what it read first.
+        await uow.connection.execute(
+            "UPDATE principals SET display_name = 'Sam' WHERE id = %s", (s.agent.id,)
+        )
+        assert await uow.principals.get(s.agent.id) == s.agent
+        assert await uow.principals.get_many([s.agent.id]) == {s.agent.id: s.agent}
+        # get_many reads only what the unit has not read yet.
+        both = await uow.principals.get_many([s.agent.id, s.person.id, s.agent.id])
+        assert both == {s.agent.id: s.agent, s.person.id: s.person}
+        # The unit's own writes replace what it remembers.
+        disabled = attrs.evolve(s.agent, enabled=False)
+        await uow.principals.update(disabled)
+        assert await uow.principals.get(s.agent.id) == disabled
+        # A heartbeat writes the row through the agent feed: the principal is read again
+        # (the update above wrote every column, so the raw change is gone).
+        await uow.agent_feed.set_capabilities(s.agent.id, "queue")
+        fresh = await uow.principals.get(s.agent.id)
+        assert fresh == attrs.evolve(disabled, reported_followups="queue")
+    async with pg_uow_factory() as uow:
+        assert await uow.principals.get(s.agent.id) == s.agent, "rolled back"
+
+
 async def test_a_taken_handle_is_a_duplicate_key(pg_uow_factory: UnitOfWorkFactory) -> None:
     await seed(pg_uow_factory)
     with pytest.raises(DuplicateKey) as caught:
@@ -379,23 +407,6 @@ async def test_denials_are_aggregated_per_window(pg_uow_factory: UnitOfWorkFacto
                 count=1,
             ),
         ]
-
-
-async def test_buckets_are_created_then_updated(pg_uow_factory: UnitOfWorkFactory) -> None:
-    s = await seed(pg_uow_factory)
-    async with pg_uow_factory() as uow:
-        assert await uow.buckets.lock_bucket(s.agent.id, "rl.message") is None
-        await uow.buckets.save_bucket(s.agent.id, "rl.message", Bucket(tokens=29.0, updated_at=AT))
-        await uow.commit()
-    async with pg_uow_factory() as uow:
-        bucket = await uow.buckets.lock_bucket(s.agent.id, "rl.message")
-        assert bucket == Bucket(tokens=29.0, updated_at=AT)
-        await uow.buckets.save_bucket(s.agent.id, "rl.message", Bucket(tokens=28.5, updated_at=AT))
-        await uow.commit()
-    async with pg_uow_factory() as uow:
-        assert await uow.buckets.lock_bucket(s.agent.id, "rl.message") == Bucket(
-            tokens=28.5, updated_at=AT
-        )
 
 
 async def test_a_real_deadlock_becomes_a_retriable_conflict(
