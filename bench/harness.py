@@ -39,7 +39,7 @@ from psycopg_pool import AsyncConnectionPool
 from adapters.postgres import queries as q
 from adapters.postgres.embedded import EmbeddedPostgres
 from adapters.postgres.migrations import migrate
-from adapters.postgres.uow import Conn
+from adapters.postgres.uow import PREPARE_THRESHOLD, Conn
 
 #: The environment variable naming an external server (as for `turnkeeper serve`).
 ENV_DATABASE_URL = "TURNKEEPER_DATABASE_URL"
@@ -131,6 +131,7 @@ async def _configure(conn: Conn) -> None:
     # The settings `adapters.postgres.uow.create_pool` gives its connections.
     await conn.set_autocommit(False)
     await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
+    conn.prepare_threshold = PREPARE_THRESHOLD
     conn.cursor_factory = TracingCursor
 
 

@@ -41,12 +41,16 @@ class SuiteSize:
         warmup: untimed items per worker first (scaled down for expensive set-ups).
         concurrency: the concurrency levels.
         http: measure the HTTP side too.
+        repeats: measurements per side, interleaved (service, raw, http, service, ...);
+            the table shows each side's median one, so that a pause of the shared
+            machine or a cold start hits one measurement and not the ratio.
     """
 
     ops: int
     warmup: int
     concurrency: tuple[int, ...] = CONCURRENCY
     http: bool = True
+    repeats: int = 1
 
     def items(self, operation: Operation, concurrency: int) -> tuple[int, int]:
         """Timed and warm-up items per worker of one measurement.
@@ -68,8 +72,8 @@ class SuiteSize:
         return timed, warmup
 
 
-#: The full run: a few minutes on two cores.
-FULL = SuiteSize(ops=200, warmup=3)
+#: The full run: about a quarter of an hour on two cores.
+FULL = SuiteSize(ops=200, warmup=3, repeats=3)
 #: The smoke-test size: every operation and side once, in seconds.
 QUICK = SuiteSize(ops=1, warmup=1, concurrency=(1, 2))
 
@@ -185,27 +189,43 @@ async def measure(
         The row.
     """
     timed, warmup = size.items(operation, concurrency)
+    sides = ["service", "raw"] + (["http"] if size.http and operation.http is not None else [])
 
-    async def side(name: str) -> Timing | None:
+    async def side(name: str) -> Timing:
         call = {"service": operation.service, "raw": operation.raw, "http": operation.http}[name]
-        if call is None or (name == "http" and not size.http):
-            return None
+        assert call is not None
         work = await operation.prepare(world, world.workers[name][:concurrency], timed + warmup)
         return await drive(work, lambda item: call(world, http, item), warmup)
 
-    service = await side("service")
-    assert service is not None
-    used = memory(data_dir)
-    raw = await side("raw")
-    assert raw is not None
+    runs: dict[str, list[Timing]] = {name: [] for name in sides}
+    used: Memory | None = None
+    for _ in range(size.repeats):
+        for name in sides:
+            runs[name].append(await side(name))
+            if used is None:
+                used = memory(data_dir)
+    assert used is not None
     return Row(
         operation=operation.name,
         concurrency=concurrency,
-        service=service,
-        raw=raw,
-        http=await side("http"),
+        service=median(runs["service"]),
+        raw=median(runs["raw"]),
+        http=median(runs["http"]) if "http" in runs else None,
         memory=used,
     )
+
+
+def median(timings: list[Timing]) -> Timing:
+    """The measurement of median throughput (the lower middle one of an even count).
+
+    Args:
+        timings: the measurements of one side.
+
+    Returns:
+        One of them.
+    """
+    ranked = sorted(timings, key=lambda t: t.per_second)
+    return ranked[(len(ranked) - 1) // 2]
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -354,6 +374,7 @@ __all__ = [
     "compact",
     "format_row",
     "measure",
+    "median",
     "report",
     "report_details",
     "run_suite",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from application.bus import EventBus, MessagePosted
 from application.documents import message_document
@@ -245,20 +246,67 @@ class MessageAppender:
         Returns:
             The event, to append.
         """
-        return NewEvent(
-            type=type_,
+        return new_event(
+            type_,
+            target,
             actor_id=actor.id,
             actor_kind=actor.kind.value,
-            space_id=target.space.id,
-            channel_id=target.channel.id,
-            thread_id=target.thread.id if target.thread else None,
             resource_kind=resource_kind,
             resource_id=resource_id,
+            payload=payload,
+            at=self._clock.now(),
             resource_version=resource_version,
             restricted_to=restricted_to,
-            payload=payload,
-            created_at=self._clock.now(),
         )
+
+
+def new_event(
+    type_: EventType,
+    target: AccessTarget,
+    *,
+    actor_id: uuid.UUID,
+    actor_kind: str,
+    resource_kind: str,
+    resource_id: uuid.UUID,
+    payload: dict[str, object],
+    at: datetime,
+    resource_version: int | None = None,
+    audience_id: uuid.UUID | None = None,
+    restricted_to: tuple[uuid.UUID, ...] | None = None,
+) -> NewEvent:
+    """A new event of the log, placed where its target is (the one builder of events).
+
+    Args:
+        type_: the event type.
+        target: where (space, channel, thread when there is one).
+        actor_id: who caused it.
+        actor_kind: the actor's kind (person, agent, app).
+        resource_kind: what it is about.
+        resource_id: the resource's id.
+        payload: the payload (no content for agents, no tokens, no None).
+        at: when (the clock port's time).
+        resource_version: the resource's version, when it has one.
+        audience_id: the one agent of a personal event (None: the shared log).
+        restricted_to: the audience of a restricted message's event.
+
+    Returns:
+        The event, to append.
+    """
+    return NewEvent(
+        type=type_,
+        actor_id=actor_id,
+        actor_kind=actor_kind,
+        space_id=target.space.id,
+        channel_id=target.channel.id,
+        thread_id=target.thread.id if target.thread else None,
+        resource_kind=resource_kind,
+        resource_id=resource_id,
+        resource_version=resource_version,
+        audience_id=audience_id,
+        restricted_to=restricted_to,
+        payload=payload,
+        created_at=at,
+    )
 
 
 def stored_audience(

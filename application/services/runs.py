@@ -29,6 +29,7 @@ from application.ports import (
     UnitOfWork,
 )
 from application.services.access import require, thread_of, thread_target
+from application.services.messages_append import new_event
 from application.settings import Settings
 from application.transactions import AccessDenied, Transactor, window_start
 from domain.authorization import AccessTarget, Action, effective_level
@@ -1144,21 +1145,18 @@ class RunsService:
         audience_id: uuid.UUID | None = None,
         restricted_to: tuple[uuid.UUID, ...] | None = None,
     ) -> NewEvent:
-        thread = target.thread
-        return NewEvent(
-            type=type_,
+        return new_event(
+            type_,
+            target,
             actor_id=actor.id if actor else _required(actor_id),
             actor_kind=actor.kind.value if actor else _required(actor_kind),
-            space_id=target.space.id,
-            channel_id=target.channel.id,
-            thread_id=thread.id if thread else None,
             resource_kind=resource_kind,
             resource_id=resource_id,
+            payload=payload,
+            at=self._clock.now(),
             resource_version=resource_version,
             audience_id=audience_id,
             restricted_to=restricted_to,
-            payload=payload,
-            created_at=self._clock.now(),
         )
 
 

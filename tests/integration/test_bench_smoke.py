@@ -51,6 +51,19 @@ async def test_profile_attributes_the_time_of_an_operation_to_layers(pg_conninfo
     assert "Litestar" in text.split("message, no trigger, http")[1]
 
 
+def test_the_median_measurement_is_the_middle_one_by_throughput() -> None:
+    from bench.harness import Timing
+    from bench.suite import median
+
+    def timing(seconds: float) -> Timing:
+        return Timing(ops=10, seconds=seconds, latencies=[], statements=[])
+
+    slow, middle, fast = timing(4.0), timing(2.0), timing(1.0)
+    assert median([fast, slow, middle]) is middle
+    assert median([fast, slow]) is slow
+    assert median([middle]) is middle
+
+
 def test_statements_are_named_as_in_sql_queries() -> None:
     from adapters.postgres import queries as q
 

@@ -271,6 +271,26 @@ async def test_a_unit_reads_a_principal_once_and_sees_its_own_changes(
         assert await uow.principals.get(s.agent.id) == s.agent, "rolled back"
 
 
+async def test_statements_are_prepared_on_first_use(pg_uow_factory: UnitOfWorkFactory) -> None:
+    s = await seed(pg_uow_factory)
+    async with pg_uow_factory() as uow:
+        assert isinstance(uow, PostgresUnitOfWork)
+        cur = await uow.connection.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ("%FROM threads%",),
+        )
+        before = await cur.fetchone()
+        await uow.threads.get(s.other_thread.id)
+        cur = await uow.connection.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ("%FROM threads%",),
+        )
+        after = await cur.fetchone()
+        assert before is not None
+        assert after is not None
+        assert after[0] == before[0] + 1, "GetThread was prepared at its first execution"
+
+
 async def test_a_taken_handle_is_a_duplicate_key(pg_uow_factory: UnitOfWorkFactory) -> None:
     await seed(pg_uow_factory)
     with pytest.raises(DuplicateKey) as caught:
