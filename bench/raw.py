@@ -632,18 +632,14 @@ async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uu
             candidates = sorted(
                 (r for r in open_rows if r.deleted_at is None), key=lambda r: r.thread_seq
             )
-            await q.set_followup_states(
-                conn,
-                state="deferred",
-                at=now,
-                run_id=run.id,
-                message_ids=[c.message_id for c in candidates],
-            )
             await known.one(conn, run.agent_id)
             first, rest = candidates[0], candidates[1:]
             await q.get_message(conn, id=first.message_id)
             await known.one(conn, first.author_id)
             await q.list_grants_for_principal(conn, principal_id=first.author_id)
+            await q.set_followup_states(
+                conn, state="deferred", at=now, run_id=run.id, message_ids=[first.message_id]
+            )
             follow_on = await _open_run(
                 conn, known, target, first.message_id, first.author_id, run.agent_id, now, events
             )

@@ -908,9 +908,9 @@ class RunsService:
         )
         if not plan.candidates:
             return
-        await uow.followups.set_states(
-            ended.id, [c.message_id for c in plan.candidates], FollowupState.DEFERRED, now
-        )
+        # Only the candidate that triggers the follow-on run stays here as deferred: the
+        # ones before it are discarded, the ones after it move (one UPDATE each way, so a
+        # hundred follow-ups are not first all written deferred and then moved).
         agent = await uow.principals.get(ended.agent_id)
         assert agent is not None
         for index, candidate in enumerate(plan.candidates):
@@ -928,6 +928,9 @@ class RunsService:
                     uow, target, candidate.message_id, TriggerState.FAILED, reason
                 )
                 continue
+            await uow.followups.set_states(
+                ended.id, [candidate.message_id], FollowupState.DEFERRED, now
+            )
             follow_on = await self.open_run(
                 uow, target, candidate.message_id, author.id, ended.agent_id
             )
