@@ -28,6 +28,7 @@ from adapters.postgres.uow import Conn
 from application.settings import Settings
 from bench.world import BENCH_BURST, BenchWorld, Worker
 from domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
+from domain.world import Principal, PrincipalKind
 
 #: The rate-limit class of messages (as `domain.ratelimit.RL_MESSAGE`).
 RL_MESSAGE = "rl.message"
@@ -246,6 +247,59 @@ async def _take_token(conn: Conn, principal_id: uuid.UUID, now: datetime) -> Non
         raise RuntimeError("raw: rate limited")
 
 
+async def _write_checks(
+    conn: Conn, thread_id: uuid.UUID, author_id: uuid.UUID, cid: str
+) -> tuple[_Target, datetime]:
+    """The first statements of every write: where, grants, idempotency, a rate token."""
+    target = await _target(conn, thread_id)
+    await q.list_grants_for_principal(conn, principal_id=author_id)
+    await q.get_message_by_client_id(conn, author_id=author_id, client_msg_id=cid)
+    now = datetime.now(UTC)
+    await _take_token(conn, author_id, now)
+    return target, now
+
+
+async def _insert_text(
+    conn: Conn,
+    thread_id: uuid.UUID,
+    seq: int,
+    author: Principal,
+    content: str,
+    cid: str,
+    now: datetime,
+) -> tuple[uuid.UUID, dict[str, Any]]:
+    """InsertMessage of a text message, and its document for message.created."""
+    origin = "human" if author.kind is PrincipalKind.PERSON else "agent"
+    message_id = uuid.uuid4()
+    await _insert(
+        conn,
+        message_id=message_id,
+        thread_id=thread_id,
+        seq=seq,
+        author_id=author.id,
+        origin=origin,
+        kind="text",
+        content=content,
+        cid=cid,
+        run_id=None,
+        now=now,
+    )
+    doc = {
+        "id": str(message_id),
+        "thread_id": str(thread_id),
+        "thread_seq": seq,
+        "author": {"id": str(author.id), "kind": author.kind.value, "handle": author.handle},
+        "origin": origin,
+        "kind": "text",
+        "content": content,
+        "mentions": [],
+        "client_msg_id": cid,
+        "created_at": now.isoformat(),
+        "version": 1,
+    }
+    return message_id, doc
+
+
 async def _set_trigger_state(
     conn: Conn,
     known: _Known,
@@ -396,45 +450,14 @@ async def human_message(
     Returns:
         The message id.
     """
-    author_id = worker.person.principal.id
+    person = worker.person.principal
+    author_id = person.id
     async with world.pool.connection() as conn:
         known = _Known()
-        target = await _target(conn, thread_id)
-        await q.list_grants_for_principal(conn, principal_id=author_id)
-        await q.get_message_by_client_id(conn, author_id=author_id, client_msg_id=cid)
-        now = datetime.now(UTC)
-        await _take_token(conn, author_id, now)
+        target, now = await _write_checks(conn, thread_id, author_id, cid)
         seq = await q.allocate_thread_seq(conn, id=thread_id)
         assert seq is not None
-        message_id = uuid.uuid4()
-        await _insert(
-            conn,
-            message_id=message_id,
-            thread_id=thread_id,
-            seq=seq,
-            author_id=author_id,
-            origin="human",
-            kind="text",
-            content=content,
-            cid=cid,
-            run_id=None,
-            now=now,
-        )
-        person = worker.person.principal
-        author_doc = {"id": str(person.id), "kind": "person", "handle": person.handle}
-        doc = {
-            "id": str(message_id),
-            "thread_id": str(thread_id),
-            "thread_seq": seq,
-            "author": author_doc,
-            "origin": "human",
-            "kind": "text",
-            "content": content,
-            "mentions": [],
-            "client_msg_id": cid,
-            "created_at": now.isoformat(),
-            "version": 1,
-        }
+        message_id, doc = await _insert_text(conn, thread_id, seq, person, content, cid, now)
         events = [
             _event(
                 target,
@@ -515,27 +538,10 @@ async def agent_answer(
     """
     agent = worker.agent.principal
     async with world.pool.connection() as conn:
-        target = await _target(conn, thread_id)
-        await q.list_grants_for_principal(conn, principal_id=agent.id)
-        await q.get_message_by_client_id(conn, author_id=agent.id, client_msg_id=cid)
-        now = datetime.now(UTC)
-        await _take_token(conn, agent.id, now)
+        target, now = await _write_checks(conn, thread_id, agent.id, cid)
         seq = await q.allocate_thread_seq(conn, id=thread_id)
         assert seq is not None
-        message_id = uuid.uuid4()
-        await _insert(
-            conn,
-            message_id=message_id,
-            thread_id=thread_id,
-            seq=seq,
-            author_id=agent.id,
-            origin="agent",
-            kind="text",
-            content=content,
-            cid=cid,
-            run_id=None,
-            now=now,
-        )
+        message_id, doc = await _insert_text(conn, thread_id, seq, agent, content, cid, now)
         run = await q.lock_run_for_answer(conn, id=run_id)
         if (
             run is None
@@ -543,19 +549,6 @@ async def agent_answer(
             or run.state not in ("queued", "running", "waiting_input")
         ):
             raise RuntimeError("raw answer: the run is not the agent's active run")
-        doc = {
-            "id": str(message_id),
-            "thread_id": str(thread_id),
-            "thread_seq": seq,
-            "author": {"id": str(agent.id), "kind": "agent", "handle": agent.handle},
-            "origin": "agent",
-            "kind": "text",
-            "content": content,
-            "mentions": [],
-            "client_msg_id": cid,
-            "created_at": now.isoformat(),
-            "version": 1,
-        }
         await _append(
             conn,
             [
@@ -678,11 +671,7 @@ async def gated_send(
     """
     agent = worker.agent.principal
     async with world.pool.connection() as conn:
-        target = await _target(conn, thread_id)
-        await q.list_grants_for_principal(conn, principal_id=agent.id)
-        await q.get_message_by_client_id(conn, author_id=agent.id, client_msg_id=cid)
-        now = datetime.now(UTC)
-        await _take_token(conn, agent.id, now)
+        target, now = await _write_checks(conn, thread_id, agent.id, cid)
         seq = await q.cas_thread_seq(conn, id=thread_id, seen_seq=seen)
         if seq is None:
             await q.get_message_by_client_id(conn, author_id=agent.id, client_msg_id=cid)
@@ -690,33 +679,7 @@ async def gated_send(
             assert frontier is not None
             await conn.commit()
             return "held", frontier.latest_seq
-        message_id = uuid.uuid4()
-        await _insert(
-            conn,
-            message_id=message_id,
-            thread_id=thread_id,
-            seq=seq,
-            author_id=agent.id,
-            origin="agent",
-            kind="text",
-            content=content,
-            cid=cid,
-            run_id=None,
-            now=now,
-        )
-        doc = {
-            "id": str(message_id),
-            "thread_id": str(thread_id),
-            "thread_seq": seq,
-            "author": {"id": str(agent.id), "kind": "agent", "handle": agent.handle},
-            "origin": "agent",
-            "kind": "text",
-            "content": content,
-            "mentions": [],
-            "client_msg_id": cid,
-            "created_at": now.isoformat(),
-            "version": 1,
-        }
+        message_id, doc = await _insert_text(conn, thread_id, seq, agent, content, cid, now)
         await _append(
             conn,
             [
