@@ -16,6 +16,7 @@ from adapters.http.bodies import refuse_duplicate_members
 from adapters.http.conversation import conversation_router
 from adapters.http.correlation import CorrelatedApp
 from adapters.http.dependencies import provide_principal
+from adapters.http.openapi import complete_document
 from adapters.http.operations import (
     Readiness,
     ReadinessCheck,
@@ -89,7 +90,7 @@ def create_app(
         # Litestar would add its own 400 schema; every error here is a Problem.
         create_examples=False,
     )
-    return CorrelatedApp(
+    app = CorrelatedApp(
         route_handlers=[v1, healthz, readyz, openapi_document],
         dependencies={
             "services": Provide(provide_services, sync_to_thread=False),
@@ -104,3 +105,7 @@ def create_app(
         # Logging is configured once per process by adapters.logging, not by Litestar.
         logging_config=None,
     )
+    # Completed now rather than on the first request, so that /openapi.json and the page
+    # under /docs serve the same document.
+    complete_document(app.openapi_schema, settings)
+    return app

@@ -88,8 +88,18 @@ _REASON_STATUSES = frozenset({HTTP_403_FORBIDDEN, HTTP_409_CONFLICT, HTTP_503_SE
 
 _log = structlog.get_logger("turnkeeper.http")
 
-_NAMED_FIELD = re.compile(r"field `(?P<name>[^`]+)`")
+_NAMED_FIELD = re.compile(r"field `(?P<name>.*)`")
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+# msgspec's own message, which Litestar chains as the cause, names a body member whole:
+# Litestar's copy is cut at the first " - ", and a member name may hold one (or a backtick).
+_WHOLE_FIELD = re.compile(
+    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
+    r" - at `\$\.data(?P<path>[^`]*)`$",
+    re.DOTALL,
+)
+_FIELD_CODES = {"contains unknown": "unknown_member", "missing required": "required"}
+# A number of the right type beyond a bound of the schema (``Expected `int` <= 9...``).
+_BOUND = re.compile(r"^Expected `(?:int|float)` [<>]=? ")
 
 
 class NotReady(Exception):
@@ -210,9 +220,39 @@ def _framework_problem(exc: HTTPException) -> ProblemAnswer:
     return ProblemAnswer(code="internal", status=HTTP_500_INTERNAL_SERVER_ERROR)
 
 
+def _token(name: str) -> str:
+    # RFC 6901: "~" and "/" inside a member name are escaped, so the pointer names it.
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _pointer(path: str) -> str:
+    return "".join(
+        f"/{_token(name) if name else index}" for name, index in _PATH_PART.findall(path)
+    )
+
+
+def _whole_field_error(cause: BaseException | None) -> FieldErrorOut | None:
+    if not isinstance(cause, msgspec.ValidationError):
+        return None
+    match = _WHOLE_FIELD.match(str(cause))
+    if match is None:
+        return None
+    pointer = f"{_pointer(match['path'])}/{_token(match['name'])}"
+    return FieldErrorOut(pointer=pointer, code=_FIELD_CODES[match["what"]])
+
+
 def _decode_errors(exc: ValidationException) -> tuple[FieldErrorOut, ...]:
     extra = exc.extra if isinstance(exc.extra, list) else []
-    errors = tuple(_decode_error(item) for item in extra if isinstance(item, Mapping))
+    items = [item for item in extra if isinstance(item, Mapping)]
+    # msgspec stops at the first error of a body, so the cause is that one item's.
+    whole = _whole_field_error(exc.__cause__)
+    single_body = sum(item.get("source") == "body" for item in items) == 1
+    errors = tuple(
+        whole
+        if whole is not None and single_body and item.get("source") == "body"
+        else _decode_error(item)
+        for item in items
+    )
     return errors or (FieldErrorOut(pointer="", code="invalid"),)
 
 
@@ -224,14 +264,16 @@ def _decode_error(item: Mapping[str, Any]) -> FieldErrorOut:
     key = str(item.get("key", ""))
     if item.get("source") == "body" and (key == "data" or key.startswith("data.")):
         key = key[len("data") :]
-    pointer = "".join(f"/{name or index}" for name, index in _PATH_PART.findall(f".{key}"))
+    pointer = _pointer(f".{key}")
     named = _NAMED_FIELD.search(what)
     if what.startswith("Object contains unknown field") and named:
-        return FieldErrorOut(pointer=f"{pointer}/{named.group('name')}", code="unknown_member")
+        return FieldErrorOut(pointer=f"{pointer}/{_token(named['name'])}", code="unknown_member")
     if what.startswith("Object missing required field") and named:
-        return FieldErrorOut(pointer=f"{pointer}/{named.group('name')}", code="required")
+        return FieldErrorOut(pointer=f"{pointer}/{_token(named['name'])}", code="required")
     if what.startswith("Invalid enum value"):
         return FieldErrorOut(pointer=pointer, code="invalid_enum")
+    if _BOUND.match(what):
+        return FieldErrorOut(pointer=pointer, code="out_of_range")
     if what.startswith("Expected"):
         return FieldErrorOut(pointer=pointer, code="invalid_type")
     return FieldErrorOut(pointer=pointer, code="invalid")

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 T = TypeVar("T", bound=msgspec.Struct)
+
+#: The largest seq or version a request may name: the stores keep them as signed 64-bit
+#: integers (PostgreSQL ``bigint``), and a larger one names nothing that exists. Beyond it:
+#: 400 ``out_of_range``.
+MAX_SEQ = 2**63 - 1
+#: A seq or version in a request body.
+Seq = Annotated[int, msgspec.Meta(le=MAX_SEQ)]
 V = TypeVar("V")
 
 
@@ -351,7 +358,7 @@ class FinishBody(Body):
 class AckBody(Body):
     """Body of POST /v1/agent/events/ack."""
 
-    through_seq: int
+    through_seq: Seq
 
 
 class Capabilities(Body):
@@ -415,7 +422,7 @@ class RunPatchOp(Body):
 class RunPatch(Body):
     """Body of PATCH /v1/runs/{run_id}."""
 
-    base_version: int
+    base_version: Seq
     ops: list[RunPatchOp]
 
 
@@ -425,7 +432,7 @@ class RunPatch(Body):
 class SendFreshnessBody(Body):
     """``freshness`` of POST /v1/agent/send: the frontier the agent saw in its target."""
 
-    seen_up_to_seq: int
+    seen_up_to_seq: Seq
     target_key: str | UnsetType = UNSET
     source_message_ids: list[str] | UnsetType = UNSET
 

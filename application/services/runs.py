@@ -498,6 +498,11 @@ class RunsService:
     async def ack(self, agent: Principal, through_seq: int) -> None:
         """Acknowledge the feed through a seq (the cursor never moves back).
 
+        The cursor never passes what was delivered: an acknowledgement beyond the last
+        delivered event counts up to that event only, so an agent that acknowledges a
+        seq the feed has not reached yet (a bug of its own, or a huge number) still
+        gets every event that comes later.
+
         Raises:
             AccessDenied: when the caller is not an agent.
             ValidationFailed: for a negative seq.
@@ -508,13 +513,11 @@ class RunsService:
 
         async def work(uow: UnitOfWork) -> None:
             cursor = await uow.agent_feed.lock_cursor(agent.id)
-            if through_seq > cursor.acked_seq:
+            through = min(through_seq, cursor.delivered_seq)
+            if through > cursor.acked_seq:
                 await uow.agent_feed.save_cursor(
                     agent.id,
-                    AgentCursor(
-                        acked_seq=through_seq,
-                        delivered_seq=max(cursor.delivered_seq, through_seq),
-                    ),
+                    AgentCursor(acked_seq=through, delivered_seq=cursor.delivered_seq),
                 )
 
         await self._tx.run(work)

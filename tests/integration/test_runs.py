@@ -354,6 +354,24 @@ class TestLifecycle:
         await services.runs.ack(lotse, page.next_after)
         assert (await services.runs.poll(lotse)).deliveries == []
 
+    async def test_an_ack_beyond_the_delivered_events_loses_no_later_event(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        lotse = world.principal("lotse")
+        thread_id = main_thread(world, "allgemein")
+        await post(services, world, "alex", thread_id, "a1")
+        first = await services.runs.poll(lotse)
+        assert first.deliveries
+        # Far beyond the feed (the largest seq the API takes): counts up to the delivery.
+        await services.runs.ack(lotse, 2**63 - 1)
+        assert (await services.runs.poll(lotse)).deliveries == []
+        # A run in another thread: a new invocation for the same agent.
+        await post(services, world, "alex", main_thread(world, "eskalation"), "e1", "lotse")
+        later = await services.runs.poll(lotse)
+        assert later.deliveries, "an event after the ack is still delivered"
+        assert all(d.event.seq > first.next_after for d in later.deliveries)
+        assert not any(d.redelivered for d in later.deliveries)
+
     async def test_denied_delivery_ends_the_queued_run(
         self, services: Services, world: DemoWorld
     ) -> None:

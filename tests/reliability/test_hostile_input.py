@@ -7,8 +7,12 @@ caller's token nor the content sent, and nothing is stored (store compared befor
 after). Then Hypothesis generates bodies from the members the document declares and
 checks that no answer is 5xx and every answer matches the document (ContractClient).
 
-Schemathesis was not added: Hypothesis drives the same document directly, without a
-new development dependency (see docs/reliability.md).
+Schemathesis runs next to this file (tests/reliability/test_schemathesis.py): it fuzzes
+every operation from the document and chains them along the document's links, as every
+principal. This file keeps what schemathesis does not send: bodies that are no JSON
+document at all (invalid UTF-8, lone surrogates, truncated, empty), duplicated keys,
+nesting far beyond any schema, and a body over ``http.max_body_bytes`` (see
+docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -87,7 +91,19 @@ def _assert_clean_problem(hw: HttpWorld, answer: Any, caller: str) -> None:
     token = hw.headers(caller)["Authorization"].removeprefix("Bearer ")
     assert token not in answer.text
     assert MARKER not in answer.text
-    assert "null" not in answer.text
+    assert not has_null(answer.json())
+
+
+def has_null(value: Any) -> bool:
+    """Whether a decoded JSON document holds a null anywhere (a member's name may be
+    the text "null": a pointer like ``/null`` is not a null)."""
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return any(has_null(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_null(v) for v in value)
+    return False
 
 
 @pytest.mark.parametrize("name", sorted(hostile_bodies()))
@@ -192,11 +208,14 @@ async def _schema_routes() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("method", "template"), FUZZED_ROUTES)
+# Derandomized: CI runs the same examples every time (a new finding must not turn a
+# later, unrelated change red); run with another seed locally to look further.
 @settings(
     max_examples=SCHEMA_FUZZ_EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     database=None,
+    derandomize=True,
 )
 @given(data=st.data())
 async def test_generated_bodies_never_get_a_5xx_and_answers_match_the_document(
@@ -217,8 +236,15 @@ async def test_generated_bodies_never_get_a_5xx_and_answers_match_the_document(
         assert token not in answer.text
         if answer.status_code >= 400:
             assert answer.headers["content-type"].startswith("application/problem+json")
-            assert "null" not in answer.text
+            assert not has_null(answer.json())
 
 
 async def test_the_fuzzed_routes_are_every_route_with_a_body() -> None:
     assert set(await _schema_routes()) == set(FUZZED_ROUTES)
+
+
+def test_a_member_named_null_is_not_a_null() -> None:
+    # Found by the schema fuzz: a body member named "null" comes back in a pointer.
+    assert not has_null({"errors": [{"pointer": "/null", "code": "unknown_member"}]})
+    assert has_null({"errors": [{"pointer": None}]})
+    assert has_null([1, {"a": [None]}])

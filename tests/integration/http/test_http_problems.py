@@ -64,6 +64,43 @@ async def test_an_unknown_member_is_refused_with_its_pointer(
 
 
 @pytest.mark.parametrize(
+    ("member", "pointer"),
+    [
+        ("", "/"),
+        ("a/b", "/a~1b"),
+        ("a~b", "/a~0b"),
+        ("a`b", "/a`b"),
+        ("a - b", "/a - b"),
+    ],
+    ids=["empty", "slash", "tilde", "backtick", "dash"],
+)
+async def test_an_unknown_member_is_named_by_a_json_pointer(
+    client: ContractClient, world: DemoWorld, member: str, pointer: str
+) -> None:
+    # Found by tests/reliability/test_schemathesis.py: the empty name was answered with
+    # the pointer of the whole body, "/" and "~" were not escaped (RFC 6901), and a name
+    # with a backtick or " - " was cut.
+    response = await client.post(
+        "/v1/spaces", json={"name": "S", member: 1}, headers=bearer(world.owner.token)
+    )
+    body = assert_problem(response, 400, "validation_failed")
+    assert body["errors"] == [{"pointer": pointer, "code": "unknown_member"}]
+
+
+async def test_a_nested_unknown_member_with_an_empty_name_is_named(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    channel = world.channels["bulletin"].id
+    response = await client.post(
+        f"/v1/channels/{channel}/threads",
+        json={"first_message": {"client_msg_id": "c1", "content": "hi", "": 1}},
+        headers=bearer(world.people["alex"].token),
+    )
+    body = assert_problem(response, 400, "validation_failed")
+    assert body["errors"] == [{"pointer": "/first_message/", "code": "unknown_member"}]
+
+
+@pytest.mark.parametrize(
     ("body", "pointer"),
     [
         (b'{"name": "S", "name": "T"}', "/name"),
@@ -142,6 +179,46 @@ async def test_malformed_json_is_a_validation_problem(
     )
     body = assert_problem(response, 400, "validation_failed")
     assert body["errors"] == [{"pointer": "", "code": "malformed_json"}]
+
+
+@pytest.mark.parametrize(
+    ("method", "route", "body", "pointer"),
+    [
+        ("POST", "/v1/agent/events/ack", {"through_seq": 2**63}, "/through_seq"),
+        ("PATCH", "/v1/runs/{run}", {"base_version": 2**70, "ops": []}, "/base_version"),
+        (
+            "POST",
+            "/v1/agent/send",
+            {
+                "target": "{thread}",
+                "content": "hi",
+                "client_message_id": "c1",
+                "freshness": {"seen_up_to_seq": 2**64},
+            },
+            "/freshness/seen_up_to_seq",
+        ),
+    ],
+    ids=["ack", "patch", "send"],
+)
+async def test_a_seq_beyond_64_bits_is_out_of_range(
+    client: ContractClient,
+    world: DemoWorld,
+    method: str,
+    route: str,
+    body: dict[str, Any],
+    pointer: str,
+) -> None:
+    # Found through tests/reliability/test_schemathesis.py, which sends such numbers: on
+    # PostgreSQL an acknowledgement through 2**63 overflowed the bigint cursor (500).
+    thread = str(world.channels["allgemein"].main_thread_id)
+    if "freshness" in body:
+        body = {**body, "target": thread}
+    url = route.format(run=uuid.uuid4(), thread=thread)
+    response = await client.request(
+        method, url, json=body, headers=bearer(world.agents["lotse"].token)
+    )
+    problem = assert_problem(response, 400, "validation_failed")
+    assert problem["errors"] == [{"pointer": pointer, "code": "out_of_range"}]
 
 
 async def test_a_query_parameter_of_the_wrong_type_names_the_parameter(
