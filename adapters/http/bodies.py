@@ -34,16 +34,24 @@ def _object(pairs: list[tuple[str, Any]]) -> _Members:
     return members
 
 
-def _escape(name: str) -> str:
+def pointer_token(name: str) -> str:
+    """A member name as one reference token of a JSON pointer (RFC 6901).
+
+    Args:
+        name: the member name.
+
+    Returns:
+        The name with ``~`` written ``~0`` and ``/`` written ``~1``.
+    """
     return name.replace("~", "~0").replace("/", "~1")
 
 
 def _first_duplicate(value: Any, pointer: str) -> str | None:
     if isinstance(value, _Members):
         if value.duplicates:
-            return f"{pointer}/{_escape(value.duplicates[0])}"
+            return f"{pointer}/{pointer_token(value.duplicates[0])}"
         for name, member in value.items():
-            found = _first_duplicate(member, f"{pointer}/{_escape(name)}")
+            found = _first_duplicate(member, f"{pointer}/{pointer_token(name)}")
             if found is not None:
                 return found
     elif isinstance(value, list):

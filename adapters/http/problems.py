@@ -37,6 +37,7 @@ from litestar.status_codes import (
     HTTP_503_SERVICE_UNAVAILABLE,
 )
 
+from adapters.http.bodies import pointer_token
 from adapters.http.correlation import correlation_id_of
 from adapters.http.schemas import FieldErrorOut, Problem
 from domain.errors import DomainError, RateLimited, ValidationFailed
@@ -88,7 +89,9 @@ _REASON_STATUSES = frozenset({HTTP_403_FORBIDDEN, HTTP_409_CONFLICT, HTTP_503_SE
 
 _log = structlog.get_logger("turnkeeper.http")
 
-_NAMED_FIELD = re.compile(r"field `(?P<name>.*)`")
+_NAMED_FIELD = re.compile(
+    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
+)
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 # msgspec's own message, which Litestar chains as the cause, names a body member whole:
 # Litestar's copy is cut at the first " - ", and a member name may hold one (or a backtick).
@@ -220,14 +223,9 @@ def _framework_problem(exc: HTTPException) -> ProblemAnswer:
     return ProblemAnswer(code="internal", status=HTTP_500_INTERNAL_SERVER_ERROR)
 
 
-def _token(name: str) -> str:
-    # RFC 6901: "~" and "/" inside a member name are escaped, so the pointer names it.
-    return name.replace("~", "~0").replace("/", "~1")
-
-
 def _pointer(path: str) -> str:
     return "".join(
-        f"/{_token(name) if name else index}" for name, index in _PATH_PART.findall(path)
+        f"/{pointer_token(name) if name else index}" for name, index in _PATH_PART.findall(path)
     )
 
 
@@ -237,7 +235,7 @@ def _whole_field_error(cause: BaseException | None) -> FieldErrorOut | None:
     match = _WHOLE_FIELD.match(str(cause))
     if match is None:
         return None
-    pointer = f"{_pointer(match['path'])}/{_token(match['name'])}"
+    pointer = f"{_pointer(match['path'])}/{pointer_token(match['name'])}"
     return FieldErrorOut(pointer=pointer, code=_FIELD_CODES[match["what"]])
 
 
@@ -265,11 +263,11 @@ def _decode_error(item: Mapping[str, Any]) -> FieldErrorOut:
     if item.get("source") == "body" and (key == "data" or key.startswith("data.")):
         key = key[len("data") :]
     pointer = _pointer(f".{key}")
-    named = _NAMED_FIELD.search(what)
-    if what.startswith("Object contains unknown field") and named:
-        return FieldErrorOut(pointer=f"{pointer}/{_token(named['name'])}", code="unknown_member")
-    if what.startswith("Object missing required field") and named:
-        return FieldErrorOut(pointer=f"{pointer}/{_token(named['name'])}", code="required")
+    named = _NAMED_FIELD.match(what)
+    if named:
+        return FieldErrorOut(
+            pointer=f"{pointer}/{pointer_token(named['name'])}", code=_FIELD_CODES[named["what"]]
+        )
     if what.startswith("Invalid enum value"):
         return FieldErrorOut(pointer=pointer, code="invalid_enum")
     if _BOUND.match(what):
