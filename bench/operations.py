@@ -564,4 +564,13 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
 )
 
-__all__ = ["HISTORY", "OPERATIONS", "Item", "Operation", "Sender", "last_event_seq", "running_runs"]
+__all__ = [
+    "HISTORY",
+    "OPERATIONS",
+    "Item",
+    "Operation",
+    "Run",
+    "Sender",
+    "last_event_seq",
+    "running_runs",
+]

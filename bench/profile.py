@@ -22,7 +22,7 @@ from pyinstrument.frame import Frame
 from adapters.http.app import create_app
 from bench.asgi import AsgiClient
 from bench.harness import drive, open_traced_pool
-from bench.operations import OPERATIONS, Operation
+from bench.operations import OPERATIONS, Item, Operation, Run
 from bench.suite import POOL_SPARE
 from bench.world import BenchWorld, build_world
 
@@ -159,15 +159,15 @@ async def profile_side(
     Returns:
         (operations per second, the profile's root frame).
     """
-    call = operation.service if side == "service" else operation.http
-    assert call is not None
+    found = operation.service if side == "service" else operation.http
+    assert found is not None
+    call: Run = found
     items = max(1, round(items * operation.ops_scale))
     work = await operation.prepare(world, world.workers[side][:1], items + PROFILE_WARMUP)
     profiler = Profiler(interval=SAMPLE_INTERVAL, async_mode="disabled")
-    bound = call
 
-    async def run(item: object) -> object:
-        return await bound(world, http, item)  # type: ignore[arg-type]
+    async def run(item: Item) -> object:
+        return await call(world, http, item)
 
     # Warm-up outside the profile, then the timed items inside it.
     warm = [items_of[:PROFILE_WARMUP] for items_of in work]
