@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck imports sql queries migrations-lock docs bench clean
+.PHONY: run test lint typecheck imports sql queries migrations-lock docs package bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(BIN)/turnkeeper serve --host 127.0.0.1 --port 8000 --demo
 
 ## test: every check and every test
-test: $(STAMP) lint typecheck imports sql docs
+test: $(STAMP) lint typecheck imports sql docs package
 	$(BIN)/pytest
 
 lint: $(STAMP)
@@ -40,12 +40,16 @@ sql: $(STAMP)
 migrations-lock: $(STAMP)
 	$(BIN)/python scripts/lock_migrations.py
 
-## queries: regenerate adapters/postgres/queries.py from sqlc's JSON output
+## queries: regenerate turnkeeper/adapters/postgres/queries.py from sqlc's JSON output
 queries: $(STAMP)
 	$(BIN)/python scripts/gen_queries.py
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+## package: build the sdist and wheel, then install and use the wheel outside the checkout
+package: $(STAMP)
+	$(BIN)/python scripts/check_package.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -10,9 +10,9 @@ Two workloads, each at concurrency 1 and 8 (one agent per worker):
 Each workload runs twice in the same process on the same PostgreSQL: through
 `AgentSendService` (authorization, rules, rate limit, the gate, events, logs) and as a raw
 loop that runs the same SQL statements (the generated functions of
-`adapters.postgres.queries`, one psycopg ``execute`` each) in the same transactions on the
-same kind of pool, without the application layer. The report gives sends per second of
-both and the ratio service / raw.
+`turnkeeper.adapters.postgres.queries`, one psycopg ``execute`` each) in the same
+transactions on the same kind of pool, without the application layer. The report gives
+sends per second of both and the ratio service / raw.
 
 The database: ``TURNKEEPER_DATABASE_URL`` when set (a scratch database is created on that
 server and dropped afterwards; the role needs CREATEDB), else an embedded server in a
@@ -42,21 +42,21 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.postgres import queries as q
-from adapters.postgres.embedded import EmbeddedPostgres
-from adapters.postgres.migrations import migrate
-from adapters.postgres.repositories import payload_json
-from adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
-from adapters.system import SystemClock, UuidV7Generator
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.demo import build_demo_world
-from application.services.agent_send import AgentSend, SendFreshness, send_digest
-from application.settings import Settings
-from domain.freshness import SendState
-from domain.messaging import MessageDraft
-from domain.ratelimit import RL_MESSAGE, SECONDS_PER_MINUTE, TOLERANCE
-from domain.world import Level, Principal, PrincipalKind, ResourceKind, thread_target_key
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
+from turnkeeper.adapters.postgres.migrations import migrate
+from turnkeeper.adapters.postgres.repositories import payload_json
+from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
+from turnkeeper.adapters.system import SystemClock, UuidV7Generator
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.demo import build_demo_world
+from turnkeeper.application.services.agent_send import AgentSend, SendFreshness, send_digest
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.freshness import SendState
+from turnkeeper.domain.messaging import MessageDraft
+from turnkeeper.domain.ratelimit import RL_MESSAGE, SECONDS_PER_MINUTE, TOLERANCE
+from turnkeeper.domain.world import Level, Principal, PrincipalKind, ResourceKind, thread_target_key
 
 #: The environment variable naming an external server (as for `turnkeeper serve`).
 ENV_DATABASE_URL = "TURNKEEPER_DATABASE_URL"

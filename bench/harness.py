@@ -36,10 +36,10 @@ from psycopg.conninfo import make_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.postgres import queries as q
-from adapters.postgres.embedded import EmbeddedPostgres
-from adapters.postgres.migrations import migrate
-from adapters.postgres.uow import PREPARE_THRESHOLD, Conn
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
+from turnkeeper.adapters.postgres.migrations import migrate
+from turnkeeper.adapters.postgres.uow import PREPARE_THRESHOLD, Conn
 
 #: The environment variable naming an external server (as for `turnkeeper serve`).
 ENV_DATABASE_URL = "TURNKEEPER_DATABASE_URL"
@@ -128,7 +128,7 @@ def traced() -> Iterator[list[str]]:
 
 
 async def _configure(conn: Conn) -> None:
-    # The settings `adapters.postgres.uow.create_pool` gives its connections.
+    # The settings `turnkeeper.adapters.postgres.uow.create_pool` gives its connections.
     await conn.set_autocommit(False)
     await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
     conn.prepare_threshold = PREPARE_THRESHOLD
@@ -136,7 +136,7 @@ async def _configure(conn: Conn) -> None:
 
 
 async def open_traced_pool(conninfo: str, size: int) -> AsyncConnectionPool[Conn]:
-    """A pool like `adapters.postgres.uow.create_pool` (no check on checkout), traced.
+    """A pool like `turnkeeper.adapters.postgres.uow.create_pool` (no check on checkout), traced.
 
     Args:
         conninfo: the database.

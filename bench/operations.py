@@ -19,16 +19,16 @@ from typing import Any
 
 import attrs
 
-from adapters.postgres import queries as q
-from application.services.agent_send import AgentSend, SendFreshness
 from bench import raw
 from bench.asgi import AsgiClient, AsgiResponse
 from bench.harness import gather_limited
 from bench.world import SETUP_CONCURRENCY, BenchWorld, Worker
-from domain.freshness import SendState
-from domain.messaging import MessageDraft
-from domain.runs import RunState
-from domain.world import thread_target_key
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.application.services.agent_send import AgentSend, SendFreshness
+from turnkeeper.domain.freshness import SendState
+from turnkeeper.domain.messaging import MessageDraft
+from turnkeeper.domain.runs import RunState
+from turnkeeper.domain.world import thread_target_key
 
 
 @attrs.define

@@ -19,12 +19,12 @@ from typing import TextIO
 from pyinstrument import Profiler
 from pyinstrument.frame import Frame
 
-from adapters.http.app import create_app
 from bench.asgi import AsgiClient
 from bench.harness import drive, open_traced_pool
 from bench.operations import OPERATIONS, Item, Operation, Run
 from bench.suite import POOL_SPARE
 from bench.world import BenchWorld, build_world
+from turnkeeper.adapters.http.app import create_app
 
 #: Timed items per side and operation (enough samples for shares within a few percent).
 PROFILE_ITEMS = 300

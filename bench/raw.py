@@ -2,7 +2,7 @@
 
 Each function runs, on one pooled connection, the statements the service runs for the
 same operation (as traced, see ``docs/performance.md``) through the generated functions of
-`adapters.postgres.queries`, then commits. Between statements there is only what the
+`turnkeeper.adapters.postgres.queries`, then commits. Between statements there is only what the
 statements need: ids, a digest, the JSON of event payloads, a token signature. No
 authorization rules, no domain objects, no bus, no unit of work, no retries.
 
@@ -23,14 +23,14 @@ from typing import Any
 import attrs
 import jwt
 
-from adapters.postgres import queries as q
-from adapters.postgres.uow import Conn
-from application.settings import Settings
 from bench.world import BENCH_BURST, BenchWorld, Worker
-from domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
-from domain.world import Principal, PrincipalKind
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.uow import Conn
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
+from turnkeeper.domain.world import Principal, PrincipalKind
 
-#: The rate-limit class of messages (as `domain.ratelimit.RL_MESSAGE`).
+#: The rate-limit class of messages (as `turnkeeper.domain.ratelimit.RL_MESSAGE`).
 RL_MESSAGE = "rl.message"
 #: The refill rate of the bench world (the default of ``ratelimit.rl.message.per_minute``).
 REFILL_PER_MINUTE = Settings().rl_message_per_minute

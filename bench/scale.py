@@ -23,13 +23,13 @@ import attrs
 import psycopg
 from psycopg.types.json import Jsonb
 
-from adapters.http.app import create_app
 from bench.asgi import AsgiClient
 from bench.harness import open_traced_pool
 from bench.operations import HISTORY, OPERATIONS, Operation
 from bench.suite import POOL_SPARE, Row, SuiteSize, measure
 from bench.world import build_world
-from domain.world import ChannelType, OperatorMode, PrincipalKind
+from turnkeeper.adapters.http.app import create_app
+from turnkeeper.domain.world import ChannelType, OperatorMode, PrincipalKind
 
 #: Threads of the large tables.
 THREADS = 10_000

@@ -19,11 +19,11 @@ from typing import TextIO
 
 import attrs
 
-from adapters.http.app import create_app
 from bench.asgi import AsgiClient
 from bench.harness import Memory, Timing, drive, memory, open_traced_pool
 from bench.operations import OPERATIONS, Operation
 from bench.world import BenchWorld, build_world
+from turnkeeper.adapters.http.app import create_app
 
 #: The concurrency levels of the full run (connections = clients).
 CONCURRENCY = (1, 8, 32)

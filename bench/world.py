@@ -17,15 +17,15 @@ import uuid
 import attrs
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory
-from adapters.system import SystemClock, UuidV7Generator
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.services.admin import NewPrincipal
-from application.settings import Settings
 from bench.harness import gather_limited
-from domain.messaging import MessageDraft
-from domain.world import ChannelType, Level, OperatorMode, PrincipalKind, ResourceKind
+from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory
+from turnkeeper.adapters.system import SystemClock, UuidV7Generator
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.services.admin import NewPrincipal
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.messaging import MessageDraft
+from turnkeeper.domain.world import ChannelType, Level, OperatorMode, PrincipalKind, ResourceKind
 
 #: A rate-limit bucket no benchmark worker empties.
 BENCH_BURST = 10_000_000

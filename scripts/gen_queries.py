@@ -1,4 +1,4 @@
-"""Generate adapters/postgres/queries.py from sqlc's analysis of sql/queries.
+"""Generate turnkeeper/adapters/postgres/queries.py from sqlc's analysis of sql/queries.
 
 sqlc (the binary installed next to this interpreter) checks every named query in
 ``sql/queries`` against the schema of ``sql/bootstrap.sql`` and ``sql/migrations`` and
@@ -8,7 +8,7 @@ query that binds its parameters as named psycopg placeholders.
 
 Usage::
 
-    python scripts/gen_queries.py          # regenerate adapters/postgres/queries.py
+    python scripts/gen_queries.py          # regenerate turnkeeper/adapters/postgres/queries.py
     python scripts/gen_queries.py --check  # exit 1 when the module is stale
 
 The output is deterministic: the same SQL always gives the same bytes.
@@ -28,7 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CODEGEN_JSON = ROOT / "build" / "sqlc" / "codegen.json"
-TARGET = ROOT / "adapters" / "postgres" / "queries.py"
+TARGET = ROOT / "turnkeeper" / "adapters" / "postgres" / "queries.py"
 
 #: PostgreSQL type names (schema stripped, lower case) -> Python annotation.
 PG_TO_PYTHON: Mapping[str, str] = {
@@ -314,7 +314,7 @@ class _Module:
 
 
 def render_module(codegen: Mapping[str, Any]) -> str:
-    """The source of adapters/postgres/queries.py (before ruff format).
+    """The source of turnkeeper/adapters/postgres/queries.py (before ruff format).
 
     Args:
         codegen: sqlc's JSON analysis (``build/sqlc/codegen.json``).
@@ -559,7 +559,7 @@ def generate() -> str:
     """Run sqlc and render the formatted module.
 
     Returns:
-        The content adapters/postgres/queries.py must have.
+        The content turnkeeper/adapters/postgres/queries.py must have.
     """
     return format_source(render_module(run_sqlc()))
 
@@ -578,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="do not write; exit 1 when adapters/postgres/queries.py is not current",
+        help="do not write; exit 1 when turnkeeper/adapters/postgres/queries.py is not current",
     )
     args = parser.parse_args(argv)
     try:

@@ -24,10 +24,10 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.postgres.embedded import EmbeddedPostgres
-from adapters.postgres.migrations import migrate
-from adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
-from application.ports import UnitOfWorkFactory
+from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
+from turnkeeper.adapters.postgres.migrations import migrate
+from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
+from turnkeeper.application.ports import UnitOfWorkFactory
 
 #: Environment variable of an external test server (admin rights: CREATE/DROP DATABASE).
 TEST_DATABASE_ENV = "TURNKEEPER_TEST_DATABASE_URL"

@@ -13,17 +13,17 @@ import uuid
 
 import pytest
 
-from adapters.memory import MemoryUnitOfWorkFactory
-from application.bootstrap import Services
-from application.demo import DemoWorld
-from application.ports import ReaderScope, UnitOfWorkFactory
-from application.services.conversation import PostedMessage
-from application.services.runs import RunView
-from application.settings import Settings
-from domain.errors import Conflict
-from domain.events import Event, EventType
-from domain.messaging import MessageDraft, Origin
-from domain.runs import Run, RunState
+from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
+from turnkeeper.application.services.conversation import PostedMessage
+from turnkeeper.application.services.runs import RunView
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.errors import Conflict
+from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.messaging import MessageDraft, Origin
+from turnkeeper.domain.runs import Run, RunState
 
 #: Rounds of the race on PostgreSQL.
 ROUNDS = 200

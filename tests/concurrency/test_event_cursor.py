@@ -18,9 +18,9 @@ from functools import partial
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.postgres.uow import Conn, PostgresUnitOfWork, PostgresUnitOfWorkFactory
-from application.ports import ReaderScope, UnitOfWorkFactory
-from domain.events import EventType, NewEvent
+from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWork, PostgresUnitOfWorkFactory
+from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
+from turnkeeper.domain.events import EventType, NewEvent
 
 AT = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

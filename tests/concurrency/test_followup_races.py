@@ -23,16 +23,16 @@ from typing import TypeVar
 
 import pytest
 
-from application.bootstrap import Services
-from application.demo import DemoWorld
-from application.ports import ReaderScope
-from application.services.runs import RunView
-from application.settings import Settings
-from domain.events import Event, EventType
-from domain.followups import OPEN_STATES, FollowupState
-from domain.messaging import MessageDraft, TriggerState
-from domain.runs import RunState
-from domain.world import Level, ResourceKind
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.ports import ReaderScope
+from turnkeeper.application.services.runs import RunView
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.followups import OPEN_STATES, FollowupState
+from turnkeeper.domain.messaging import MessageDraft, TriggerState
+from turnkeeper.domain.runs import RunState
+from turnkeeper.domain.world import Level, ResourceKind
 
 T = TypeVar("T")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from application.bootstrap import Services
-from application.demo import DemoWorld
-from domain.messaging import MessageDraft
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.domain.messaging import MessageDraft
 
 #: Concurrent posts into one thread; above the pool size so that writers queue on the lock.
 WRITERS = 50

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from application.bootstrap import Services
-from application.demo import DemoWorld
-from application.ports import ReaderScope
-from domain.errors import InvalidStateTransition
-from domain.events import Event, EventType
-from domain.messaging import MessageDraft, TriggerState
-from domain.runs import END_STATES, RunState
 from tests.fakes import FakeClock
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.ports import ReaderScope
+from turnkeeper.domain.errors import InvalidStateTransition
+from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.messaging import MessageDraft, TriggerState
+from turnkeeper.domain.runs import END_STATES, RunState
 
 #: Rounds of each race.
 ROUNDS = 20

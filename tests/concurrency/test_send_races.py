@@ -16,17 +16,17 @@ from collections.abc import AsyncIterator
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.demo import DemoWorld, build_demo_world
-from application.services.agent_send import AgentSend, SendFreshness, SendOutcome
-from application.settings import Settings
-from domain.errors import IdempotencyConflict
-from domain.freshness import SendState
-from domain.messaging import MessageDraft
-from domain.world import Level, Principal, PrincipalKind, ResourceKind, thread_target_key
 from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.services.agent_send import AgentSend, SendFreshness, SendOutcome
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.errors import IdempotencyConflict
+from turnkeeper.domain.freshness import SendState
+from turnkeeper.domain.messaging import MessageDraft
+from turnkeeper.domain.world import Level, Principal, PrincipalKind, ResourceKind, thread_target_key
 
 #: Concurrent senders per round (one agent each, so no rate bucket serializes them).
 SENDERS = 16

@@ -6,8 +6,6 @@ from typing import Any
 
 import pytest
 
-from application.demo import DemoWorld
-from application.settings import Settings
 from tests.contract.openapi import (
     assert_matches_openapi,
     assert_no_null,
@@ -15,6 +13,8 @@ from tests.contract.openapi import (
     template_for,
 )
 from tests.integration.http.support import ContractClient, bearer
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.settings import Settings
 
 #: The routes of API.md (Administration, Conversation, /v1/me, Operations).
 CONTRACT_ROUTES = {

@@ -12,9 +12,9 @@ from typing import Any
 
 import schemathesis
 
-from adapters.http.openapi_links import CARRIERS, CONSUMERS
 from tests.contract.openapi import Spec
 from tests.integration.http.support import ContractClient
+from turnkeeper.adapters.http.openapi_links import CARRIERS, CONSUMERS
 
 EXPRESSION_PREFIX = "$response.body#"
 METHODS = ("get", "put", "post", "delete", "patch")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.memory import MemoryUnitOfWorkFactory
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.demo import DemoWorld, build_demo_world
-from application.ports import UnitOfWorkFactory
-from application.settings import Settings
 from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.ports import UnitOfWorkFactory
+from turnkeeper.application.settings import Settings
 
 
 @pytest.fixture

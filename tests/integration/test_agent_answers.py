@@ -17,17 +17,18 @@ from typing import Any
 import attrs
 import pytest
 
-from application.bootstrap import Services
-from application.bus import MessagePosted
-from application.demo import DemoWorld
-from application.documents import message_document
-from application.ports import ReaderScope, UnitOfWork
-from application.services.access import thread_target
-from application.services.runs import Delivery
-from application.settings import Settings
-from application.transactions import AccessDenied
-from domain.authorization import effective_level
-from domain.errors import (
+from tests.fakes import FakeClock
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.bus import MessagePosted
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.documents import message_document
+from turnkeeper.application.ports import ReaderScope, UnitOfWork
+from turnkeeper.application.services.access import thread_target
+from turnkeeper.application.services.runs import Delivery
+from turnkeeper.application.settings import Settings
+from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.domain.authorization import effective_level
+from turnkeeper.domain.errors import (
     Conflict,
     DomainError,
     IdempotencyConflict,
@@ -35,8 +36,8 @@ from domain.errors import (
     RateLimited,
     ValidationFailed,
 )
-from domain.events import Event, EventType
-from domain.messaging import (
+from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.messaging import (
     SYSTEM_REOPENED_CONTENT,
     Message,
     MessageDraft,
@@ -44,9 +45,15 @@ from domain.messaging import (
     Origin,
     TriggerState,
 )
-from domain.runs import Run, RunState
-from domain.world import Level, OperatorMode, Principal, ResourceKind, ThreadState, TitleSource
-from tests.fakes import FakeClock
+from turnkeeper.domain.runs import Run, RunState
+from turnkeeper.domain.world import (
+    Level,
+    OperatorMode,
+    Principal,
+    ResourceKind,
+    ThreadState,
+    TitleSource,
+)
 
 AGENTS = ("lotse", "texter", "assistent")
 

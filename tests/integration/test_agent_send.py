@@ -17,32 +17,32 @@ from collections.abc import Sequence
 import pytest
 from structlog.testing import capture_logs
 
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.demo import DemoWorld, build_demo_world
-from application.ports import ReaderScope, UnitOfWorkFactory
-from application.services.agent_send import (
+from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
+from turnkeeper.application.services.agent_send import (
     LOGGER_NAME,
     AgentSend,
     SendFreshness,
     SendOutcome,
     SendPath,
 )
-from application.settings import Settings
-from application.transactions import AccessDenied
-from domain.errors import (
+from turnkeeper.application.settings import Settings
+from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.domain.errors import (
     Conflict,
     IdempotencyConflict,
     NotFound,
     RateLimited,
     ValidationFailed,
 )
-from domain.events import Event, EventType
-from domain.freshness import SendState
-from domain.messaging import MessageDraft, MessageKind, Origin
-from domain.runs import RunState
-from domain.world import Level, ResourceKind, thread_target_key
-from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.freshness import SendState
+from turnkeeper.domain.messaging import MessageDraft, MessageKind, Origin
+from turnkeeper.domain.runs import RunState
+from turnkeeper.domain.world import Level, ResourceKind, thread_target_key
 
 # -- helpers -------------------------------------------------------------------------------
 

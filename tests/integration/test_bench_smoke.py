@@ -65,7 +65,7 @@ def test_the_median_measurement_is_the_middle_one_by_throughput() -> None:
 
 
 def test_statements_are_named_as_in_sql_queries() -> None:
-    from adapters.postgres import queries as q
+    from turnkeeper.adapters.postgres import queries as q
 
     assert statement_name(q._GET_THREAD) == "GetThread"
     assert statement_name("SELECT 1") == "SELECT 1"

@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from adapters.client import AgentRuntimeClient
-from adapters.http import create_app
-from application.bootstrap import Services
-from application.demo import DemoWorld
-from domain.freshness import LogicalSendState, SendState
-from domain.messaging import MessageDraft
+from turnkeeper.adapters.client import AgentRuntimeClient
+from turnkeeper.adapters.http import create_app
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.domain.freshness import LogicalSendState, SendState
+from turnkeeper.domain.messaging import MessageDraft
 
 BASE_URL = "http://turnkeeper.example.com"
 #: Small chunks so that a short text makes a logical send of three messages.

@@ -6,15 +6,15 @@ import uuid
 
 import pytest
 
-from application.bootstrap import Services
-from application.demo import DemoWorld
-from application.ports import ReaderScope
-from application.transactions import AccessDenied
-from domain.errors import IdempotencyConflict, NotFound, RateLimited, ValidationFailed
-from domain.events import EventType
-from domain.messaging import MessageDraft, MessageKind, Origin
-from domain.world import Level, OperatorMode, ResourceKind, ThreadState, TitleSource
 from tests.fakes import FakeClock
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.ports import ReaderScope
+from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.domain.errors import IdempotencyConflict, NotFound, RateLimited, ValidationFailed
+from turnkeeper.domain.events import EventType
+from turnkeeper.domain.messaging import MessageDraft, MessageKind, Origin
+from turnkeeper.domain.world import Level, OperatorMode, ResourceKind, ThreadState, TitleSource
 
 
 def draft(client_id: str, content: str = "hello", **kw: object) -> MessageDraft:
@@ -428,7 +428,7 @@ class TestEventFeed:
 class TestRateLimit:
     @pytest.fixture
     def settings(self) -> object:
-        from application.settings import Settings
+        from turnkeeper.application.settings import Settings
 
         return Settings(rl_message_burst=2, rl_message_per_minute=6)
 

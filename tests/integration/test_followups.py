@@ -27,27 +27,27 @@ from typing import Any
 import attrs
 import pytest
 
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.demo import DemoWorld, build_demo_world
-from application.errors import BaseVersionConflict, InvalidToken
-from application.ports import InvocationClaims, ReaderScope, UnitOfWorkFactory
-from application.services.runs import Delivery, FollowupOp, run_document
-from application.settings import Settings
-from application.transactions import AccessDenied
-from domain.errors import Conflict, FieldError, InvalidStateTransition, ValidationFailed
-from domain.events import Event, EventType
-from domain.followups import (
+from tests.fakes import TEST_KEY, FakeClock
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.errors import BaseVersionConflict, InvalidToken
+from turnkeeper.application.ports import InvocationClaims, ReaderScope, UnitOfWorkFactory
+from turnkeeper.application.services.runs import Delivery, FollowupOp, run_document
+from turnkeeper.application.settings import Settings
+from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.domain.errors import Conflict, FieldError, InvalidStateTransition, ValidationFailed
+from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.followups import (
     FollowupState,
     FollowupTransitionError,
     OpenFollowup,
     RunEnd,
     plan_run_end,
 )
-from domain.messaging import Message, MessageDraft
-from domain.runs import Run, RunState
-from domain.world import Level, ResourceKind
-from tests.fakes import TEST_KEY, FakeClock
+from turnkeeper.domain.messaging import Message, MessageDraft
+from turnkeeper.domain.runs import Run, RunState
+from turnkeeper.domain.world import Level, ResourceKind
 
 AGENTS = ("lotse", "texter", "assistent")
 EVERYTHING = ReaderScope(reader_id=uuid.UUID(int=0), everything=True)

@@ -10,13 +10,13 @@ from contextlib import AbstractAsyncContextManager
 
 import pytest
 
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.demo import DemoWorld, build_demo_world
-from application.errors import Unauthenticated
-from application.ports import UnitOfWork, UnitOfWorkFactory
-from application.settings import Settings
 from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.errors import Unauthenticated
+from turnkeeper.application.ports import UnitOfWork, UnitOfWorkFactory
+from turnkeeper.application.settings import Settings
 
 #: The cache window of these tests.
 WINDOW = 10

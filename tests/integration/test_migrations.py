@@ -10,13 +10,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from adapters.postgres.migrations import (
-    SQL_DIR,
+from turnkeeper.adapters.postgres.migrations import (
     MigrationError,
     discover,
     is_current,
     migrate,
     pending,
+    sql_dir,
 )
 
 ALL_VERSIONS = [m.version for m in discover()]
@@ -40,7 +40,7 @@ async def _tables(conninfo: str) -> set[str]:
 
 def _copy_migrations(tmp_path: Path) -> Path:
     folder = tmp_path / "migrations"
-    shutil.copytree(SQL_DIR / "migrations", folder)
+    shutil.copytree(sql_dir() / "migrations", folder)
     return folder
 
 

@@ -11,12 +11,17 @@ import pytest
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.postgres.uow import Conn, PostgresUnitOfWork, PostgresUnitOfWorkFactory, UnitClosed
-from application.errors import DuplicateKey, RetriableConflict
-from application.ports import DenialRecord, ReaderScope, UnitOfWorkFactory
-from domain.events import EventType, NewEvent
-from domain.messaging import Message, MessageKind, Origin, TriggerState
-from domain.world import (
+from turnkeeper.adapters.postgres.uow import (
+    Conn,
+    PostgresUnitOfWork,
+    PostgresUnitOfWorkFactory,
+    UnitClosed,
+)
+from turnkeeper.application.errors import DuplicateKey, RetriableConflict
+from turnkeeper.application.ports import DenialRecord, ReaderScope, UnitOfWorkFactory
+from turnkeeper.domain.events import EventType, NewEvent
+from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
+from turnkeeper.domain.world import (
     BillingMode,
     Channel,
     ChannelBehavior,

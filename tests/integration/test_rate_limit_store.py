@@ -1,7 +1,7 @@
 """The PostgreSQL rate-limit store against the domain rule, example by example.
 
 The store refills and takes a token in one SQL statement (`TakeBucketToken`), repeating
-`domain.ratelimit.take_token`'s float arithmetic. Hypothesis looks for a stored bucket,
+`turnkeeper.domain.ratelimit.take_token`'s float arithmetic. Hypothesis looks for a stored bucket,
 an elapsed time, a capacity and a rate where the two disagree, on the decision (taken,
 or the Retry-After seconds) and on the stored bucket, to the bit. The memory store
 calls the domain function itself; the service scenarios run on both.
@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.postgres.repositories import PostgresRateLimitStore
-from adapters.postgres.uow import Conn
-from domain.ratelimit import Bucket, take_token
+from turnkeeper.adapters.postgres.repositories import PostgresRateLimitStore
+from turnkeeper.adapters.postgres.uow import Conn
+from turnkeeper.domain.ratelimit import Bucket, take_token
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 #: Examples of the differential test (each one is three statements).

@@ -6,17 +6,17 @@ import uuid
 
 import pytest
 
-from application.bootstrap import Services
-from application.demo import DemoWorld
-from application.errors import InvalidToken
-from application.services.runs import Delivery
-from application.transactions import AccessDenied
-from domain.errors import InvalidStateTransition
-from domain.events import EventType
-from domain.messaging import Message, MessageDraft, MessageKind, Origin, TriggerState
-from domain.runs import Run, RunState
-from domain.world import Level, Principal, ResourceKind
 from tests.fakes import FakeClock
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.errors import InvalidToken
+from turnkeeper.application.services.runs import Delivery
+from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.domain.errors import InvalidStateTransition
+from turnkeeper.domain.events import EventType
+from turnkeeper.domain.messaging import Message, MessageDraft, MessageKind, Origin, TriggerState
+from turnkeeper.domain.runs import Run, RunState
+from turnkeeper.domain.world import Level, Principal, ResourceKind
 
 
 def draft(client_id: str, content: str = "hello", **kw: object) -> MessageDraft:

@@ -8,7 +8,8 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.authorization import (
+from tests.unit.world import T0, fixed_id
+from turnkeeper.domain.authorization import (
     AccessTarget,
     Action,
     Decision,
@@ -16,7 +17,7 @@ from domain.authorization import (
     authorize,
     effective_level,
 )
-from domain.world import (
+from turnkeeper.domain.world import (
     Channel,
     ChannelType,
     Grant,
@@ -28,7 +29,6 @@ from domain.world import (
     Space,
     Thread,
 )
-from tests.unit.world import T0, fixed_id
 
 # A small pool of ids, so that grants, operators and targets collide often.
 PRINCIPAL_IDS = [fixed_id(1, n) for n in range(1, 5)]

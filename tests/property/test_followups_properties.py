@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.followups import (
+from tests.unit.world import fixed_id
+from turnkeeper.domain.followups import (
     FollowupMode,
     FollowupState,
     FollowupTransitionError,
@@ -26,8 +27,7 @@ from domain.followups import (
     followup_event_needed,
     plan_run_end,
 )
-from domain.runs import END_STATES, RunState
-from tests.unit.world import fixed_id
+from turnkeeper.domain.runs import END_STATES, RunState
 
 AUTHORS = [fixed_id(1, n) for n in range(1, 4)]
 #: The seed's reasons, the server's own and a few arbitrary texts.

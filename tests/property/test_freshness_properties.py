@@ -7,7 +7,7 @@ from typing import Literal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.freshness import (
+from turnkeeper.domain.freshness import (
     AcceptedChunk,
     SessionFreshnessState,
     chunk_client_message_id,

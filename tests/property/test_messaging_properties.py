@@ -8,9 +8,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from domain.errors import FieldError, ValidationFailed
-from domain.messaging import MessageDraft, check_create_rules, payload_digest
-from domain.world import PrincipalKind
+from turnkeeper.domain.errors import FieldError, ValidationFailed
+from turnkeeper.domain.messaging import MessageDraft, check_create_rules, payload_digest
+from turnkeeper.domain.world import PrincipalKind
 
 MAX_BYTES = 64
 

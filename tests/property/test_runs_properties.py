@@ -1,6 +1,6 @@
 """Properties of the trigger decision, the run state machine and the answer verdict.
 
-The strategies are built here for now (a later task moves them to domain/strategies.py).
+The strategies are built here for now (a later task moves them to turnkeeper/domain/strategies.py).
 Ids come from small pools so that mentions, operators, guests and active runs collide often.
 """
 
@@ -13,9 +13,10 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.errors import InvalidStateTransition
-from domain.messaging import Origin
-from domain.runs import (
+from tests.unit.world import T0, fixed_id
+from turnkeeper.domain.errors import InvalidStateTransition
+from turnkeeper.domain.messaging import Origin
+from turnkeeper.domain.runs import (
     END_STATES,
     NO_TRIGGER,
     AgentFacts,
@@ -31,8 +32,7 @@ from domain.runs import (
     finish,
     move,
 )
-from domain.world import BillingMode, ChannelBehavior
-from tests.unit.world import T0, fixed_id
+from turnkeeper.domain.world import BillingMode, ChannelBehavior
 
 PEOPLE = [fixed_id(1, n) for n in range(1, 4)]
 AGENT_IDS = [fixed_id(1, n) for n in range(4, 8)]

@@ -8,12 +8,12 @@ from contextlib import asynccontextmanager
 
 import attrs
 
-from application.bootstrap import Services
-from application.demo import DemoWorld, build_demo_world
-from application.settings import Settings
-from domain.events import EventType
 from tests.fakes import FakeClock
 from tests.integration.http.support import ContractClient, contract_client, memory_services
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.events import EventType
 
 #: Every principal of the demo world, by handle.
 PRINCIPALS = ("robin", "alex", "sam", "lotse", "texter", "assistent")

@@ -8,18 +8,18 @@ from typing import Any
 import attrs
 import psycopg
 
-from adapters.postgres.invariants import Invariant, Violation, check_database
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.demo import DemoWorld
-from application.ports import UnitOfWorkFactory
-from application.services.runs import FollowupOp
-from application.settings import Settings
-from domain.events import EventType
-from domain.followups import FollowupState
-from domain.messaging import Message, MessageDraft
-from domain.runs import RunState
 from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from turnkeeper.adapters.postgres.invariants import Invariant, Violation, check_database
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.ports import UnitOfWorkFactory
+from turnkeeper.application.services.runs import FollowupOp
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.events import EventType
+from turnkeeper.domain.followups import FollowupState
+from turnkeeper.domain.messaging import Message, MessageDraft
+from turnkeeper.domain.runs import RunState
 
 
 def services_over(uow: UnitOfWorkFactory, clock: FakeClock | None = None) -> Services:

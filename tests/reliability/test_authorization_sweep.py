@@ -1,7 +1,7 @@
 """Authorization sweep: every route of /openapi.json for every principal of the demo world.
 
 The expected answer comes from one table of rules: owner-only administration; the level
-a route needs on its target (computed with `domain.authorization.effective_level`, the
+a route needs on its target (computed with `turnkeeper.domain.authorization.effective_level`, the
 same rule the server uses, over the world's grants); routes only the run's agent may
 call; routes only agents may call. A NotFound must be identical (status and body apart
 from correlation_id) to the answer for an unknown id. The red-team cases of the seeds
@@ -18,11 +18,11 @@ from typing import Any
 import attrs
 import pytest
 
-from application.demo import DemoWorld
-from domain.authorization import AccessTarget, effective_level
-from domain.events import EventType
-from domain.world import Level, PrincipalKind, ResourceKind, thread_target_key
 from tests.reliability.http_support import PRINCIPALS, HttpWorld, http_world
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.domain.authorization import AccessTarget, effective_level
+from turnkeeper.domain.events import EventType
+from turnkeeper.domain.world import Level, PrincipalKind, ResourceKind, thread_target_key
 
 #: Paths outside the sweep: operations routes without authentication.
 UNAUTHENTICATED = frozenset({"/healthz", "/readyz", "/openapi.json"})
@@ -495,7 +495,7 @@ async def test_follow_ups_of_others_never_reach_a_personal_agent() -> None:
 
 
 def _completed() -> Any:
-    from domain.runs import RunState
+    from turnkeeper.domain.runs import RunState
 
     return RunState.COMPLETED
 

@@ -14,7 +14,7 @@ again with the same client id. Afterwards:
   posters' authors have no other message (nothing lost, nothing doubled);
 - sending every post once more after the last restart answers 200 replays of the same
   ids and stores nothing;
-- no answer was a 5xx, and every invariant of `adapters.postgres.invariants` holds.
+- no answer was a 5xx, and every invariant of `turnkeeper.adapters.postgres.invariants` holds.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pathlib import Path
 
 import httpx
 
-from adapters.postgres.invariants import check_database
 from tests.reliability.support_server import (
     REQUEST_TIMEOUT_SECONDS,
     Load,
@@ -40,6 +39,7 @@ from tests.reliability.support_server import (
     rows,
     server_env,
 )
+from turnkeeper.adapters.postgres.invariants import check_database
 
 #: SIGKILLs of the server during the load.
 KILLS = 3

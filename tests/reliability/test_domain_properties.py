@@ -1,4 +1,4 @@
-"""Property tests of the pure rules, drawn from the shipped `domain.strategies`."""
+"""Property tests of the pure rules, drawn from the shipped `turnkeeper.domain.strategies`."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain import strategies as ds
-from domain.authorization import AccessTarget, Action, authorize, effective_level
-from domain.followups import (
+from turnkeeper.domain import strategies as ds
+from turnkeeper.domain.authorization import AccessTarget, Action, authorize, effective_level
+from turnkeeper.domain.followups import (
     FollowupMode,
     OpenFollowup,
     RunEnd,
     followup_event_needed,
     plan_run_end,
 )
-from domain.freshness import MessageFreshnessFrontier, verdict
-from domain.messaging import Message, Origin
-from domain.runs import (
+from turnkeeper.domain.freshness import MessageFreshnessFrontier, verdict
+from turnkeeper.domain.messaging import Message, Origin
+from turnkeeper.domain.runs import (
     AnswerRun,
     AnswerVerdict,
     FailReason,
@@ -30,8 +30,8 @@ from domain.runs import (
     answer_verdict,
     check_invoke,
 )
-from domain.runs import decide_trigger as decide
-from domain.world import AGENT_GRANT_CAP, Channel, Grant, Level, Principal, Space, Thread
+from turnkeeper.domain.runs import decide_trigger as decide
+from turnkeeper.domain.world import AGENT_GRANT_CAP, Channel, Grant, Level, Principal, Space, Thread
 
 not_human = st.sampled_from([o for o in Origin if o is not Origin.HUMAN])
 

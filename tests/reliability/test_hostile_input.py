@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from application.settings import Settings
 from tests.reliability.http_support import HttpWorld, http_world
+from turnkeeper.application.settings import Settings
 
 #: Depth of the nested body (far beyond any schema, well below a recursion limit).
 NESTING_DEPTH = 5000

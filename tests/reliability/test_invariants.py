@@ -14,9 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from adapters.postgres.invariants import CHECKS, Invariant
-from application.demo import build_demo_world
-from application.ports import UnitOfWorkFactory
 from tests.reliability.support import (
     Scenario,
     broken,
@@ -25,6 +22,9 @@ from tests.reliability.support import (
     services_over,
     violations,
 )
+from turnkeeper.adapters.postgres.invariants import CHECKS, Invariant
+from turnkeeper.application.demo import build_demo_world
+from turnkeeper.application.ports import UnitOfWorkFactory
 
 #: Seconds the ``turnkeeper check`` subprocess may take.
 CLI_TIMEOUT_SECONDS = 60

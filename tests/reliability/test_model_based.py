@@ -11,7 +11,7 @@ over a fresh PostgreSQL database. Both must give the same answer (value or error
 and after every step the observable state of both must be equal (per thread the messages
 with thread_seq, origin, kind, trigger_state and reason; every run with state, reason,
 version and follow-up states; the shared events and every agent's personal events in
-order) while PostgreSQL holds every invariant of `adapters.postgres.invariants`.
+order) while PostgreSQL holds every invariant of `turnkeeper.adapters.postgres.invariants`.
 
 Hypothesis state machines are synchronous: the async services run through one event loop
 the machine owns (`asyncio.Runner`), with the PostgreSQL pool created in that loop.
@@ -38,26 +38,26 @@ from hypothesis.stateful import (
 )
 from psycopg_pool import AsyncConnectionPool
 
-from adapters.memory import MemoryUnitOfWorkFactory
-from adapters.postgres.invariants import check_invariants
-from adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.demo import DemoWorld, build_demo_world
-from application.errors import BaseVersionConflict
-from application.ports import ReaderScope, UnitOfWorkFactory
-from application.services.agent_send import AgentSend, SendFreshness
-from application.services.runs import FollowupOp
-from application.settings import Settings
-from domain.errors import DomainError, ValidationFailed
-from domain.events import Event, EventType
-from domain.followups import OPEN_STATES as OPEN_FOLLOWUP_STATES
-from domain.followups import FollowupState
-from domain.messaging import MessageDraft, MessageKind
-from domain.runs import RunState
-from domain.world import Level, ResourceKind, thread_target_key
 from tests.conftest import create_database, database_conninfo, drop_database
 from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
+from turnkeeper.adapters.postgres.invariants import check_invariants
+from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.errors import BaseVersionConflict
+from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
+from turnkeeper.application.services.agent_send import AgentSend, SendFreshness
+from turnkeeper.application.services.runs import FollowupOp
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.errors import DomainError, ValidationFailed
+from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.followups import OPEN_STATES as OPEN_FOLLOWUP_STATES
+from turnkeeper.domain.followups import FollowupState
+from turnkeeper.domain.messaging import MessageDraft, MessageKind
+from turnkeeper.domain.runs import RunState
+from turnkeeper.domain.world import Level, ResourceKind, thread_target_key
 
 #: Hypothesis examples (each one a fresh database and demo world on both stacks).
 MAX_EXAMPLES = 55

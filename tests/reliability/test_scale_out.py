@@ -23,7 +23,6 @@ from pathlib import Path
 
 import httpx
 
-from adapters.postgres.invariants import check_database
 from tests.reliability.support_server import (
     CLI_TIMEOUT_SECONDS,
     REQUEST_TIMEOUT_SECONDS,
@@ -40,6 +39,7 @@ from tests.reliability.support_server import (
     servers,
     start_cli,
 )
+from turnkeeper.adapters.postgres.invariants import check_database
 
 #: `turnkeeper serve` processes on the one database.
 SERVER_COUNT = 2

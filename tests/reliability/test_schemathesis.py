@@ -7,7 +7,7 @@ read on Notizen), so that an answer depends only on the steps of its own scenari
 Hypothesis can replay and shrink it.
 
 - Stateful: the state machine schemathesis builds from the OpenAPI links of the document
-  (adapters/http/openapi_links.py) chains requests with the ids, versions and invocation
+  (turnkeeper/adapters/http/openapi_links.py) chains requests with the ids, versions and invocation
   tokens of earlier answers. A rule of the machine switches the caller between every
   principal of the demo world, an anonymous caller and the caller each step is meant for,
   so one scenario mixes people, agents and the owner (Robin writes, Lotse polls and
@@ -48,18 +48,18 @@ from schemathesis.checks import (
 )
 from schemathesis.generation.stateful import APIStateMachine
 
-from adapters.http import create_app
-from adapters.memory.store import MemoryStore
-from application.bootstrap import Services
-from application.demo import DemoWorld, build_demo_world
-from application.settings import Settings
-from domain.events import EventType
-from domain.messaging import MessageDraft
-from domain.world import Level, ResourceKind
 from tests.contract.openapi import assert_no_null
 from tests.fakes import FakeClock
 from tests.integration.http.support import memory_services
 from tests.reliability.http_support import PRINCIPALS
+from turnkeeper.adapters.http import create_app
+from turnkeeper.adapters.memory.store import MemoryStore
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.events import EventType
+from turnkeeper.domain.messaging import MessageDraft
+from turnkeeper.domain.world import Level, ResourceKind
 
 #: Stateful scenarios (Hypothesis examples of the state machine) and the most steps of one.
 STATEFUL_SCENARIOS = 300

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from adapters.client import (
+from turnkeeper.adapters.client import (
     UNEXPECTED_ANSWER,
     AgentRuntimeClient,
     AnswerInvalid,
@@ -27,7 +27,12 @@ from adapters.client import (
     ClientUnavailable,
     FollowupMode,
 )
-from domain.freshness import HELD_GUIDANCE, PARTIAL_HELD_GUIDANCE, LogicalSendState, SendState
+from turnkeeper.domain.freshness import (
+    HELD_GUIDANCE,
+    PARTIAL_HELD_GUIDANCE,
+    LogicalSendState,
+    SendState,
+)
 
 BASE_URL = "https://turnkeeper.example.com"
 TOKEN = "tok-lotse-secret"

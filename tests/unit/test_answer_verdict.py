@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from domain.runs import AnswerRun, AnswerVerdict, RunState, answer_verdict
 from tests.unit.world import build_world, fixed_id
+from turnkeeper.domain.runs import AnswerRun, AnswerVerdict, RunState, answer_verdict
 
 WORLD = build_world()
 LOTSE = WORLD.principal("lotse").id

@@ -5,9 +5,16 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from domain.authorization import ALLOW, Action, Decision, DenyReason, authorize, effective_level
-from domain.world import Level, OperatorMode, Principal, PrincipalKind
 from tests.unit.world import T0, World, build_world, fixed_id
+from turnkeeper.domain.authorization import (
+    ALLOW,
+    Action,
+    Decision,
+    DenyReason,
+    authorize,
+    effective_level,
+)
+from turnkeeper.domain.world import Level, OperatorMode, Principal, PrincipalKind
 
 WORLD = build_world()
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.config import ConfigError, env_name, load_config, load_settings
-from application.settings import SETTING_KEYS, Settings
+from turnkeeper.adapters.config import ConfigError, env_name, load_config, load_settings
+from turnkeeper.application.settings import SETTING_KEYS, Settings
 
 
 def test_defaults_apply_without_file_or_environment() -> None:

@@ -8,27 +8,35 @@ from pathlib import Path
 
 import pytest
 
-DOMAIN = Path(__file__).resolve().parents[2] / "domain"
+DOMAIN = Path(__file__).resolve().parents[2] / "turnkeeper" / "domain"
 STRATEGIES = "strategies.py"
 
 
-def top_level_imports(source: str) -> list[str]:
-    """The top-level package of every absolute import in a module's source."""
-    names: list[str] = []
+def imported_roots(source: str) -> list[str]:
+    """The root of every absolute import in a module's source.
+
+    The root is the top-level package, except inside turnkeeper, where it is the layer
+    (``turnkeeper.domain``, ``turnkeeper.application``, ...).
+    """
+    modules: list[str] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            names.extend(alias.name.partition(".")[0] for alias in node.names)
+            modules.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.append(node.module.partition(".")[0])
-    return names
+            modules.append(node.module)
+    roots = []
+    for module in modules:
+        parts = module.split(".")
+        roots.append(".".join(parts[:2]) if parts[0] == "turnkeeper" else parts[0])
+    return roots
 
 
 def forbidden_imports(source: str, *, file_name: str) -> list[str]:
     """The imports a domain module may not have."""
-    allowed = set(sys.stdlib_module_names) | {"attrs", "domain"}
+    allowed = set(sys.stdlib_module_names) | {"attrs", "turnkeeper.domain"}
     if file_name == STRATEGIES:
         allowed.add("hypothesis")
-    return [name for name in top_level_imports(source) if name not in allowed]
+    return [name for name in imported_roots(source) if name not in allowed]
 
 
 DOMAIN_FILES = sorted(DOMAIN.rglob("*.py"))
@@ -51,11 +59,28 @@ CHECKER_CASES = [
     ("stdlib", "import json\nfrom datetime import datetime\n", "world.py", []),
     ("future", "from __future__ import annotations\n", "world.py", []),
     ("attrs", "import attrs\nfrom attrs import frozen\n", "world.py", []),
-    ("domain", "from domain.world import Level\nimport domain.errors\n", "x.py", []),
+    (
+        "domain",
+        "from turnkeeper.domain.world import Level\nimport turnkeeper.domain.errors\n",
+        "x.py",
+        [],
+    ),
     ("relative", "from .world import Level\nfrom . import errors\n", "x.py", []),
     ("psycopg", "import psycopg\n", "x.py", ["psycopg"]),
-    ("application", "from application.ports import Clock\n", "x.py", ["application"]),
-    ("adapters-in-function", "def f():\n    import adapters.http\n", "x.py", ["adapters"]),
+    (
+        "application",
+        "from turnkeeper.application.ports import Clock\n",
+        "x.py",
+        ["turnkeeper.application"],
+    ),
+    (
+        "adapters-in-function",
+        "def f():\n    import turnkeeper.adapters.http\n",
+        "x.py",
+        ["turnkeeper.adapters"],
+    ),
+    ("the-package-root", "import turnkeeper\n", "x.py", ["turnkeeper"]),
+    ("a-foreign-domain", "from domain.world import Level\n", "x.py", ["domain"]),
     ("attr-is-not-attrs", "import attr\n", "x.py", ["attr"]),
     ("hypothesis-elsewhere", "from hypothesis import strategies\n", "world.py", ["hypothesis"]),
     ("hypothesis-in-strategies", "from hypothesis import strategies\n", STRATEGIES, []),

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from domain.events import PERSONAL_TYPES, Event, EventType, NewEvent
 from tests.unit.world import T0, fixed_id
+from turnkeeper.domain.events import PERSONAL_TYPES, Event, EventType, NewEvent
 
 AUDIENCE = fixed_id(1, 4)
 

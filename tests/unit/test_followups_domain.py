@@ -13,8 +13,9 @@ import uuid
 
 import pytest
 
-from domain.errors import InvalidStateTransition
-from domain.followups import (
+from tests.unit.world import build_world, fixed_id
+from turnkeeper.domain.errors import InvalidStateTransition
+from turnkeeper.domain.followups import (
     FollowupMode,
     FollowupState,
     FollowupTransitionError,
@@ -26,8 +27,7 @@ from domain.followups import (
     followup_event_needed,
     plan_run_end,
 )
-from domain.runs import RunState
-from tests.unit.world import build_world, fixed_id
+from turnkeeper.domain.runs import RunState
 
 WORLD = build_world()
 ALEX = WORLD.principal("alex").id

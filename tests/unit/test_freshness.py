@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.freshness import (
+from turnkeeper.domain.freshness import (
     HELD_GUIDANCE,
     PARTIAL_HELD_GUIDANCE,
     AcceptedChunk,

@@ -9,8 +9,9 @@ import uuid
 
 import pytest
 
-from domain.errors import FieldError, ValidationFailed
-from domain.messaging import (
+from tests.unit.world import T0, fixed_id
+from turnkeeper.domain.errors import FieldError, ValidationFailed
+from turnkeeper.domain.messaging import (
     Message,
     MessageDraft,
     MessageKind,
@@ -21,8 +22,7 @@ from domain.messaging import (
     title_from_content,
     visible_to,
 )
-from domain.world import PrincipalKind
-from tests.unit.world import T0, fixed_id
+from turnkeeper.domain.world import PrincipalKind
 
 PERSON, AGENT, APP = PrincipalKind.PERSON, PrincipalKind.AGENT, PrincipalKind.APP
 MAX = 10

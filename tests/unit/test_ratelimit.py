@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from application.transactions import window_start
-from domain.ratelimit import Bucket, take_token
+from turnkeeper.application.transactions import window_start
+from turnkeeper.domain.ratelimit import Bucket, take_token
 
 T0 = datetime(2025, 3, 1, 9, 0, 0, tzinfo=UTC)
 

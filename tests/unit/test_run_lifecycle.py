@@ -14,9 +14,10 @@ from datetime import timedelta
 import attrs
 import pytest
 
-from domain.errors import InvalidStateTransition
-from domain.messaging import TriggerState
-from domain.runs import (
+from tests.unit.world import T0, build_world, fixed_id
+from turnkeeper.domain.errors import InvalidStateTransition
+from turnkeeper.domain.messaging import TriggerState
+from turnkeeper.domain.runs import (
     END_STATES,
     TRIGGER_STATE_OF,
     EndReason,
@@ -26,7 +27,6 @@ from domain.runs import (
     finish,
     move,
 )
-from tests.unit.world import T0, build_world, fixed_id
 
 WORLD = build_world()
 LATER = T0 + timedelta(minutes=5)

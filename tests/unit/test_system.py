@@ -6,8 +6,8 @@ import hashlib
 import uuid
 from datetime import UTC
 
-from adapters.system import SystemClock, UuidV7Generator, uuid7_timestamp_ms
-from application.services.identity import hash_token, new_token
+from turnkeeper.adapters.system import SystemClock, UuidV7Generator, uuid7_timestamp_ms
+from turnkeeper.application.services.identity import hash_token, new_token
 
 
 def test_clock_answers_aware_utc_times() -> None:

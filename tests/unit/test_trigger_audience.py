@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from domain.messaging import Origin
-from domain.runs import AgentFacts, OutcomeKind, TriggerFacts, decide_trigger
-from domain.world import ChannelBehavior
+from turnkeeper.domain.messaging import Origin
+from turnkeeper.domain.runs import AgentFacts, OutcomeKind, TriggerFacts, decide_trigger
+from turnkeeper.domain.world import ChannelBehavior
 
 ALEX = uuid.UUID(int=1)
 SAM = uuid.UUID(int=2)

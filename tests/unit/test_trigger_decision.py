@@ -14,8 +14,9 @@ import uuid
 import attrs
 import pytest
 
-from domain.messaging import Origin
-from domain.runs import (
+from tests.unit.world import build_world, fixed_id
+from turnkeeper.domain.messaging import Origin
+from turnkeeper.domain.runs import (
     NO_TRIGGER,
     AgentFacts,
     FailReason,
@@ -26,8 +27,7 @@ from domain.runs import (
     check_invoke,
     decide_trigger,
 )
-from domain.world import BillingMode, ChannelBehavior, Level
-from tests.unit.world import build_world, fixed_id
+from turnkeeper.domain.world import BillingMode, ChannelBehavior, Level
 
 WORLD = build_world()
 ROBIN = WORLD.principal("robin").id

@@ -18,8 +18,8 @@ from typing import Any
 
 import attrs
 
-from domain.authorization import AccessTarget
-from domain.world import (
+from turnkeeper.domain.authorization import AccessTarget
+from turnkeeper.domain.world import (
     BillingMode,
     Channel,
     ChannelBehavior,

@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from application.bootstrap import Services
-from application.demo import DemoWorld, build_demo_world
-from application.settings import Settings
 from tests.fakes import FakeClock
 from tests.integration.http.support import ContractClient, contract_client, memory_services
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.settings import Settings
 
 
 @pytest.fixture

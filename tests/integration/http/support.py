@@ -11,13 +11,13 @@ import attrs
 import httpx
 from litestar.testing import AsyncTestClient
 
-from adapters.http import Readiness, always_ready, create_app
-from adapters.memory import MemoryUnitOfWorkFactory
-from adapters.tokens import JwtSigner
-from application.bootstrap import Services, build_services
-from application.settings import Settings
 from tests.contract.openapi import Spec, assert_matches_openapi, template_for
 from tests.fakes import FakeClock, SequentialIds
+from turnkeeper.adapters.http import Readiness, always_ready, create_app
+from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.settings import Settings
 
 #: The signing key of test invocation tokens (32 bytes, as HS256 wants).
 TEST_KEY = b"turnkeeper-test-signing-key-0032"

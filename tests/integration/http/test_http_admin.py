@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from application.demo import DemoWorld
 from tests.integration.http.support import ContractClient, bearer
+from turnkeeper.application.demo import DemoWorld
 
 
 async def test_the_owner_builds_a_world_over_http(client: ContractClient, world: DemoWorld) -> None:

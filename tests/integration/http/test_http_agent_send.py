@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 
-from application.demo import DemoWorld
-from application.settings import Settings
 from tests.integration.http.support import ContractClient, bearer
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.settings import Settings
 
 SEND = "/v1/agent/send"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from application.demo import DemoWorld
 from tests.integration.http.support import ContractClient, bearer
+from turnkeeper.application.demo import DemoWorld
 
 
 async def test_me_answers_the_caller(client: ContractClient, world: DemoWorld) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from application.bootstrap import Services
-from application.demo import DemoWorld
-from domain.world import Level, ResourceKind
 from tests.integration.http.support import ContractClient, bearer
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.domain.world import Level, ResourceKind
 
 
 def token_of(world: DemoWorld, handle: str) -> dict[str, str]:

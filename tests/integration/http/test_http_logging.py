@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import structlog
 
-from adapters.logging import REDACTED, configure_logging, redact_secrets
-from application.demo import DemoWorld
 from tests.integration.http.support import ContractClient, bearer
+from turnkeeper.adapters.logging import REDACTED, configure_logging, redact_secrets
+from turnkeeper.application.demo import DemoWorld
 
 
 @pytest.fixture

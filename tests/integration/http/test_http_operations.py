@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from application.bootstrap import Services
 from tests.integration.http.support import ContractClient, contract_client
+from turnkeeper.application.bootstrap import Services
 
 
 async def test_the_correlation_id_of_the_request_is_echoed(client: ContractClient) -> None:

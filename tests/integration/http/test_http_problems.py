@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from application.bootstrap import Services
-from application.demo import DemoWorld
-from application.settings import Settings
 from tests.integration.http.support import ContractClient, bearer, contract_client, memory_services
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.settings import Settings
 
 PROBLEM_KEYS = {"type", "title", "status", "code", "correlation_id"}
 
@@ -265,7 +265,7 @@ async def test_a_reused_client_id_with_another_payload_is_an_idempotency_conflic
 
 async def test_an_empty_bucket_is_rate_limited_with_retry_after() -> None:
     services = memory_services(Settings(rl_message_burst=1, rl_message_per_minute=6))
-    from application.demo import build_demo_world
+    from turnkeeper.application.demo import build_demo_world
 
     world = await build_demo_world(services)
     thread = world.channels["allgemein"].main_thread_id

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from application.demo import DemoWorld
 from tests.integration.http.support import ContractClient, bearer
+from turnkeeper.application.demo import DemoWorld
 
 
 def token_of(world: DemoWorld, handle: str) -> dict[str, str]:

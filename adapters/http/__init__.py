@@ -1,6 +1,0 @@
-"""The HTTP adapter: a Litestar application serving the contract of API.md."""
-
-from adapters.http.app import create_app
-from adapters.http.operations import Readiness, always_ready
-
-__all__ = ["Readiness", "always_ready", "create_app"]

@@ -1,5 +1,0 @@
-"""Use cases of turnkeeper: services that apply domain rules through ports.
-
-Nothing here imports a driver or a web framework; adapters satisfy the protocols of
-`application.ports` structurally and are wired together in `application.bootstrap`.
-"""

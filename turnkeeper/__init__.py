@@ -1,0 +1,344 @@
+"""turnkeeper: keeps the turns of AI agents in chat threads.
+
+The names below are the public API of the library: build the services over the memory
+store (`memory_backend`) or PostgreSQL (`migrate`, then `postgres_backend`), call them with
+a `Principal`, and catch the errors they raise. Everything else lives in the layers
+`turnkeeper.domain` (pure rules), `turnkeeper.application` (services and ports) and
+`turnkeeper.adapters` (PostgreSQL, memory, HTTP, client, command line), whose modules are
+documented too but may change between minor versions.
+
+The names are loaded on first use, so ``import turnkeeper.domain`` stays free of the
+drivers and the web framework, and the core works without the ``embedded`` extra.
+
+Example:
+    >>> import turnkeeper
+    >>> backend = turnkeeper.memory_backend(turnkeeper.Settings())
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from turnkeeper.adapters.client import (
+        AgentRuntimeClient as AgentRuntimeClient,
+    )
+    from turnkeeper.adapters.client import (
+        ClientError as ClientError,
+    )
+    from turnkeeper.adapters.client import (
+        ClientProblem as ClientProblem,
+    )
+    from turnkeeper.adapters.client import (
+        ClientUnavailable as ClientUnavailable,
+    )
+    from turnkeeper.adapters.config import (
+        load_settings as load_settings,
+    )
+    from turnkeeper.adapters.memory import (
+        MemoryUnitOfWorkFactory as MemoryUnitOfWorkFactory,
+    )
+    from turnkeeper.adapters.postgres.embedded import (
+        EmbeddedPostgres as EmbeddedPostgres,
+    )
+    from turnkeeper.adapters.postgres.embedded import (
+        EmbeddedServerMissing as EmbeddedServerMissing,
+    )
+    from turnkeeper.adapters.postgres.migrations import (
+        MigrationError as MigrationError,
+    )
+    from turnkeeper.adapters.postgres.migrations import (
+        migrate as migrate,
+    )
+    from turnkeeper.adapters.postgres.uow import (
+        PostgresUnitOfWorkFactory as PostgresUnitOfWorkFactory,
+    )
+    from turnkeeper.adapters.system import (
+        SystemClock as SystemClock,
+    )
+    from turnkeeper.adapters.system import (
+        UuidV7Generator as UuidV7Generator,
+    )
+    from turnkeeper.adapters.tokens import (
+        JwtSigner as JwtSigner,
+    )
+    from turnkeeper.adapters.wiring import (
+        Backend as Backend,
+    )
+    from turnkeeper.adapters.wiring import (
+        memory_backend as memory_backend,
+    )
+    from turnkeeper.adapters.wiring import (
+        postgres_backend as postgres_backend,
+    )
+    from turnkeeper.application.bootstrap import (
+        Services as Services,
+    )
+    from turnkeeper.application.bootstrap import (
+        build_services as build_services,
+    )
+    from turnkeeper.application.errors import (
+        ApplicationError as ApplicationError,
+    )
+    from turnkeeper.application.errors import (
+        BaseVersionConflict as BaseVersionConflict,
+    )
+    from turnkeeper.application.errors import (
+        InvalidToken as InvalidToken,
+    )
+    from turnkeeper.application.errors import (
+        StoreUnavailable as StoreUnavailable,
+    )
+    from turnkeeper.application.errors import (
+        Unauthenticated as Unauthenticated,
+    )
+    from turnkeeper.application.services.admin import (
+        AdminService as AdminService,
+    )
+    from turnkeeper.application.services.admin import (
+        NewPrincipal as NewPrincipal,
+    )
+    from turnkeeper.application.services.agent_send import (
+        AgentSend as AgentSend,
+    )
+    from turnkeeper.application.services.agent_send import (
+        AgentSendService as AgentSendService,
+    )
+    from turnkeeper.application.services.agent_send import (
+        SendFreshness as SendFreshness,
+    )
+    from turnkeeper.application.services.agent_send import (
+        SendOutcome as SendOutcome,
+    )
+    from turnkeeper.application.services.conversation import (
+        ConversationService as ConversationService,
+    )
+    from turnkeeper.application.services.conversation import (
+        CreatedThread as CreatedThread,
+    )
+    from turnkeeper.application.services.conversation import (
+        EventPage as EventPage,
+    )
+    from turnkeeper.application.services.conversation import (
+        MessagePage as MessagePage,
+    )
+    from turnkeeper.application.services.conversation import (
+        PostedMessage as PostedMessage,
+    )
+    from turnkeeper.application.services.identity import (
+        IdentityService as IdentityService,
+    )
+    from turnkeeper.application.services.runs import (
+        AgentEventPage as AgentEventPage,
+    )
+    from turnkeeper.application.services.runs import (
+        Delivery as Delivery,
+    )
+    from turnkeeper.application.services.runs import (
+        RunsService as RunsService,
+    )
+    from turnkeeper.application.services.runs import (
+        RunView as RunView,
+    )
+    from turnkeeper.application.settings import (
+        Settings as Settings,
+    )
+    from turnkeeper.application.transactions import (
+        AccessDenied as AccessDenied,
+    )
+    from turnkeeper.domain.errors import (
+        Conflict as Conflict,
+    )
+    from turnkeeper.domain.errors import (
+        DomainError as DomainError,
+    )
+    from turnkeeper.domain.errors import (
+        FieldError as FieldError,
+    )
+    from turnkeeper.domain.errors import (
+        Forbidden as Forbidden,
+    )
+    from turnkeeper.domain.errors import (
+        IdempotencyConflict as IdempotencyConflict,
+    )
+    from turnkeeper.domain.errors import (
+        InvalidStateTransition as InvalidStateTransition,
+    )
+    from turnkeeper.domain.errors import (
+        NotFound as NotFound,
+    )
+    from turnkeeper.domain.errors import (
+        RateLimited as RateLimited,
+    )
+    from turnkeeper.domain.errors import (
+        ValidationFailed as ValidationFailed,
+    )
+    from turnkeeper.domain.events import (
+        Event as Event,
+    )
+    from turnkeeper.domain.events import (
+        EventType as EventType,
+    )
+    from turnkeeper.domain.followups import (
+        FollowupMode as FollowupMode,
+    )
+    from turnkeeper.domain.followups import (
+        FollowupState as FollowupState,
+    )
+    from turnkeeper.domain.messaging import (
+        Message as Message,
+    )
+    from turnkeeper.domain.messaging import (
+        MessageDraft as MessageDraft,
+    )
+    from turnkeeper.domain.messaging import (
+        Origin as Origin,
+    )
+    from turnkeeper.domain.messaging import (
+        TriggerState as TriggerState,
+    )
+    from turnkeeper.domain.runs import (
+        Run as Run,
+    )
+    from turnkeeper.domain.runs import (
+        RunState as RunState,
+    )
+    from turnkeeper.domain.world import (
+        BillingMode as BillingMode,
+    )
+    from turnkeeper.domain.world import (
+        Channel as Channel,
+    )
+    from turnkeeper.domain.world import (
+        ChannelType as ChannelType,
+    )
+    from turnkeeper.domain.world import (
+        Level as Level,
+    )
+    from turnkeeper.domain.world import (
+        OperatorMode as OperatorMode,
+    )
+    from turnkeeper.domain.world import (
+        Principal as Principal,
+    )
+    from turnkeeper.domain.world import (
+        PrincipalKind as PrincipalKind,
+    )
+    from turnkeeper.domain.world import (
+        ResourceKind as ResourceKind,
+    )
+    from turnkeeper.domain.world import (
+        Space as Space,
+    )
+    from turnkeeper.domain.world import (
+        Thread as Thread,
+    )
+
+#: Where each public name is defined (the source of `__getattr__`).
+_HOMES: dict[str, str] = {
+    "Backend": "turnkeeper.adapters.wiring",
+    "memory_backend": "turnkeeper.adapters.wiring",
+    "postgres_backend": "turnkeeper.adapters.wiring",
+    "MigrationError": "turnkeeper.adapters.postgres.migrations",
+    "migrate": "turnkeeper.adapters.postgres.migrations",
+    "EmbeddedPostgres": "turnkeeper.adapters.postgres.embedded",
+    "EmbeddedServerMissing": "turnkeeper.adapters.postgres.embedded",
+    "load_settings": "turnkeeper.adapters.config",
+    "JwtSigner": "turnkeeper.adapters.tokens",
+    "PostgresUnitOfWorkFactory": "turnkeeper.adapters.postgres.uow",
+    "SystemClock": "turnkeeper.adapters.system",
+    "UuidV7Generator": "turnkeeper.adapters.system",
+    "MemoryUnitOfWorkFactory": "turnkeeper.adapters.memory",
+    "AgentRuntimeClient": "turnkeeper.adapters.client",
+    "ClientError": "turnkeeper.adapters.client",
+    "ClientProblem": "turnkeeper.adapters.client",
+    "ClientUnavailable": "turnkeeper.adapters.client",
+    "Services": "turnkeeper.application.bootstrap",
+    "build_services": "turnkeeper.application.bootstrap",
+    "Settings": "turnkeeper.application.settings",
+    "AdminService": "turnkeeper.application.services.admin",
+    "NewPrincipal": "turnkeeper.application.services.admin",
+    "IdentityService": "turnkeeper.application.services.identity",
+    "ConversationService": "turnkeeper.application.services.conversation",
+    "CreatedThread": "turnkeeper.application.services.conversation",
+    "EventPage": "turnkeeper.application.services.conversation",
+    "MessagePage": "turnkeeper.application.services.conversation",
+    "PostedMessage": "turnkeeper.application.services.conversation",
+    "AgentEventPage": "turnkeeper.application.services.runs",
+    "Delivery": "turnkeeper.application.services.runs",
+    "RunView": "turnkeeper.application.services.runs",
+    "RunsService": "turnkeeper.application.services.runs",
+    "AgentSend": "turnkeeper.application.services.agent_send",
+    "AgentSendService": "turnkeeper.application.services.agent_send",
+    "SendFreshness": "turnkeeper.application.services.agent_send",
+    "SendOutcome": "turnkeeper.application.services.agent_send",
+    "AccessDenied": "turnkeeper.application.transactions",
+    "ApplicationError": "turnkeeper.application.errors",
+    "BaseVersionConflict": "turnkeeper.application.errors",
+    "InvalidToken": "turnkeeper.application.errors",
+    "StoreUnavailable": "turnkeeper.application.errors",
+    "Unauthenticated": "turnkeeper.application.errors",
+    "Conflict": "turnkeeper.domain.errors",
+    "DomainError": "turnkeeper.domain.errors",
+    "FieldError": "turnkeeper.domain.errors",
+    "Forbidden": "turnkeeper.domain.errors",
+    "IdempotencyConflict": "turnkeeper.domain.errors",
+    "InvalidStateTransition": "turnkeeper.domain.errors",
+    "NotFound": "turnkeeper.domain.errors",
+    "RateLimited": "turnkeeper.domain.errors",
+    "ValidationFailed": "turnkeeper.domain.errors",
+    "BillingMode": "turnkeeper.domain.world",
+    "Channel": "turnkeeper.domain.world",
+    "ChannelType": "turnkeeper.domain.world",
+    "Level": "turnkeeper.domain.world",
+    "OperatorMode": "turnkeeper.domain.world",
+    "Principal": "turnkeeper.domain.world",
+    "PrincipalKind": "turnkeeper.domain.world",
+    "ResourceKind": "turnkeeper.domain.world",
+    "Space": "turnkeeper.domain.world",
+    "Thread": "turnkeeper.domain.world",
+    "Message": "turnkeeper.domain.messaging",
+    "MessageDraft": "turnkeeper.domain.messaging",
+    "Origin": "turnkeeper.domain.messaging",
+    "TriggerState": "turnkeeper.domain.messaging",
+    "Event": "turnkeeper.domain.events",
+    "EventType": "turnkeeper.domain.events",
+    "Run": "turnkeeper.domain.runs",
+    "RunState": "turnkeeper.domain.runs",
+    "FollowupMode": "turnkeeper.domain.followups",
+    "FollowupState": "turnkeeper.domain.followups",
+}
+
+try:
+    __version__: str = version("turnkeeper")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = sorted([*_HOMES, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first use (PEP 562).
+
+    Args:
+        name: the attribute asked for.
+
+    Returns:
+        The object.
+
+    Raises:
+        AttributeError: for a name that is not public.
+    """
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'turnkeeper' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names, for completion in shells and editors."""
+    return __all__

@@ -1,0 +1,251 @@
+"""The ``turnkeeper`` command line: serve, migrate, jobs, demo-world, check.
+
+Exit codes: 0 success (also after Ctrl-C), 2 bad usage or configuration (one line on
+standard error), 1 anything else (one line on standard error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NoReturn, TextIO
+
+import structlog
+import uvicorn
+
+from turnkeeper.adapters.config import Config, ConfigError, load_config
+from turnkeeper.adapters.http import create_app
+from turnkeeper.adapters.logging import configure_logging
+from turnkeeper.adapters.postgres.embedded import EmbeddedServerMissing
+from turnkeeper.adapters.postgres.invariants import check_database
+from turnkeeper.adapters.postgres.migrations import migrate
+from turnkeeper.adapters.wiring import (
+    Backend,
+    database,
+    memory_backend,
+    postgres_backend,
+    signing_key,
+)
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import build_demo_world
+from turnkeeper.application.services.admin import NewPrincipal
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+#: Handle of the owner that `serve` creates (Robin when it also builds the demo world).
+OWNER_HANDLE = "owner"
+DEMO_OWNER_HANDLE = "robin"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+class UsageError(Exception):
+    """The command line is not valid."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse prints the whole usage; the contract is one line on stderr.
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``turnkeeper``.
+
+    Returns:
+        The parser with its sub-commands.
+    """
+    parser = _Parser(prog="turnkeeper", description="Keeps the turns of AI agents in threads.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    serve = commands.add_parser("serve", help="migrate, then serve the HTTP API")
+    serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+    serve.add_argument(
+        "--demo", action="store_true", help="create the demo world when the world is empty"
+    )
+    serve.add_argument("--no-jobs", action="store_true", help="do not run the periodic jobs")
+    serve.add_argument(
+        "--memory",
+        action="store_true",
+        help="serve from an in-process store instead of PostgreSQL (lost on exit)",
+    )
+    commands.add_parser("migrate", help="apply pending database migrations")
+    jobs = commands.add_parser("jobs", help="run the periodic jobs (every jobs.interval)")
+    jobs.add_argument("--once", action="store_true", help="one pass, then exit")
+    commands.add_parser("demo-world", help="create the demo world and print its tokens")
+    commands.add_parser("check", help="check the database's invariants (exit 1 on a violation)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: the arguments (``sys.argv[1:]`` when None).
+
+    Returns:
+        The exit code.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+        config = load_config()
+    except UsageError as exc:
+        return _fail(f"turnkeeper: error: {exc}", EXIT_USAGE)
+    except ConfigError as exc:
+        return _fail(f"turnkeeper: {exc}", EXIT_USAGE)
+    configure_logging()
+    handlers: dict[str, Callable[[argparse.Namespace, Config], Coroutine[Any, Any, int]]] = {
+        "serve": _serve,
+        "migrate": _migrate,
+        "jobs": _jobs,
+        "demo-world": _demo_world,
+        "check": _check,
+    }
+    try:
+        return asyncio.run(handlers[args.command](args, config))
+    except KeyboardInterrupt:
+        # Ctrl-C is the normal way to stop `serve`; every resource was released on the way.
+        return EXIT_OK
+    except EmbeddedServerMissing as exc:
+        return _fail(f"turnkeeper: {exc}", EXIT_USAGE)
+    except Exception as exc:  # the last line of defence: one line, exit code 1
+        return _fail(f"turnkeeper: {type(exc).__name__}: {exc}".splitlines()[0], EXIT_FAILURE)
+
+
+def _fail(line: str, code: int, stream: TextIO | None = None) -> int:
+    print(line, file=stream or sys.stderr)
+    return code
+
+
+def _print_json(document: object) -> None:
+    print(json.dumps(document, indent=2), flush=True)
+
+
+async def _migrate(args: argparse.Namespace, config: Config) -> int:
+    with database(config) as conninfo:
+        applied = await migrate(conninfo)
+    _print_json({"applied": applied})
+    return EXIT_OK
+
+
+async def _jobs(args: argparse.Namespace, config: Config) -> int:
+    with database(config) as conninfo:
+        await migrate(conninfo)
+        async with postgres_backend(conninfo, config.settings, signing_key(config)) as backend:
+            if args.once:
+                _print_json(await backend.services.runs.run_jobs_once())
+                return EXIT_OK
+            await run_jobs_forever(backend.services)
+    return EXIT_OK
+
+
+async def run_jobs_forever(services: Services) -> None:
+    """Run every job, then wait ``jobs.interval`` seconds, until cancelled.
+
+    A failing pass is logged and the loop goes on: the next pass retries the same rows.
+
+    Args:
+        services: the services whose jobs run.
+    """
+    log = structlog.get_logger("turnkeeper.jobs")
+    while True:
+        try:
+            ended = await services.runs.run_jobs_once()
+            if any(ended.values()):
+                log.info("jobs_pass", **ended)
+        except Exception:
+            log.exception("jobs_pass_failed")
+        await asyncio.sleep(services.settings.jobs_interval)
+
+
+async def _check(args: argparse.Namespace, config: Config) -> int:
+    with database(config) as conninfo:
+        violations = await check_database(conninfo)
+    for violation in violations:
+        print(violation.line(), flush=True)
+    return EXIT_FAILURE if violations else EXIT_OK
+
+
+async def _demo_world(args: argparse.Namespace, config: Config) -> int:
+    with database(config) as conninfo:
+        await migrate(conninfo)
+        async with postgres_backend(conninfo, config.settings, signing_key(config)) as backend:
+            if not await _world_is_empty(backend):
+                return _fail("turnkeeper: the world is not empty; demo-world needs a new one", 1)
+            owner = await _owner_for_demo(backend, config)
+            world = await build_demo_world(backend.services, owner)
+    _print_json(world.to_json())
+    return EXIT_OK
+
+
+async def _owner_for_demo(backend: Backend, config: Config) -> NewPrincipal:
+    created = await backend.services.admin.ensure_owner(DEMO_OWNER_HANDLE, config.owner_token)
+    if created is not None:
+        return created
+    if config.owner_token is None:
+        raise RuntimeError("an owner exists already: set TURNKEEPER_OWNER_TOKEN to its token")
+    principal = await backend.services.identity.authenticate(config.owner_token)
+    return NewPrincipal(principal=principal, token=config.owner_token)
+
+
+async def _world_is_empty(backend: Backend) -> bool:
+    async with backend.services.uow() as uow:
+        return not await uow.spaces.list_all()
+
+
+async def _serve(args: argparse.Namespace, config: Config) -> int:
+    if args.memory:
+        await _run(args, config, memory_backend(config.settings))
+        return EXIT_OK
+    with database(config) as conninfo:
+        await migrate(conninfo)
+        async with postgres_backend(conninfo, config.settings, signing_key(config)) as backend:
+            await _run(args, config, backend)
+    return EXIT_OK
+
+
+async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> None:
+    empty = await _world_is_empty(backend)
+    handle = DEMO_OWNER_HANDLE if args.demo and empty else OWNER_HANDLE
+    owner = await backend.services.admin.ensure_owner(handle, config.owner_token)
+    if args.demo and empty:
+        # The demo document names the owner with its token: printed once, there.
+        demo_owner = owner or await _owner_for_demo(backend, config)
+        world = await build_demo_world(backend.services, demo_owner)
+        _print_json(world.to_json())
+    elif owner is not None and config.owner_token is None:
+        _print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
+    app = create_app(backend.services, config.settings, backend.readiness)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_config=None,  # adapters.logging owns the format
+            access_log=False,  # the HTTP adapter logs every request itself
+            lifespan="on",
+        )
+    )
+    jobs = None if args.no_jobs else asyncio.create_task(run_jobs_forever(backend.services))
+    try:
+        await server.serve()
+    finally:
+        if jobs is not None:
+            jobs.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await jobs
+
+
+def run() -> NoReturn:
+    """Entry point of the console script."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,518 @@
+"""The agent runtime client: events, heartbeat, history and freshness-gated sends.
+
+It speaks the Agent runtime routes of API.md over `httpx.AsyncClient` and keeps the
+session's freshness frontiers (`turnkeeper.domain.freshness.SessionFreshnessState`):
+
+- `read_history` surfaces a thread through its ``covers_through_seq``;
+- `send` carries ``seen_up_to_seq`` = the observed frontier, is held locally without a
+  request while the session knows of messages the runtime has not surfaced, and applies
+  the answer (sent / already_sent advance the observed frontier to the accepted seq,
+  held records the latest-known seq);
+- `send_logical` splits long content into chunks with client ids ``logical_id:index``
+  and stops at a held chunk (partial_held); retrying the same logical id replays the
+  stored chunks and resumes.
+
+The event feed's ``seq`` is the ack cursor only; it never enters the frontiers.
+
+Example:
+    >>> async def answer(client: AgentRuntimeClient, thread_id: str) -> None:
+    ...     await client.read_history(thread_id)
+    ...     result = await client.send(thread_id, "Done, Alex.", "reply-1")
+    ...     if result.guidance:
+    ...         print(result.guidance)
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+import structlog
+
+from turnkeeper.adapters.client import wire
+from turnkeeper.adapters.client.errors import AnswerInvalid, ClientProblem, ClientUnavailable
+from turnkeeper.adapters.client.models import (
+    Capabilities,
+    EventPage,
+    HistoryPage,
+    LogicalSendResult,
+    SendResult,
+    ThreadTarget,
+)
+from turnkeeper.domain.freshness import (
+    AcceptedChunk,
+    SendState,
+    SessionFreshnessState,
+    chunk_client_message_id,
+    logical_state,
+    next_chunk_seen,
+    split_content,
+)
+
+#: The logger name of every record of this client.
+LOGGER_NAME = "turnkeeper.client"
+
+
+def _log() -> Any:
+    # A fresh proxy per record: it follows the structlog configuration of the moment
+    # (a proxy cached on first use would keep the configuration it first saw).
+    return structlog.get_logger(LOGGER_NAME)
+
+
+Id = str | uuid.UUID
+
+
+class AgentRuntimeClient:
+    """An agent's client of the turnkeeper HTTP API, one per agent session.
+
+    Args:
+        base_url: the server, for example ``https://turnkeeper.example.com``.
+        token: the agent's bearer token (sent in ``Authorization``, never logged).
+        transport: an httpx transport, for example ``httpx.MockTransport`` in tests.
+        timeout: httpx timeouts; httpx's default when None.
+        freshness: the session's frontiers; a new, empty state when None.
+
+    Use it as an async context manager, or call `aclose`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: httpx.Timeout | None = None,
+        freshness: SessionFreshnessState | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        if timeout is None:
+            self._http = httpx.AsyncClient(base_url=base_url, headers=headers, transport=transport)
+        else:
+            self._http = httpx.AsyncClient(
+                base_url=base_url, headers=headers, transport=transport, timeout=timeout
+            )
+        self._freshness = freshness if freshness is not None else SessionFreshnessState()
+        # thread id -> canonical target key, as the server derived it (seed 4.3 step 2).
+        self._target_keys: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"AgentRuntimeClient(base_url={str(self._http.base_url)!r})"
+
+    @property
+    def freshness(self) -> SessionFreshnessState:
+        """The session's freshness frontiers, by target key."""
+        return self._freshness
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Mapping[str, Any] | None = None,
+        params: Mapping[str, int] | None = None,
+    ) -> httpx.Response:
+        try:
+            response = await self._http.request(method, path, json=json, params=params)
+        except httpx.TransportError as exc:
+            raise ClientUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
+        if not response.is_success:
+            raise wire.problem(response)
+        return response
+
+    # -- events and heartbeat -----------------------------------------------------------
+
+    async def poll_events(self, after: int = 0, limit: int | None = None) -> EventPage:
+        """Read the agent's personal events after a cursor.
+
+        Args:
+            after: the cursor (``next_after`` of the previous page, 0 at first).
+            limit: the most events to return; the server's ``page.default_limit`` when
+                None.
+
+        Returns:
+            The page with typed events (invocation tokens, redelivery flags).
+
+        Raises:
+            ClientProblem: on an error answer.
+            ClientUnavailable: when the server cannot be reached.
+            AnswerInvalid: when the answer breaks the contract.
+        """
+        params = {"after": after} if limit is None else {"after": after, "limit": limit}
+        return wire.event_page(await self._request("GET", "/v1/agent/events", params=params))
+
+    async def ack(self, through_seq: int) -> None:
+        """Acknowledge the events through a seq, so they are not delivered again.
+
+        Args:
+            through_seq: the event seq (feed cursor), never a thread seq.
+
+        Raises:
+            ClientProblem: on an error answer.
+            ClientUnavailable: when the server cannot be reached.
+        """
+        await self._request("POST", "/v1/agent/events/ack", json={"through_seq": through_seq})
+
+    async def heartbeat(self, capabilities: Capabilities) -> None:
+        """Tell the server the runtime is alive and what it can do.
+
+        Args:
+            capabilities: the runtime's capabilities (follow-up mode).
+
+        Raises:
+            ClientProblem: on an error answer.
+            ClientUnavailable: when the server cannot be reached.
+        """
+        caps: dict[str, str] = {}
+        if capabilities.followups is not None:
+            caps["followups"] = capabilities.followups.value
+        await self._request("PUT", "/v1/agent/heartbeat", json={"capabilities": caps})
+
+    # -- threads and history ------------------------------------------------------------
+
+    async def get_thread(self, thread_id: Id) -> ThreadTarget:
+        """Read a thread as a send target and remember its target key.
+
+        The raw ``latest_seq`` is returned for the caller's information; it is not a
+        surface and leaves the frontiers as they are.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            Its id, canonical target key and raw latest seq.
+
+        Raises:
+            ClientProblem: on an error answer (404 not_found for an unreadable thread).
+            ClientUnavailable: when the server cannot be reached.
+            AnswerInvalid: when the answer breaks the contract.
+        """
+        target = wire.thread_target(await self._request("GET", f"/v1/threads/{thread_id}"))
+        self._target_keys[str(thread_id)] = target.target_key
+        return target
+
+    async def target_key(self, thread_id: Id) -> str:
+        """The canonical target key of a thread, from memory or the server.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            The target key.
+
+        Raises:
+            ClientProblem: on an error answer.
+            ClientUnavailable: when the server cannot be reached.
+        """
+        known = self._target_keys.get(str(thread_id))
+        if known is not None:
+            return known
+        return (await self.get_thread(thread_id)).target_key
+
+    async def read_history(
+        self, thread_id: Id, after_seq: int = 0, limit: int | None = None
+    ) -> HistoryPage:
+        """Read a thread's history and surface it through ``covers_through_seq``.
+
+        Hand the returned messages to the runtime: the observed frontier already
+        counts them as surfaced.
+
+        Args:
+            thread_id: the thread.
+            after_seq: read messages after this thread seq.
+            limit: the most messages; the server's ``page.default_limit`` when None.
+
+        Returns:
+            The page; the session's observed frontier of the target is at least
+            ``covers_through_seq`` afterwards.
+
+        Raises:
+            ClientProblem: on an error answer.
+            ClientUnavailable: when the server cannot be reached.
+            AnswerInvalid: when the answer breaks the contract.
+        """
+        params = {"after_seq": after_seq}
+        if limit is not None:
+            params["limit"] = limit
+        response = await self._request("GET", f"/v1/threads/{thread_id}/messages", params=params)
+        messages, covers_through, answered_key = wire.history(response)
+        if answered_key is not None:
+            self._target_keys[str(thread_id)] = answered_key
+        target_key = answered_key or await self.target_key(thread_id)
+        last = messages[-1] if messages else None
+        message_id = last.id if last is not None and last.thread_seq == covers_through else None
+        self._freshness.mark_surfaced(target_key, covers_through, message_id)
+        return HistoryPage(
+            thread_id=str(thread_id),
+            target_key=target_key,
+            messages=messages,
+            covers_through_seq=covers_through,
+        )
+
+    # -- sends --------------------------------------------------------------------------
+
+    async def send(
+        self,
+        thread_id: Id,
+        content: str,
+        client_message_id: str,
+        run_id: Id | None = None,
+        source_message_ids: Iterable[Id] = (),
+    ) -> SendResult:
+        """Send one message through the freshness gate.
+
+        The send carries ``seen_up_to_seq`` = the observed frontier of the target. When
+        the session knows of messages after it (a held answer, a pending delivery), the
+        send is held locally and no request is made. The answer updates the frontier.
+
+        Args:
+            thread_id: the target thread.
+            content: the text (never logged).
+            client_message_id: the idempotency key; a retry with the same key and content
+                answers already_sent.
+            run_id: the run this answer belongs to, if any.
+            source_message_ids: the messages the answer is based on; when empty, the
+                message at the observed frontier, when known.
+
+        Returns:
+            sent, already_sent or held (`SendResult.held_locally` when no request was
+            made); `SendResult.guidance` is the runtime's refresh instruction.
+
+        Raises:
+            ClientProblem: on an error answer (idempotency_conflict, validation_failed
+                with freshness_required, target_key_mismatch ...).
+            ClientUnavailable: when the server cannot be reached; the outcome is then
+                unknown and a retry with the same client message id is safe.
+            AnswerInvalid: when the answer breaks the contract.
+        """
+        if not client_message_id:
+            raise ValueError("client_message_id must not be empty")
+        target_key = await self.target_key(thread_id)
+        return await self._send_once(
+            thread_id=str(thread_id),
+            target_key=target_key,
+            content=content,
+            client_message_id=client_message_id,
+            seen_up_to_seq=None,
+            run_id=run_id,
+            source_message_ids=tuple(str(s) for s in source_message_ids),
+        )
+
+    async def send_logical(
+        self,
+        thread_id: Id,
+        logical_id: str,
+        content: str,
+        chunk_size: int,
+        run_id: Id | None = None,
+        source_message_ids: Iterable[Id] = (),
+    ) -> LogicalSendResult:
+        """Send long content as chunks that stop at the first held one.
+
+        Chunk ``i`` has client id ``logical_id:i``. The first chunk carries the observed
+        frontier, each later chunk the accepted seq of the chunk before, so a message
+        written by someone else in between holds the rest (partial_held). A retry with
+        the same logical id and content replays the stored chunks (already_sent) and
+        resumes with ``max(refreshed observed frontier, last accepted seq)``.
+
+        Args:
+            thread_id: the target thread.
+            logical_id: the id of the logical send, the same on every retry.
+            content: the whole text (never logged).
+            chunk_size: the most UTF-8 bytes of one chunk (at most the server's
+                ``message.max_content_bytes``).
+            run_id: the run this answer belongs to, if any.
+            source_message_ids: as for `send`.
+
+        Returns:
+            sent, already_sent, held or partial_held with the stored chunks;
+            `LogicalSendResult.guidance` is the runtime's refresh instruction.
+
+        Raises:
+            ValueError: for empty content or a chunk size below one character.
+            ClientProblem: on an error answer (idempotency_conflict when a retry changed
+                the content of a stored chunk ...).
+            ClientUnavailable: when the server cannot be reached; retry with the same
+                logical id.
+            AnswerInvalid: when the answer breaks the contract.
+        """
+        chunks = split_content(content, chunk_size)
+        if not chunks:
+            raise ValueError("content must not be empty")
+        target_key = await self.target_key(thread_id)
+        sources = tuple(str(s) for s in source_message_ids)
+        accepted: list[AcceptedChunk] = []
+        held: SendResult | None = None
+        for index, chunk in enumerate(chunks):
+            client_message_id = chunk_client_message_id(logical_id, index)
+            seen = next_chunk_seen(
+                observed_seq=self._freshness.frontier(target_key).observed_seq,
+                previous=accepted[-1] if accepted else None,
+            )
+            outcome = await self._send_once(
+                thread_id=str(thread_id),
+                target_key=target_key,
+                content=chunk,
+                client_message_id=client_message_id,
+                seen_up_to_seq=seen,
+                run_id=run_id,
+                source_message_ids=sources,
+            )
+            target_key = outcome.target_key
+            if outcome.state is SendState.HELD:
+                held = outcome
+                break
+            if outcome.message_id is None or outcome.accepted_seq is None:
+                # wire.send_answer refuses such answers already; this narrows the types.
+                raise AnswerInvalid("an accepted chunk lacks message_id or accepted_seq")
+            accepted.append(
+                AcceptedChunk(
+                    index=index,
+                    client_message_id=client_message_id,
+                    message_id=outcome.message_id,
+                    accepted_seq=outcome.accepted_seq,
+                    replayed=outcome.state is SendState.ALREADY_SENT,
+                )
+            )
+        result = LogicalSendResult(
+            state=logical_state(
+                chunk_count=len(chunks), accepted=tuple(accepted), held=held is not None
+            ),
+            logical_id=logical_id,
+            target_key=target_key,
+            chunk_count=len(chunks),
+            accepted=tuple(accepted),
+            held_chunk_index=len(accepted) if held is not None else None,
+            latest_seq=held.latest_seq if held is not None else None,
+            held_locally=held.held_locally if held is not None else False,
+        )
+        _log().info(
+            "agent_logical_send",
+            state=result.state.value,
+            target_key=target_key,
+            logical_id=logical_id,
+            chunk_count=result.chunk_count,
+            accepted_count=len(result.accepted),
+            replayed_count=sum(1 for c in result.accepted if c.replayed),
+            held_chunk_index=result.held_chunk_index,
+            latest_seq=result.latest_seq,
+        )
+        return result
+
+    async def _send_once(
+        self,
+        *,
+        thread_id: str,
+        target_key: str,
+        content: str,
+        client_message_id: str,
+        seen_up_to_seq: int | None,
+        run_id: Id | None,
+        source_message_ids: tuple[str, ...],
+    ) -> SendResult:
+        """Check locally, post one message and apply the answer to the frontier."""
+        local = self._freshness.check_send(target_key, seen_up_to_seq)
+        if local.hold:
+            result = SendResult(
+                state=SendState.HELD,
+                target_key=target_key,
+                client_message_id=client_message_id,
+                seen_up_to_seq=local.seen_up_to_seq,
+                latest_seq=local.latest_known_seq,
+                needs_refresh_until_seq=local.needs_refresh_until_seq,
+                held_locally=True,
+            )
+            _log_send(result)
+            return result
+        sources = source_message_ids
+        if not sources:
+            default_source = self._freshness.frontier(target_key).source_message_id
+            sources = (default_source,) if default_source else ()
+        freshness: dict[str, Any] = {
+            "target_key": target_key,
+            "seen_up_to_seq": local.seen_up_to_seq,
+        }
+        if sources:
+            freshness["source_message_ids"] = list(sources)
+        body: dict[str, Any] = {
+            "target": thread_id,
+            "content": content,
+            "client_message_id": client_message_id,
+            "freshness": freshness,
+        }
+        if run_id is not None:
+            body["run_id"] = str(run_id)
+        try:
+            response = await self._request("POST", "/v1/agent/send", json=body)
+        except ClientProblem as problem:
+            if problem.has_error("/freshness/target_key"):
+                # The remembered key is stale: resolve it again on the next send.
+                self._target_keys.pop(thread_id, None)
+            _log().warning(
+                "agent_send_failed",
+                status=problem.status,
+                code=problem.code,
+                reason=problem.reason,
+                target_key=target_key,
+                client_message_id=client_message_id,
+                seen_up_to_seq=local.seen_up_to_seq,
+            )
+            raise
+        answer = wire.send_answer(response)
+        state = SendState(answer.state)
+        self._target_keys[thread_id] = answer.target_key
+        self._freshness.record_answer(
+            answer.target_key,
+            state,
+            accepted_seq=answer.accepted_seq,
+            latest_seq=answer.latest_seq,
+            needs_refresh_until_seq=answer.needs_refresh_until_seq,
+            message_id=answer.message_id,
+        )
+        result = SendResult(
+            state=state,
+            target_key=answer.target_key,
+            client_message_id=answer.client_message_id or client_message_id,
+            seen_up_to_seq=local.seen_up_to_seq,
+            latest_seq=answer.latest_seq,
+            message_id=answer.message_id,
+            accepted_seq=answer.accepted_seq,
+            needs_refresh_until_seq=answer.needs_refresh_until_seq,
+        )
+        _log_send(result)
+        return result
+
+
+def _log_send(result: SendResult) -> None:
+    """One structured line per send outcome: frontiers and state, never content."""
+    _log().info(
+        "agent_send",
+        state=result.state.value,
+        held_locally=result.held_locally,
+        target_key=result.target_key,
+        client_message_id=result.client_message_id,
+        seen_up_to_seq=result.seen_up_to_seq,
+        latest_seq=result.latest_seq,
+        accepted_seq=result.accepted_seq,
+        needs_refresh_until_seq=result.needs_refresh_until_seq,
+    )
+
+
+__all__ = ["AgentRuntimeClient"]

@@ -1,0 +1,268 @@
+"""Decoding of the server's answers (API.md, Agent runtime and Conversation).
+
+Answers are decoded with msgspec into private structs that accept members the client
+does not know (a route may grow fields) and refuse missing or mistyped ones; they are
+then turned into the frozen values of `turnkeeper.adapters.client.models`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+import httpx
+import msgspec
+
+from turnkeeper.adapters.client.errors import UNEXPECTED_ANSWER, AnswerInvalid, ClientProblem
+from turnkeeper.adapters.client.models import (
+    AgentEvent,
+    EventPage,
+    HistoryMessage,
+    ThreadTarget,
+)
+from turnkeeper.domain.errors import FieldError
+
+T = TypeVar("T")
+
+
+class _Wire(msgspec.Struct):
+    """Base of answer structs: unknown members are accepted."""
+
+
+class _FieldError(_Wire):
+    pointer: str
+    code: str
+
+
+class _Problem(_Wire):
+    status: int
+    code: str
+    title: str | None = None
+    reason: str | None = None
+    errors: list[_FieldError] = msgspec.field(default_factory=list)
+    correlation_id: str | None = None
+
+
+class _Actor(_Wire):
+    id: str
+    kind: str
+
+
+class _Scope(_Wire):
+    thread_id: str | None = None
+
+
+class _AgentEvent(_Wire):
+    seq: int
+    type: str
+    actor: _Actor
+    created_at: datetime
+    scope: _Scope = msgspec.field(default_factory=_Scope)
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
+    invocation_token: str | None = None
+    redelivered: bool = False
+
+
+class _EventPage(_Wire):
+    events: list[_AgentEvent]
+    next_after: int
+
+
+class _Thread(_Wire):
+    id: str
+    latest_seq: int
+    target_key: str
+
+
+class _Author(_Wire):
+    id: str
+    kind: str
+    handle: str
+
+
+class _Message(_Wire):
+    id: str
+    thread_id: str
+    thread_seq: int
+    author: _Author
+    origin: str
+    kind: str
+    content: str
+    created_at: datetime
+    mentions: list[str] = msgspec.field(default_factory=list)
+    reply_to_id: str | None = None
+    run_id: str | None = None
+
+
+class _MessagePage(_Wire):
+    messages: list[_Message]
+    covers_through_seq: int
+    target_key: str | None = None
+
+
+class SendAnswer(_Wire):
+    """The answer of POST /v1/agent/send."""
+
+    state: Literal["sent", "already_sent", "held"]
+    target_key: str
+    latest_seq: int
+    client_message_id: str | None = None
+    message_id: str | None = None
+    seen_up_to_seq: int | None = None
+    accepted_seq: int | None = None
+    needs_refresh_until_seq: int | None = None
+
+
+def decode(response: httpx.Response, kind: type[T]) -> T:
+    """Decode a success answer.
+
+    Args:
+        response: the answer.
+        kind: the struct to decode into.
+
+    Returns:
+        The decoded struct.
+
+    Raises:
+        AnswerInvalid: when the body is not JSON of that shape.
+    """
+    try:
+        return msgspec.json.decode(response.content, type=kind)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise AnswerInvalid(
+            f"{response.request.method} {response.request.url.path}: {exc}"
+        ) from exc
+
+
+def _retry_after(response: httpx.Response) -> int | None:
+    value = response.headers.get("Retry-After", "")
+    return int(value) if value.isdigit() else None
+
+
+def problem(response: httpx.Response) -> ClientProblem:
+    """The `ClientProblem` of an error answer.
+
+    Args:
+        response: an answer with a 4xx or 5xx status.
+
+    Returns:
+        The problem; code ``unexpected_answer`` when the body is not problem+json.
+    """
+    correlation_id = response.headers.get("X-Correlation-Id")
+    retry_after = _retry_after(response)
+    try:
+        body = msgspec.json.decode(response.content, type=_Problem)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return ClientProblem(
+            response.status_code,
+            UNEXPECTED_ANSWER,
+            correlation_id=correlation_id,
+            retry_after=retry_after,
+        )
+    return ClientProblem(
+        response.status_code,
+        body.code,
+        body.reason,
+        [FieldError(pointer=e.pointer, code=e.code) for e in body.errors],
+        title=body.title,
+        correlation_id=body.correlation_id or correlation_id,
+        retry_after=retry_after,
+    )
+
+
+def _payload_str(payload: dict[str, Any], key: str) -> str | None:
+    value = payload.get(key)
+    return value if isinstance(value, str) else None
+
+
+def event_page(response: httpx.Response) -> EventPage:
+    """Decode a page of GET /v1/agent/events.
+
+    Args:
+        response: the 200 answer.
+
+    Returns:
+        The typed page.
+    """
+    page = decode(response, _EventPage)
+    return EventPage(
+        events=tuple(
+            AgentEvent(
+                seq=e.seq,
+                type=e.type,
+                created_at=e.created_at,
+                actor_id=e.actor.id,
+                thread_id=_payload_str(e.payload, "thread_id") or e.scope.thread_id,
+                run_id=_payload_str(e.payload, "run_id"),
+                message_id=_payload_str(e.payload, "message_id"),
+                invocation_token=e.invocation_token,
+                redelivered=e.redelivered,
+            )
+            for e in page.events
+        ),
+        next_after=page.next_after,
+    )
+
+
+def thread_target(response: httpx.Response) -> ThreadTarget:
+    """Decode GET /v1/threads/{id} into a send target.
+
+    Args:
+        response: the 200 answer.
+
+    Returns:
+        The thread's id, target key and raw latest seq.
+    """
+    thread = decode(response, _Thread)
+    return ThreadTarget(
+        thread_id=thread.id, target_key=thread.target_key, latest_seq=thread.latest_seq
+    )
+
+
+def history(response: httpx.Response) -> tuple[tuple[HistoryMessage, ...], int, str | None]:
+    """Decode a page of GET /v1/threads/{id}/messages.
+
+    Args:
+        response: the 200 answer.
+
+    Returns:
+        The messages, ``covers_through_seq`` and the target key when the answer has one.
+    """
+    page = decode(response, _MessagePage)
+    messages = tuple(
+        HistoryMessage(
+            id=m.id,
+            thread_id=m.thread_id,
+            thread_seq=m.thread_seq,
+            author_id=m.author.id,
+            author_kind=m.author.kind,
+            author_handle=m.author.handle,
+            origin=m.origin,
+            kind=m.kind,
+            content=m.content,
+            mentions=tuple(m.mentions),
+            created_at=m.created_at,
+            reply_to_id=m.reply_to_id,
+            run_id=m.run_id,
+        )
+        for m in page.messages
+    )
+    return messages, page.covers_through_seq, page.target_key
+
+
+def send_answer(response: httpx.Response) -> SendAnswer:
+    """Decode the answer of POST /v1/agent/send and check the members its state needs.
+
+    Args:
+        response: the 200 answer.
+
+    Returns:
+        The answer.
+
+    Raises:
+        AnswerInvalid: when sent or already_sent lacks message_id or accepted_seq.
+    """
+    answer = decode(response, SendAnswer)
+    if answer.state != "held" and (answer.message_id is None or answer.accepted_seq is None):
+        raise AnswerInvalid(f"a {answer.state} answer lacks message_id or accepted_seq")
+    return answer

@@ -1,0 +1,111 @@
+"""The Litestar application factory of the HTTP contract (API.md)."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+from litestar import Router
+from litestar.di import Provide
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
+
+from turnkeeper.adapters.http.admin import admin_router
+from turnkeeper.adapters.http.agent_send import agent_send_router
+from turnkeeper.adapters.http.bodies import refuse_duplicate_members
+from turnkeeper.adapters.http.conversation import conversation_router
+from turnkeeper.adapters.http.correlation import CorrelatedApp
+from turnkeeper.adapters.http.dependencies import provide_principal
+from turnkeeper.adapters.http.openapi import complete_document
+from turnkeeper.adapters.http.operations import (
+    Readiness,
+    ReadinessCheck,
+    always_ready,
+    healthz,
+    openapi_document,
+    readyz,
+)
+from turnkeeper.adapters.http.problems import handle_exception
+from turnkeeper.adapters.http.runs import runs_router
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.settings import Settings
+
+#: Name of the bearer security scheme in the OpenAPI document.
+BEARER_SCHEME = "bearer"
+
+
+def _version() -> str:
+    try:
+        return metadata.version("turnkeeper")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def create_app(
+    services: Services, settings: Settings, readiness: Readiness = always_ready
+) -> CorrelatedApp:
+    """Build the HTTP application over the application services.
+
+    Args:
+        services: the services (memory or PostgreSQL underneath).
+        settings: for ``http.max_body_bytes``.
+        readiness: answers /readyz: None when ready, else the reason.
+
+    Returns:
+        The ASGI application, serving ``/v1``, ``/healthz``, ``/readyz``,
+        ``/openapi.json`` and ``/docs``.
+
+    Example:
+        >>> app = create_app(services, services.settings)  # doctest: +SKIP
+        >>> uvicorn.run(app)  # doctest: +SKIP
+    """
+    check = ReadinessCheck(readiness)
+
+    def provide_services() -> Services:
+        return services
+
+    def provide_readiness() -> ReadinessCheck:
+        return check
+
+    v1 = Router(
+        path="/v1",
+        route_handlers=[admin_router(), conversation_router(), runs_router(), agent_send_router()],
+        dependencies={"principal": Provide(provide_principal)},
+        security=[{BEARER_SCHEME: []}],
+    )
+    openapi = OpenAPIConfig(
+        title="turnkeeper",
+        version=_version(),
+        description="Keeps the turns of AI agents in chat threads.",
+        # Litestar's documentation router answers every unknown path below its own
+        # path with an HTML page, so it lives under /docs; /openapi.json is served by
+        # `openapi_document` at the root.
+        path="/docs",
+        render_plugins=[SwaggerRenderPlugin(path="/")],
+        components=Components(
+            security_schemes={
+                BEARER_SCHEME: SecurityScheme(type="http", scheme="bearer"),
+            }
+        ),
+        # Litestar would add its own 400 schema; every error here is a Problem.
+        create_examples=False,
+    )
+    app = CorrelatedApp(
+        route_handlers=[v1, healthz, readyz, openapi_document],
+        dependencies={
+            "services": Provide(provide_services, sync_to_thread=False),
+            "readiness": Provide(provide_readiness, sync_to_thread=False),
+        },
+        exception_handlers={Exception: handle_exception},
+        before_request=refuse_duplicate_members,
+        openapi_config=openapi,
+        # http.max_body_bytes: Litestar refuses a longer body with 413 before decoding.
+        request_max_body_size=settings.max_body_bytes,
+        debug=False,
+        # Logging is configured once per process by adapters.logging, not by Litestar.
+        logging_config=None,
+    )
+    # Completed now rather than on the first request, so that /openapi.json and the page
+    # under /docs serve the same document.
+    complete_document(app.openapi_schema, settings)
+    return app

@@ -1,0 +1,74 @@
+"""Operational routes: liveness and readiness (no authentication)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from litestar import Request, get
+from litestar.di import NamedDependency
+from litestar.enums import OpenAPIMediaType
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
+
+from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, NotReady
+from turnkeeper.adapters.http.schemas import Health, Problem
+
+#: Checks that the process can serve: returns None when ready, else a short reason
+#: (``database_unreachable``, ``migrations_pending``).
+Readiness = Callable[[], Awaitable[str | None]]
+
+
+async def always_ready() -> str | None:
+    """Readiness of a process without a database (the memory adapter).
+
+    Returns:
+        None: always ready.
+    """
+    return None
+
+
+class ReadinessCheck:
+    """Holds the readiness callable for the handler (a plain value to inject).
+
+    Args:
+        check: the readiness callable.
+    """
+
+    def __init__(self, check: Readiness) -> None:
+        self.check = check
+
+
+@get("/healthz", tags=["operations"])
+async def healthz() -> Health:
+    """The process is up."""
+    return Health(status="ok")
+
+
+@get(
+    "/readyz",
+    tags=["operations"],
+    responses={
+        HTTP_503_SERVICE_UNAVAILABLE: ResponseSpec(
+            data_container=Problem,
+            media_type=PROBLEM_MEDIA_TYPE,
+            description="unavailable: the database is unreachable or migrations are pending",
+        )
+    },
+)
+async def readyz(readiness: NamedDependency[ReadinessCheck]) -> Health:
+    """The database is reachable and its migrations are current.
+
+    Raises:
+        NotReady: answered 503 with the reason.
+    """
+    reason = await readiness.check()
+    if reason is not None:
+        raise NotReady(reason)
+    return Health(status="ready")
+
+
+@get("/openapi.json", include_in_schema=False, media_type=OpenAPIMediaType.OPENAPI_JSON)
+async def openapi_document(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """The OpenAPI 3.1 document generated from the routes."""
+    return request.app.openapi_schema.to_schema()

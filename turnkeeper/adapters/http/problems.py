@@ -1,0 +1,323 @@
+"""The one mapping from turnkeeper's errors to ``application/problem+json`` answers.
+
+Domain and application errors carry a stable ``code``; `STATUS_BY_CODE` gives its HTTP
+status. Litestar's own exceptions (unknown route, wrong method, body too large, a body
+that does not decode) are mapped here too, so every error a client sees has one shape:
+``{type, title, status, code, reason?, errors?, correlation_id}``. A ``not_found`` never
+carries a reason, so that an id the caller may not read answers exactly like an id that
+does not exist.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import msgspec
+import structlog
+from litestar import Request, Response
+from litestar.exceptions import (
+    HTTPException,
+    MethodNotAllowedException,
+    NotFoundException,
+    ValidationException,
+)
+from litestar.status_codes import (
+    HTTP_400_BAD_REQUEST,
+    HTTP_401_UNAUTHORIZED,
+    HTTP_403_FORBIDDEN,
+    HTTP_404_NOT_FOUND,
+    HTTP_405_METHOD_NOT_ALLOWED,
+    HTTP_409_CONFLICT,
+    HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    HTTP_429_TOO_MANY_REQUESTS,
+    HTTP_500_INTERNAL_SERVER_ERROR,
+    HTTP_503_SERVICE_UNAVAILABLE,
+)
+
+from turnkeeper.adapters.http.bodies import pointer_token
+from turnkeeper.adapters.http.correlation import correlation_id_of
+from turnkeeper.adapters.http.schemas import FieldErrorOut, Problem
+from turnkeeper.domain.errors import DomainError, RateLimited, ValidationFailed
+
+#: Media type of every error answer.
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+#: Problem code -> HTTP status. The codes are those of API.md; ``method_not_allowed``
+#: and ``unavailable`` cover the two answers of the framework and of /readyz that the
+#: contract's list does not name.
+STATUS_BY_CODE: dict[str, int] = {
+    "validation_failed": HTTP_400_BAD_REQUEST,
+    "unauthenticated": HTTP_401_UNAUTHORIZED,
+    "forbidden": HTTP_403_FORBIDDEN,
+    "channel_read_only": HTTP_403_FORBIDDEN,
+    "invocation_token_invalid": HTTP_403_FORBIDDEN,
+    "not_found": HTTP_404_NOT_FOUND,
+    "method_not_allowed": HTTP_405_METHOD_NOT_ALLOWED,
+    "conflict": HTTP_409_CONFLICT,
+    "idempotency_conflict": HTTP_409_CONFLICT,
+    "invalid_state_transition": HTTP_409_CONFLICT,
+    "base_version_conflict": HTTP_409_CONFLICT,
+    "payload_too_large": HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    "rate_limited": HTTP_429_TOO_MANY_REQUESTS,
+    "internal": HTTP_500_INTERNAL_SERVER_ERROR,
+    "unavailable": HTTP_503_SERVICE_UNAVAILABLE,
+}
+
+_TITLES: dict[str, str] = {
+    "validation_failed": "The request is not valid",
+    "unauthenticated": "Authentication required",
+    "forbidden": "Forbidden",
+    "channel_read_only": "The channel is read-only",
+    "invocation_token_invalid": "The invocation token is not valid",
+    "not_found": "Not found",
+    "method_not_allowed": "Method not allowed",
+    "conflict": "Conflict",
+    "idempotency_conflict": "The client id was used with another payload",
+    "invalid_state_transition": "Invalid state transition",
+    "base_version_conflict": "The base version is not current",
+    "payload_too_large": "Payload too large",
+    "rate_limited": "Too many requests",
+    "internal": "Internal error",
+    "unavailable": "Service unavailable",
+}
+
+#: Only these statuses show a ``reason``: a 403 or 409 names why (API.md conventions).
+_REASON_STATUSES = frozenset({HTTP_403_FORBIDDEN, HTTP_409_CONFLICT, HTTP_503_SERVICE_UNAVAILABLE})
+
+_log = structlog.get_logger("turnkeeper.http")
+
+_NAMED_FIELD = re.compile(
+    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
+)
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+# msgspec's own message, which Litestar chains as the cause, names a body member whole:
+# Litestar's copy is cut at the first " - ", and a member name may hold one (or a backtick).
+_WHOLE_FIELD = re.compile(
+    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
+    r" - at `\$\.data(?P<path>[^`]*)`$",
+    re.DOTALL,
+)
+_FIELD_CODES = {"contains unknown": "unknown_member", "missing required": "required"}
+# A number of the right type beyond a bound of the schema (``Expected `int` <= 9...``).
+_BOUND = re.compile(r"^Expected `(?:int|float)` [<>]=? ")
+
+
+class NotReady(Exception):
+    """The process cannot serve yet (answered 503 ``unavailable``).
+
+    Args:
+        reason: why, for example ``database_unreachable``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@attrs.frozen(kw_only=True)
+class ProblemAnswer:
+    """A problem before the correlation id is known.
+
+    Attributes:
+        code: the problem code.
+        status: the HTTP status.
+        reason: the finer reason (shown for 403, 409 and 503 only).
+        errors: offending members (400).
+        current: the current resource of a base_version_conflict.
+        headers: extra headers (Retry-After, Allow, WWW-Authenticate).
+    """
+
+    code: str
+    status: int
+    reason: str | None = None
+    errors: tuple[FieldErrorOut, ...] = ()
+    current: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def status_for(code: str) -> int:
+    """The HTTP status of a problem code.
+
+    Args:
+        code: a problem code; unknown codes are internal errors.
+
+    Returns:
+        The status.
+    """
+    return STATUS_BY_CODE.get(code, HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+def problem_for(exc: BaseException) -> ProblemAnswer:
+    """Map any exception to the problem a client sees.
+
+    Args:
+        exc: a turnkeeper error, a Litestar HTTP exception, or anything else (internal).
+
+    Returns:
+        The problem; nothing from an unexpected exception (message, stack, token,
+        content) reaches the client.
+    """
+    if isinstance(exc, DomainError):
+        return _domain_problem(exc)
+    if isinstance(exc, NotReady):
+        return ProblemAnswer(
+            code="unavailable", status=HTTP_503_SERVICE_UNAVAILABLE, reason=exc.reason
+        )
+    if isinstance(exc, ValidationException):
+        return ProblemAnswer(
+            code="validation_failed", status=HTTP_400_BAD_REQUEST, errors=_decode_errors(exc)
+        )
+    if isinstance(exc, NotFoundException):
+        return ProblemAnswer(code="not_found", status=HTTP_404_NOT_FOUND)
+    if isinstance(exc, MethodNotAllowedException):
+        return ProblemAnswer(
+            code="method_not_allowed",
+            status=HTTP_405_METHOD_NOT_ALLOWED,
+            headers=dict(exc.headers or {}),
+        )
+    if isinstance(exc, HTTPException):
+        return _framework_problem(exc)
+    return ProblemAnswer(code="internal", status=HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+def _domain_problem(exc: DomainError) -> ProblemAnswer:
+    status = status_for(exc.code)
+    code = exc.code if exc.code in STATUS_BY_CODE else "internal"
+    headers: dict[str, str] = {}
+    if isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(exc.retry_after)
+    if code == "unauthenticated":
+        headers["WWW-Authenticate"] = "Bearer"
+    errors: tuple[FieldErrorOut, ...] = ()
+    if isinstance(exc, ValidationFailed):
+        errors = tuple(FieldErrorOut(pointer=e.pointer, code=e.code) for e in exc.errors)
+    current = getattr(exc, "current", None)
+    return ProblemAnswer(
+        code=code,
+        status=status,
+        reason=exc.reason if status in _REASON_STATUSES else None,
+        errors=errors,
+        current=current if isinstance(current, Mapping) else None,
+        headers=headers,
+    )
+
+
+def _framework_problem(exc: HTTPException) -> ProblemAnswer:
+    status = exc.status_code
+    if status == HTTP_413_REQUEST_ENTITY_TOO_LARGE:
+        return ProblemAnswer(code="payload_too_large", status=status)
+    if status == HTTP_400_BAD_REQUEST:
+        # Litestar raises a plain 400 when the body is not JSON at all.
+        malformed = FieldErrorOut(pointer="", code="malformed_json")
+        return ProblemAnswer(code="validation_failed", status=status, errors=(malformed,))
+    if status == HTTP_401_UNAUTHORIZED:
+        return ProblemAnswer(
+            code="unauthenticated", status=status, headers={"WWW-Authenticate": "Bearer"}
+        )
+    if status < HTTP_500_INTERNAL_SERVER_ERROR and status in STATUS_BY_CODE.values():
+        code = next(c for c, s in STATUS_BY_CODE.items() if s == status)
+        return ProblemAnswer(code=code, status=status)
+    return ProblemAnswer(code="internal", status=HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+def _pointer(path: str) -> str:
+    return "".join(
+        f"/{pointer_token(name) if name else index}" for name, index in _PATH_PART.findall(path)
+    )
+
+
+def _whole_field_error(cause: BaseException | None) -> FieldErrorOut | None:
+    if not isinstance(cause, msgspec.ValidationError):
+        return None
+    match = _WHOLE_FIELD.match(str(cause))
+    if match is None:
+        return None
+    pointer = f"{_pointer(match['path'])}/{pointer_token(match['name'])}"
+    return FieldErrorOut(pointer=pointer, code=_FIELD_CODES[match["what"]])
+
+
+def _decode_errors(exc: ValidationException) -> tuple[FieldErrorOut, ...]:
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    items = [item for item in extra if isinstance(item, Mapping)]
+    # msgspec stops at the first error of a body, so the cause is that one item's.
+    whole = _whole_field_error(exc.__cause__)
+    single_body = sum(item.get("source") == "body" for item in items) == 1
+    errors = tuple(
+        whole
+        if whole is not None and single_body and item.get("source") == "body"
+        else _decode_error(item)
+        for item in items
+    )
+    return errors or (FieldErrorOut(pointer="", code="invalid"),)
+
+
+def _decode_error(item: Mapping[str, Any]) -> FieldErrorOut:
+    # Litestar reports msgspec's first decode error per parameter as
+    # {"message": "Object contains unknown field `x`", "key": "first_message", ...};
+    # the key of the body's root is "data", query parameters are named as they are.
+    what = str(item.get("message", ""))
+    key = str(item.get("key", ""))
+    if item.get("source") == "body" and (key == "data" or key.startswith("data.")):
+        key = key[len("data") :]
+    pointer = _pointer(f".{key}")
+    named = _NAMED_FIELD.match(what)
+    if named:
+        return FieldErrorOut(
+            pointer=f"{pointer}/{pointer_token(named['name'])}", code=_FIELD_CODES[named["what"]]
+        )
+    if what.startswith("Invalid enum value"):
+        return FieldErrorOut(pointer=pointer, code="invalid_enum")
+    if _BOUND.match(what):
+        return FieldErrorOut(pointer=pointer, code="out_of_range")
+    if what.startswith("Expected"):
+        return FieldErrorOut(pointer=pointer, code="invalid_type")
+    return FieldErrorOut(pointer=pointer, code="invalid")
+
+
+def problem_response(answer: ProblemAnswer, correlation_id: str) -> Response[bytes]:
+    """Render a problem.
+
+    Args:
+        answer: the mapped problem.
+        correlation_id: the id of the request, also in ``X-Correlation-Id``.
+
+    Returns:
+        The ``application/problem+json`` response.
+    """
+    problem = Problem(
+        type=f"urn:turnkeeper:problem:{answer.code}",
+        title=_TITLES.get(answer.code, _TITLES["internal"]),
+        status=answer.status,
+        code=answer.code,
+        correlation_id=correlation_id,
+        reason=answer.reason or msgspec.UNSET,
+        errors=list(answer.errors) or msgspec.UNSET,
+        current=dict(answer.current) if answer.current is not None else msgspec.UNSET,
+    )
+    return Response(
+        content=msgspec.json.encode(problem),
+        status_code=answer.status,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=dict(answer.headers),
+    )
+
+
+def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """Litestar exception handler for every exception.
+
+    Only unexpected errors are logged (with their stack, which never reaches the client).
+
+    Args:
+        request: the failed request.
+        exc: what was raised.
+
+    Returns:
+        The problem answer.
+    """
+    answer = problem_for(exc)
+    if answer.status >= HTTP_500_INTERNAL_SERVER_ERROR:
+        _log.error("unhandled_error", error_type=type(exc).__name__, exc_info=exc)
+    return problem_response(answer, correlation_id_of(request.scope))

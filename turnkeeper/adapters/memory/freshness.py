@@ -1,0 +1,107 @@
+"""In-memory side of the freshness gate, over the tables of `turnkeeper.adapters.memory.store`.
+
+Units of the memory store run one at a time, so the compare-and-set is a plain compare
+and the reads see every committed change.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+import attrs
+
+from turnkeeper.application.ports import ThreadFrontier, VisibleWindow
+from turnkeeper.domain.errors import NotFound
+from turnkeeper.domain.messaging import visible_to
+
+if TYPE_CHECKING:
+    from turnkeeper.adapters.memory.store import _Tables
+
+
+class MemoryFreshnessRepository:
+    """The freshness gate's allocator and reads; satisfies `FreshnessRepository`.
+
+    Args:
+        tables: the tables of the unit of work.
+    """
+
+    def __init__(self, tables: _Tables) -> None:
+        self._t = tables
+
+    async def compare_and_allocate(self, thread_id: uuid.UUID, seen_seq: int) -> int | None:
+        """Allocate the next seq only when the thread's frontier is `seen_seq`.
+
+        Args:
+            thread_id: the thread.
+            seen_seq: the frontier the sender saw.
+
+        Returns:
+            ``seen_seq + 1``, or None when the frontier is elsewhere.
+        """
+        thread = self._t.threads.get(thread_id)
+        if thread is None or thread.latest_seq != seen_seq:
+            return None
+        self._t.threads[thread_id] = attrs.evolve(thread, latest_seq=seen_seq + 1)
+        return seen_seq + 1
+
+    async def frontier(self, thread_id: uuid.UUID) -> ThreadFrontier:
+        """The raw frontier of a thread.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            ``latest_seq`` and ``has_restricted``.
+
+        Raises:
+            NotFound: for an unknown thread.
+        """
+        thread = self._t.threads.get(thread_id)
+        if thread is None:
+            raise NotFound()
+        return ThreadFrontier(latest_seq=thread.latest_seq, has_restricted=thread.has_restricted)
+
+    async def newest_visible(
+        self,
+        thread_id: uuid.UUID,
+        viewer_id: uuid.UUID,
+        *,
+        after_seq: int,
+        through_seq: int,
+        batch: int,
+    ) -> VisibleWindow:
+        """One newest-first batch of the visibility check.
+
+        Args:
+            thread_id: the thread.
+            viewer_id: the sender.
+            after_seq: the lower bound (exclusive).
+            through_seq: the upper bound (inclusive).
+            batch: the most messages to look at.
+
+        Returns:
+            What the batch saw.
+        """
+        window = sorted(
+            (
+                m
+                for m in self._t.messages.values()
+                if m.thread_id == thread_id and after_seq < m.thread_seq <= through_seq
+            ),
+            key=lambda m: m.thread_seq,
+            reverse=True,
+        )[:batch]
+        if not window:
+            return VisibleWindow(examined=0)
+        visible = [
+            m.thread_seq for m in window if m.deleted_at is None and visible_to(m, viewer_id)
+        ]
+        return VisibleWindow(
+            examined=len(window),
+            lowest_seq=window[-1].thread_seq,
+            newest_visible_seq=max(visible) if visible else None,
+        )
+
+
+__all__ = ["MemoryFreshnessRepository"]

@@ -1,0 +1,152 @@
+"""The embedded PostgreSQL server of the pgserver wheel, for `turnkeeper serve` and tests.
+
+When ``TURNKEEPER_DATABASE_URL`` is not set, turnkeeper runs its own PostgreSQL from the
+binaries shipped in the ``pgserver`` wheel, with its data in ``.turnkeeper/pgdata``
+under ``TURNKEEPER_DATA_DIR`` (default: the working directory). It listens on a Unix
+socket in the data directory only.
+
+Example:
+    >>> server = EmbeddedPostgres.start()  # doctest: +SKIP
+    >>> await migrate(server.conninfo)
+    >>> server.stop()
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from turnkeeper.application.errors import StoreUnavailable
+
+#: Environment variable naming the data directory (the parent of ``.turnkeeper``).
+DATA_DIR_ENV = "TURNKEEPER_DATA_DIR"
+
+#: What a user without the embedded server reads: both ways to get a database.
+MISSING_EMBEDDED = (
+    "no database: set TURNKEEPER_DATABASE_URL to a PostgreSQL URL, or install the "
+    "embedded server with: pip install 'turnkeeper[embedded]'"
+)
+
+
+class EmbeddedServerMissing(RuntimeError):
+    """The embedded server was asked for, but the ``embedded`` extra is not installed."""
+
+    def __init__(self) -> None:
+        super().__init__(MISSING_EMBEDDED)
+
+
+def embedded_available() -> bool:
+    """Whether the ``turnkeeper[embedded]`` extra (pgserver) is installed."""
+    return importlib.util.find_spec("pgserver") is not None
+
+
+#: Cleanup modes of pgserver: "stop" stops the server when the last handle is released,
+#: None leaves it running for the next process, "delete" also removes the data.
+CLEANUP_MODES = frozenset({"stop", "delete", None})
+
+
+@contextmanager
+def _quiet_runtime_dir() -> Iterator[None]:
+    """Hide platformdirs' XDG_RUNTIME_DIR warning, which pgserver triggers on import.
+
+    pgserver keeps its lock file in the user runtime directory; in containers and CI
+    XDG_RUNTIME_DIR is often unset and platformdirs falls back to /tmp with a warning
+    that says nothing actionable to a turnkeeper user.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*XDG_RUNTIME_DIR.*")
+        yield
+
+
+def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the embedded server keeps its data.
+
+    Args:
+        environ: the environment (default ``os.environ``).
+
+    Returns:
+        ``$TURNKEEPER_DATA_DIR/.turnkeeper/pgdata``, or ``./.turnkeeper/pgdata``.
+    """
+    env = os.environ if environ is None else environ
+    base = Path(env.get(DATA_DIR_ENV) or Path.cwd())
+    return base / ".turnkeeper" / "pgdata"
+
+
+class EmbeddedPostgres:
+    """A running embedded PostgreSQL server.
+
+    Use `start`; `stop` releases it (stopping the server unless another handle in this
+    process still uses the same data directory, or the cleanup mode is None).
+
+    Args:
+        server: the pgserver handle.
+        data_dir: its data directory.
+    """
+
+    def __init__(self, server: Any, data_dir: Path) -> None:
+        self._server = server
+        self.data_dir = data_dir
+        self._stopped = False
+
+    @classmethod
+    def start(
+        cls, data_dir: Path | None = None, *, cleanup_mode: str | None = "stop"
+    ) -> EmbeddedPostgres:
+        """Initialise the data directory if needed and start (or join) the server.
+
+        Args:
+            data_dir: the data directory (default `default_data_dir()`).
+            cleanup_mode: ``"stop"`` (default), ``"delete"`` or None (leave it running).
+
+        Returns:
+            The running server.
+
+        Raises:
+            ValueError: for an unknown cleanup mode.
+            EmbeddedServerMissing: when the ``embedded`` extra is not installed.
+            StoreUnavailable: when the server cannot be started.
+        """
+        if cleanup_mode not in CLEANUP_MODES:
+            raise ValueError(f"cleanup_mode must be one of stop, delete or None: {cleanup_mode}")
+        if not embedded_available():
+            raise EmbeddedServerMissing
+        folder = (data_dir or default_data_dir()).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        with _quiet_runtime_dir():
+            # Imported late: pgserver warns and probes the runtime directory on import.
+            from pgserver.postgres_server import get_server
+
+            try:
+                server = get_server(folder, cleanup_mode=cleanup_mode)
+            except Exception as exc:  # pgserver raises plain exceptions of several kinds
+                raise StoreUnavailable(f"embedded PostgreSQL did not start in {folder}") from exc
+        return cls(server, folder)
+
+    @property
+    def conninfo(self) -> str:
+        """The URI of the ``postgres`` database (Unix socket in the data directory)."""
+        return self.uri("postgres")
+
+    def uri(self, database: str) -> str:
+        """The URI of a database on this server.
+
+        Args:
+            database: the database name.
+
+        Returns:
+            A libpq URI.
+        """
+        return str(self._server.get_uri(database))
+
+    def stop(self) -> None:
+        """Release the server (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        with _quiet_runtime_dir():
+            self._server.cleanup()

@@ -1,0 +1,90 @@
+"""The one place where psycopg errors become application errors.
+
+Services never see a driver exception: everything the PostgreSQL adapter runs is wrapped
+in `wrap_errors()`, which translates
+
+- deadlocks, serialization failures and lock timeouts into `RetriableConflict` (the
+  transactor reruns the whole unit);
+- the idempotency race on ``messages_author_client_msg_id_key`` (and the first-bucket
+  race on ``rate_buckets_pkey``) into `RetriableConflict`: the rerun finds the row the
+  winner committed and replays it;
+- every other unique violation into `DuplicateKey` naming its constraint;
+- lost or refused connections (and an exhausted pool) into `StoreUnavailable`.
+
+Anything else propagates unchanged: it is a bug, not a condition to handle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from turnkeeper.application.errors import DuplicateKey, RetriableConflict, StoreUnavailable
+
+#: Unique constraints whose violation means "a concurrent unit inserted the same key
+#: first": rerunning the unit reads the winner's row instead of inserting.
+RACE_CONSTRAINTS = frozenset(
+    {"messages_author_client_msg_id_key", "rate_buckets_pkey", "runs_one_active_per_thread"}
+)
+
+#: SQLSTATEs of the server refusing or dropping connections (class 08, and the shutdown
+#: family of class 57) and of a database that cannot be used right now.
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "3D000"})
+
+_RETRIABLE = (
+    pg_errors.DeadlockDetected,
+    pg_errors.SerializationFailure,
+    pg_errors.LockNotAvailable,
+)
+
+
+def translate(exc: psycopg.Error) -> Exception | None:
+    """The application error a psycopg error stands for, or None to let it propagate.
+
+    Args:
+        exc: the driver error.
+
+    Returns:
+        A `RetriableConflict`, `DuplicateKey` or `StoreUnavailable`, or None.
+    """
+    if isinstance(exc, _RETRIABLE):
+        return RetriableConflict(str(exc).strip(), reason=type(exc).__name__)
+    if isinstance(exc, pg_errors.UniqueViolation):
+        constraint = exc.diag.constraint_name or "unknown"
+        if constraint in RACE_CONSTRAINTS:
+            return RetriableConflict(constraint, reason="unique_race")
+        return DuplicateKey(constraint)
+    if isinstance(exc, psycopg.OperationalError):
+        state = exc.sqlstate
+        if state is None or state.startswith("08") or state in _UNAVAILABLE_STATES:
+            return StoreUnavailable(str(exc).strip() or type(exc).__name__)
+    if isinstance(exc, psycopg.InterfaceError) and "closed" in str(exc):
+        return StoreUnavailable(str(exc).strip())
+    return None
+
+
+@contextmanager
+def wrap_errors() -> Iterator[None]:
+    """Translate psycopg errors raised in the block (see the module docstring).
+
+    Works around awaits too: the translation happens when the error leaves the block.
+
+    Raises:
+        RetriableConflict: deadlock, serialization failure, lock timeout, unique race.
+        DuplicateKey: any other unique violation.
+        StoreUnavailable: the database cannot be reached.
+
+    Example:
+        >>> with wrap_errors():  # doctest: +SKIP
+        ...     await queries.insert_message(conn, ...)
+    """
+    try:
+        yield
+    except psycopg.Error as exc:
+        translated = translate(exc)
+        if translated is None:
+            raise
+        raise translated from exc

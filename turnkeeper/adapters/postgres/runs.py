@@ -1,0 +1,266 @@
+"""PostgreSQL repositories of the runs capability: runs and the agent feed.
+
+Every statement comes from ``sql/queries/runs.sql`` and ``sql/queries/agent_feed.sql``
+through the generated `turnkeeper.adapters.postgres.queries`. Locks follow the lock order of the
+runs capability: the thread row (taken by the message append) before the run row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.repositories import MissingRow, PostgresEventLog
+from turnkeeper.application.ports import AgentCursor
+from turnkeeper.domain.events import Event
+from turnkeeper.domain.followups import FollowupState, OpenFollowup
+from turnkeeper.domain.runs import AnswerRun, Run, RunState, TriggerKind
+
+Conn = psycopg.AsyncConnection[Any]
+
+
+def _run(row: q.RunRow) -> Run:
+    return Run(
+        id=row.id,
+        thread_id=row.thread_id,
+        agent_id=row.agent_id,
+        state=RunState(row.state),
+        state_reason=row.state_reason,
+        trigger_kind=TriggerKind(row.trigger_kind),
+        triggering_message_id=row.triggering_message_id,
+        triggered_by=row.triggered_by,
+        version=row.version,
+        cancel_requested=row.cancel_requested,
+        cancel_requested_at=row.cancel_requested_at,
+        invocation_jti=row.invocation_jti,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+class PostgresRunRepository:
+    """Runs; satisfies `turnkeeper.application.ports.RunRepository`.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def add(self, run: Run) -> None:
+        """Insert a run (a second active run of a thread is a retriable race)."""
+        await q.insert_run(
+            self._conn,
+            id=run.id,
+            thread_id=run.thread_id,
+            agent_id=run.agent_id,
+            state=run.state.value,
+            state_reason=run.state_reason,
+            trigger_kind=run.trigger_kind.value,
+            triggering_message_id=run.triggering_message_id,
+            triggered_by=run.triggered_by,
+            version=run.version,
+            cancel_requested=run.cancel_requested,
+            cancel_requested_at=run.cancel_requested_at,
+            invocation_jti=run.invocation_jti,
+            created_at=run.created_at,
+            updated_at=run.updated_at,
+        )
+
+    async def get(self, run_id: uuid.UUID) -> Run | None:
+        """The run without a lock, or None."""
+        row = await q.get_run(self._conn, id=run_id)
+        return None if row is None else _run(row)
+
+    async def lock(self, run_id: uuid.UUID) -> Run | None:
+        """The run under FOR UPDATE, or None."""
+        row = await q.lock_run(self._conn, id=run_id)
+        return None if row is None else _run(row)
+
+    async def lock_active_in_thread(self, thread_id: uuid.UUID) -> Run | None:
+        """The thread's active run under FOR UPDATE, or None."""
+        row = await q.lock_active_run_in_thread(self._conn, thread_id=thread_id)
+        return None if row is None else _run(row)
+
+    async def lock_for_answer(self, run_id: uuid.UUID) -> AnswerRun | None:
+        """``LockRunForAnswer``: the run's facts under FOR SHARE, or None."""
+        row = await q.lock_run_for_answer(self._conn, id=run_id)
+        if row is None:
+            return None
+        return AnswerRun(
+            id=row.id, thread_id=row.thread_id, agent_id=row.agent_id, state=RunState(row.state)
+        )
+
+    async def update(self, run: Run) -> None:
+        """Store the mutable attributes of a run.
+
+        Raises:
+            MissingRow: for an unknown run.
+        """
+        changed = await q.update_run(
+            self._conn,
+            state=run.state.value,
+            state_reason=run.state_reason,
+            version=run.version,
+            cancel_requested=run.cancel_requested,
+            cancel_requested_at=run.cancel_requested_at,
+            invocation_jti=run.invocation_jti,
+            updated_at=run.updated_at,
+            id=run.id,
+        )
+        if changed != 1:
+            raise MissingRow(f"run {run.id}")
+
+    async def lock_due(
+        self, *, states: Sequence[str], before: datetime, field: str, limit: int
+    ) -> list[Run]:
+        """Due runs for a job, FOR UPDATE SKIP LOCKED.
+
+        Raises:
+            ValueError: for a field without a query.
+        """
+        lookups = {
+            "created_at": q.lock_runs_created_before,
+            "updated_at": q.lock_runs_updated_before,
+            "cancel_requested_at": q.lock_runs_cancel_requested_before,
+        }
+        if field not in lookups:
+            raise ValueError(field)
+        rows = await lookups[field](self._conn, states=list(states), before=before, max_runs=limit)
+        return [_run(row) for row in rows]
+
+    async def lock_active_of_agent(self, agent_id: uuid.UUID, limit: int) -> list[Run]:
+        """An agent's active runs, FOR UPDATE SKIP LOCKED."""
+        rows = await q.lock_active_runs_of_agent(self._conn, agent_id=agent_id, max_runs=limit)
+        return [_run(row) for row in rows]
+
+    async def lock_active_of_disabled_agents(self, limit: int) -> list[Run]:
+        """Active runs of disabled agents, FOR UPDATE SKIP LOCKED."""
+        rows = await q.lock_active_runs_of_disabled_agents(self._conn, max_runs=limit)
+        return [_run(row) for row in rows]
+
+
+class PostgresAgentFeedRepository:
+    """Personal events and delivery cursors; satisfies `AgentFeedRepository`.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+        self._events = PostgresEventLog(conn)
+        #: Told which principal row `set_capabilities` changed, so that the unit's
+        #: principal repository forgets what it remembered of it (wired by the unit).
+        self.principal_changed: Callable[[uuid.UUID], None] = _ignore
+
+    async def read(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
+        """An agent's personal events after a seq (commit-ordered)."""
+        return await self._events.read_personal(audience_id, after, limit)
+
+    async def lock_cursor(self, agent_id: uuid.UUID) -> AgentCursor:
+        """The agent's cursor, created on first use, locked for this unit."""
+        row = await q.lock_agent_cursor(self._conn, agent_id=agent_id)
+        if row is None:
+            raise MissingRow(f"cursor of {agent_id}")
+        return AgentCursor(acked_seq=row.acked_seq, delivered_seq=row.delivered_seq)
+
+    async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
+        """Store the agent's cursor."""
+        await q.save_agent_cursor(
+            self._conn,
+            acked_seq=cursor.acked_seq,
+            delivered_seq=cursor.delivered_seq,
+            agent_id=agent_id,
+        )
+
+    async def set_capabilities(self, agent_id: uuid.UUID, followups: str | None) -> None:
+        """Store the follow-up capability an agent reported.
+
+        Raises:
+            MissingRow: for an unknown agent.
+        """
+        if await q.set_reported_followups(self._conn, followups=followups, id=agent_id) != 1:
+            raise MissingRow(f"principal {agent_id}")
+        self.principal_changed(agent_id)
+
+
+def _ignore(principal_id: uuid.UUID) -> None:
+    """No one to tell (an agent feed used outside a unit)."""
+
+
+class PostgresFollowupRepository:
+    """Follow-up rows; satisfies `turnkeeper.application.ports.FollowupRepository`.
+
+    Settlement statements are set-based (``= ANY(array)``), so ending a run costs the
+    same number of statements whatever the number of its follow-ups.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
+        """Insert a queued follow-up."""
+        await q.insert_followup(self._conn, run_id=run_id, message_id=message_id, at=at)
+
+    async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
+        """Every follow-up of a run by message id."""
+        rows = await q.list_followups(self._conn, run_id=run_id)
+        return {row.message_id: FollowupState(row.state) for row in rows}
+
+    async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
+        """One follow-up's state under FOR UPDATE, or None."""
+        state = await q.lock_followup(self._conn, run_id=run_id, message_id=message_id)
+        return None if state is None else FollowupState(state)
+
+    async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
+        """Open follow-ups with their message facts, locked in message_id order."""
+        rows = await q.lock_open_followups(self._conn, run_id=run_id)
+        return [
+            OpenFollowup(
+                message_id=row.message_id,
+                thread_seq=row.thread_seq,
+                author_id=row.author_id,
+                deleted=row.deleted_at is not None,
+            )
+            for row in rows
+        ]
+
+    async def set_states(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        state: FollowupState,
+        at: datetime,
+    ) -> None:
+        """Set the state of some follow-ups in one statement."""
+        if message_ids:
+            await q.set_followup_states(
+                self._conn, state=state.value, at=at, run_id=run_id, message_ids=list(message_ids)
+            )
+
+    async def move(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        new_run_id: uuid.UUID,
+        at: datetime,
+    ) -> None:
+        """Move follow-ups to another run as queued, in one statement."""
+        if message_ids:
+            await q.move_followups(
+                self._conn,
+                new_run_id=new_run_id,
+                at=at,
+                run_id=run_id,
+                message_ids=list(message_ids),
+            )

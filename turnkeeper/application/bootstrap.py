@@ -1,0 +1,86 @@
+"""Wiring of the application: one function builds every service from the ports.
+
+Adapters call `build_services` with their unit-of-work factory, clock and id source;
+tests pass the memory adapter and a fake clock. Nothing is built at import time.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from turnkeeper.application.bus import EventBus
+from turnkeeper.application.ports import Clock, IdGenerator, TokenSigner, UnitOfWorkFactory
+from turnkeeper.application.services.admin import AdminService
+from turnkeeper.application.services.agent_send import AgentSendService
+from turnkeeper.application.services.conversation import ConversationService
+from turnkeeper.application.services.identity import IdentityService
+from turnkeeper.application.services.runs import RunsService
+from turnkeeper.application.settings import Settings
+from turnkeeper.application.transactions import Transactor
+
+
+@attrs.frozen(kw_only=True)
+class Services:
+    """Every service of turnkeeper, sharing one transactor and one bus.
+
+    Attributes:
+        settings: the configuration in force.
+        clock: the clock port.
+        ids: the id port.
+        bus: the in-transaction event bus (subscribers register here).
+        tx: the transactor (unit of work, retries, denial audit).
+        uow: the unit-of-work factory (for readiness checks and tests).
+        identity: token authentication.
+        admin: owner administration.
+        conversation: threads, messages, history, events.
+        runs: trigger acceptance, agent feed, run lifecycle, jobs.
+        agent_send: agent sends through the freshness gate.
+    """
+
+    settings: Settings
+    clock: Clock
+    ids: IdGenerator
+    bus: EventBus
+    tx: Transactor
+    uow: UnitOfWorkFactory
+    identity: IdentityService
+    admin: AdminService
+    conversation: ConversationService
+    runs: RunsService
+    agent_send: AgentSendService
+
+
+def build_services(
+    uow: UnitOfWorkFactory,
+    settings: Settings,
+    clock: Clock,
+    ids: IdGenerator,
+    signer: TokenSigner,
+) -> Services:
+    """Build every service over the given ports.
+
+    Args:
+        uow: opens units of work (memory or PostgreSQL).
+        settings: the configuration.
+        clock: the time source.
+        ids: the UUIDv7 source.
+        signer: signs and verifies invocation tokens.
+
+    Returns:
+        The services, with the in-transaction subscribers registered.
+    """
+    bus = EventBus()
+    tx = Transactor(uow, settings, clock)
+    return Services(
+        settings=settings,
+        clock=clock,
+        ids=ids,
+        bus=bus,
+        tx=tx,
+        uow=uow,
+        identity=IdentityService(tx, clock, settings),
+        admin=AdminService(tx, clock, ids),
+        conversation=ConversationService(tx, bus, clock, ids, settings),
+        runs=RunsService(tx, bus, clock, ids, settings, signer),
+        agent_send=AgentSendService(tx, bus, clock, ids, settings),
+    )

@@ -1,0 +1,115 @@
+"""Loading the facts of an authorization decision and enforcing it inside a unit.
+
+The single application entry point to `turnkeeper.domain.authorization.authorize`: services call
+`require`, which raises `AccessDenied` (audited by the transactor) on a denial.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from turnkeeper.application.ports import ReaderScope, UnitOfWork
+from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.domain.authorization import AccessTarget, Action, authorize, effective_level
+from turnkeeper.domain.errors import NotFound
+from turnkeeper.domain.world import Channel, Level, Principal, Space, Thread
+
+
+async def channel_target(uow: UnitOfWork, channel_id: uuid.UUID) -> AccessTarget:
+    """The access target of a channel.
+
+    Args:
+        uow: the unit of work.
+        channel_id: the channel.
+
+    Returns:
+        Space and channel.
+
+    Raises:
+        NotFound: for an unknown channel.
+    """
+    channel = await uow.channels.get(channel_id)
+    if channel is None:
+        raise NotFound()
+    space = await uow.spaces.get(channel.space_id)
+    if space is None:
+        raise NotFound()
+    return AccessTarget(space=space, channel=channel)
+
+
+async def thread_target(uow: UnitOfWork, thread_id: uuid.UUID) -> AccessTarget:
+    """The access target of a thread (with its channel and space).
+
+    Raises:
+        NotFound: for an unknown thread.
+    """
+    target = await uow.threads.target(thread_id)
+    if target is None:
+        raise NotFound()
+    return target
+
+
+async def require(
+    uow: UnitOfWork, principal: Principal, action: Action, target: AccessTarget
+) -> None:
+    """Enforce the authorization rule for an action.
+
+    Args:
+        uow: the unit of work (for the principal's grants).
+        principal: who acts.
+        action: the action.
+        target: where.
+
+    Raises:
+        AccessDenied: not_found without read, else forbidden or channel_read_only.
+    """
+    grants = await uow.grants.for_principal(principal.id)
+    decision = authorize(principal, action, target, grants)
+    if not decision.allowed:
+        raise AccessDenied(
+            code=decision.code or "forbidden",
+            reason=str(decision.reason or ""),
+            principal_id=principal.id,
+            action=action.value,
+        )
+
+
+async def reader_scope(uow: UnitOfWork, principal: Principal) -> ReaderScope:
+    """Everything a principal may read in the shared event feed.
+
+    Args:
+        uow: the unit of work.
+        principal: the reader.
+
+    Returns:
+        The channels with read, plus the threads an agent operates.
+    """
+    if principal.is_owner:
+        return ReaderScope(reader_id=principal.id, everything=True)
+    grants = await uow.grants.for_principal(principal.id)
+    spaces: dict[uuid.UUID, Space] = {s.id: s for s in await uow.spaces.list_all()}
+    channels: list[Channel] = await uow.channels.list_all()
+    readable = frozenset(
+        channel.id
+        for channel in channels
+        if channel.space_id in spaces
+        and effective_level(
+            principal, AccessTarget(space=spaces[channel.space_id], channel=channel), grants
+        )
+        >= Level.READ
+    )
+    threads: frozenset[uuid.UUID] = frozenset()
+    if principal.is_agent:
+        threads = frozenset(await uow.threads.operated_by(principal.id))
+    return ReaderScope(reader_id=principal.id, channel_ids=readable, thread_ids=threads)
+
+
+def thread_of(target: AccessTarget) -> Thread:
+    """The thread of a thread target.
+
+    Raises:
+        NotFound: when the target is a channel.
+    """
+    if target.thread is None:
+        raise NotFound()
+    return target.thread

@@ -1,0 +1,465 @@
+"""Administration by the owner: principals, spaces, channels, behaviour, operators, grants.
+
+Every use case here needs the owner role; anyone else gets 403 forbidden with reason
+``owner_required`` (audited like every denial).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+
+import attrs
+
+from turnkeeper.application.errors import DuplicateKey
+from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.services.identity import hash_token, new_token
+from turnkeeper.application.transactions import AccessDenied, Transactor
+from turnkeeper.domain.errors import FieldError, NotFound, ValidationFailed
+from turnkeeper.domain.world import (
+    BillingMode,
+    Channel,
+    ChannelBehavior,
+    ChannelType,
+    Grant,
+    Level,
+    OperatorMode,
+    Principal,
+    PrincipalKind,
+    ResourceKind,
+    Space,
+    Thread,
+)
+
+_ChannelChange = Callable[[UnitOfWork, Channel], Awaitable[Channel]]
+
+
+@attrs.frozen(kw_only=True)
+class NewPrincipal:
+    """A created principal with its token (shown once).
+
+    Attributes:
+        principal: the stored principal.
+        token: the API token in clear text.
+    """
+
+    principal: Principal
+    token: str
+
+
+def _invalid(pointer: str, code: str) -> ValidationFailed:
+    return ValidationFailed([FieldError(pointer=pointer, code=code)])
+
+
+class AdminService:
+    """Use cases of the owner.
+
+    Args:
+        tx: the transactor.
+        clock: time of creation.
+        ids: UUIDv7 source.
+    """
+
+    def __init__(self, tx: Transactor, clock: Clock, ids: IdGenerator) -> None:
+        self._tx = tx
+        self._clock = clock
+        self._ids = ids
+
+    @staticmethod
+    def _require_owner(actor: Principal, action: str) -> None:
+        if not actor.is_owner:
+            raise AccessDenied(
+                code="forbidden", reason="owner_required", principal_id=actor.id, action=action
+            )
+
+    async def _agent(self, uow: UnitOfWork, agent_id: uuid.UUID, pointer: str) -> Principal:
+        agent = await uow.principals.get(agent_id)
+        if agent is None or not agent.is_agent:
+            raise _invalid(pointer, "not_an_agent")
+        return agent
+
+    async def ensure_owner(self, handle: str, token: str | None) -> NewPrincipal | None:
+        """Create the owner principal unless one exists.
+
+        Args:
+            handle: the owner's handle.
+            token: a fixed token (``TURNKEEPER_OWNER_TOKEN``) or None to generate one.
+
+        Returns:
+            The new owner and its token, or None when an owner already existed (a fixed
+            token is then added to it so that the configured token keeps working).
+        """
+        secret = token or new_token()
+
+        async def work(uow: UnitOfWork) -> NewPrincipal | None:
+            now = self._clock.now()
+            owner = await uow.principals.owner()
+            if owner is not None:
+                if (
+                    token is not None
+                    and await uow.principals.by_token_hash(hash_token(token)) is None
+                ):
+                    await uow.principals.add_token(owner.id, hash_token(token), now)
+                return None
+            principal = Principal(
+                id=self._ids.new_id(),
+                kind=PrincipalKind.PERSON,
+                handle=handle,
+                display_name=handle,
+                is_owner=True,
+                created_at=now,
+            )
+            await uow.principals.add(principal)
+            await uow.principals.add_token(principal.id, hash_token(secret), now)
+            return NewPrincipal(principal=principal, token=secret)
+
+        return await self._tx.run(work)
+
+    async def create_principal(
+        self,
+        actor: Principal,
+        *,
+        kind: PrincipalKind,
+        handle: str,
+        display_name: str = "",
+        billing_mode: BillingMode | None = None,
+        holder_id: uuid.UUID | None = None,
+        supports_followups: bool | None = None,
+        is_owner: bool = False,
+    ) -> NewPrincipal:
+        """Create a person or agent with a first API token.
+
+        Args:
+            actor: the owner.
+            kind: person or agent (app is reserved).
+            handle: unique handle.
+            display_name: optional display name.
+            billing_mode: agents: organization (default) or personal.
+            holder_id: personal agents: the holding person.
+            supports_followups: agents: owner configuration of follow-ups.
+            is_owner: give the owner role (library use; not reachable over HTTP).
+
+        Returns:
+            The principal and its token.
+
+        Raises:
+            AccessDenied: for a non-owner.
+            ValidationFailed: for inconsistent members or a taken handle.
+        """
+        self._require_owner(actor, "principal.create")
+        if kind is PrincipalKind.APP:
+            raise _invalid("/kind", "invalid_enum")
+        if not handle or len(handle.split()) != 1:
+            raise _invalid("/handle", "invalid")
+        if kind is PrincipalKind.PERSON and (
+            billing_mode is not None or holder_id is not None or supports_followups is not None
+        ):
+            pointer = (
+                "/billing_mode"
+                if billing_mode
+                else "/holder_id"
+                if holder_id
+                else "/supports_followups"
+            )
+            raise _invalid(pointer, "agents_only")
+        if kind is PrincipalKind.AGENT:
+            billing_mode = billing_mode or BillingMode.ORGANIZATION
+            if (billing_mode is BillingMode.PERSONAL) != (holder_id is not None):
+                raise _invalid("/holder_id", "personal_needs_holder")
+        token = new_token()
+
+        async def work(uow: UnitOfWork) -> NewPrincipal:
+            if holder_id is not None:
+                holder = await uow.principals.get(holder_id)
+                if holder is None or holder.kind is not PrincipalKind.PERSON:
+                    raise _invalid("/holder_id", "not_a_person")
+            now = self._clock.now()
+            principal = Principal(
+                id=self._ids.new_id(),
+                kind=kind,
+                handle=handle,
+                display_name=display_name,
+                is_owner=is_owner,
+                billing_mode=billing_mode,
+                holder_id=holder_id,
+                supports_followups=supports_followups,
+                created_at=now,
+            )
+            try:
+                await uow.principals.add(principal)
+            except DuplicateKey:
+                raise _invalid("/handle", "taken") from None
+            await uow.principals.add_token(principal.id, hash_token(token), now)
+            return NewPrincipal(principal=principal, token=token)
+
+        return await self._tx.run(work)
+
+    async def create_space(
+        self, actor: Principal, *, name: str, default_operator_id: uuid.UUID | None = None
+    ) -> Space:
+        """Create a space, optionally with a default operator agent.
+
+        Raises:
+            AccessDenied: for a non-owner.
+            ValidationFailed: when the operator is not an agent.
+        """
+        self._require_owner(actor, "space.create")
+        if not name.strip():
+            raise _invalid("/name", "required")
+
+        async def work(uow: UnitOfWork) -> Space:
+            if default_operator_id is not None:
+                await self._agent(uow, default_operator_id, "/default_operator_id")
+            space = Space(
+                id=self._ids.new_id(),
+                name=name,
+                default_operator_id=default_operator_id,
+                created_by=actor.id,
+                created_at=self._clock.now(),
+            )
+            await uow.spaces.add(space)
+            return space
+
+        return await self._tx.run(work)
+
+    async def create_channel(
+        self,
+        actor: Principal,
+        space_id: uuid.UUID,
+        *,
+        name: str,
+        type: ChannelType,
+        operator_mode: OperatorMode = OperatorMode.INHERIT,
+        operator_id: uuid.UUID | None = None,
+    ) -> Channel:
+        """Create a channel; a text channel gets its main thread at once.
+
+        Raises:
+            AccessDenied: for a non-owner.
+            NotFound: for an unknown space.
+            ValidationFailed: for an operator that does not fit the mode.
+        """
+        self._require_owner(actor, "channel.create")
+        if not name.strip():
+            raise _invalid("/name", "required")
+        _check_operator(operator_mode, operator_id, "/operator_id")
+
+        async def work(uow: UnitOfWork) -> Channel:
+            if await uow.spaces.get(space_id) is None:
+                raise NotFound()
+            if operator_id is not None:
+                await self._agent(uow, operator_id, "/operator_id")
+            now = self._clock.now()
+            channel_id = self._ids.new_id()
+            main_thread_id = self._ids.new_id() if type is ChannelType.TEXT else None
+            channel = Channel(
+                id=channel_id,
+                space_id=space_id,
+                name=name,
+                type=type,
+                operator_mode=operator_mode,
+                operator_id=operator_id,
+                main_thread_id=main_thread_id,
+                created_at=now,
+            )
+            await uow.channels.add(channel)
+            if main_thread_id is not None:
+                await uow.threads.add(
+                    Thread(
+                        id=main_thread_id,
+                        channel_id=channel_id,
+                        is_main=True,
+                        title=name,
+                        created_by=actor.id,
+                        created_at=now,
+                    )
+                )
+            return channel
+
+        return await self._tx.run(work)
+
+    async def _change_channel(
+        self, actor: Principal, channel_id: uuid.UUID, action: str, change: _ChannelChange
+    ) -> Channel:
+        self._require_owner(actor, action)
+
+        async def work(uow: UnitOfWork) -> Channel:
+            channel = await uow.channels.get(channel_id)
+            if channel is None:
+                raise NotFound()
+            changed = await change(uow, channel)
+            await uow.channels.update(changed)
+            return changed
+
+        return await self._tx.run(work)
+
+    async def set_behavior(
+        self,
+        actor: Principal,
+        channel_id: uuid.UUID,
+        *,
+        free_response: bool | None = None,
+        allow_mentioned_agents: bool | None = None,
+        thread_require_mention: bool | None = None,
+    ) -> Channel:
+        """Change the switches of a channel (absent switches stay as they are).
+
+        Raises:
+            AccessDenied: for a non-owner.
+            NotFound: for an unknown channel.
+        """
+
+        async def change(uow: UnitOfWork, channel: Channel) -> Channel:
+            old = channel.behavior
+            behavior = ChannelBehavior(
+                free_response=old.free_response if free_response is None else free_response,
+                allow_mentioned_agents=old.allow_mentioned_agents
+                if allow_mentioned_agents is None
+                else allow_mentioned_agents,
+                thread_require_mention=old.thread_require_mention
+                if thread_require_mention is None
+                else thread_require_mention,
+            )
+            return attrs.evolve(channel, behavior=behavior)
+
+        return await self._change_channel(actor, channel_id, "channel.behavior", change)
+
+    async def set_operator(
+        self,
+        actor: Principal,
+        channel_id: uuid.UUID,
+        *,
+        mode: OperatorMode,
+        operator_id: uuid.UUID | None = None,
+    ) -> Channel:
+        """Change how a channel finds its operator (threads keep their fixed operator).
+
+        Raises:
+            AccessDenied: for a non-owner.
+            NotFound: for an unknown channel.
+            ValidationFailed: for an operator that does not fit the mode.
+        """
+        _check_operator(mode, operator_id, "/operator_id")
+
+        async def change(uow: UnitOfWork, channel: Channel) -> Channel:
+            if operator_id is not None:
+                await self._agent(uow, operator_id, "/operator_id")
+            return attrs.evolve(channel, operator_mode=mode, operator_id=operator_id)
+
+        return await self._change_channel(actor, channel_id, "channel.operator", change)
+
+    async def archive_channel(self, actor: Principal, channel_id: uuid.UUID) -> Channel:
+        """Make a channel read-only for everyone.
+
+        Raises:
+            AccessDenied: for a non-owner.
+            NotFound: for an unknown channel.
+        """
+
+        async def change(uow: UnitOfWork, channel: Channel) -> Channel:
+            return attrs.evolve(channel, archived=True)
+
+        return await self._change_channel(actor, channel_id, "channel.archive", change)
+
+    async def create_grant(
+        self,
+        actor: Principal,
+        *,
+        principal_id: uuid.UUID,
+        resource_kind: ResourceKind,
+        resource_id: uuid.UUID,
+        level: Level,
+    ) -> Grant:
+        """Grant a level on a space or channel (agents are capped at write when evaluated).
+
+        Raises:
+            AccessDenied: for a non-owner.
+            ValidationFailed: for an unknown principal or resource, level none, or a
+                second grant on the same resource.
+        """
+        self._require_owner(actor, "grant.create")
+        if level is Level.NONE:
+            raise _invalid("/level", "invalid_enum")
+
+        async def work(uow: UnitOfWork) -> Grant:
+            if await uow.principals.get(principal_id) is None:
+                raise _invalid("/principal_id", "unknown_principal")
+            found = (
+                await uow.spaces.get(resource_id)
+                if resource_kind is ResourceKind.SPACE
+                else await uow.channels.get(resource_id)
+            )
+            if found is None:
+                raise _invalid("/resource_id", "unknown_resource")
+            existing = [
+                g
+                for g in await uow.grants.for_principal(principal_id)
+                if g.resource_kind is resource_kind and g.resource_id == resource_id
+            ]
+            if existing:
+                raise _invalid("/resource_id", "grant_exists")
+            grant = Grant(
+                id=self._ids.new_id(),
+                principal_id=principal_id,
+                resource_kind=resource_kind,
+                resource_id=resource_id,
+                level=level,
+                created_at=self._clock.now(),
+            )
+            await uow.grants.add(grant)
+            return grant
+
+        return await self._tx.run(work)
+
+    async def delete_grant(self, actor: Principal, grant_id: uuid.UUID) -> None:
+        """Revoke a grant.
+
+        Raises:
+            AccessDenied: for a non-owner.
+            NotFound: for an unknown grant.
+        """
+        self._require_owner(actor, "grant.delete")
+
+        async def work(uow: UnitOfWork) -> None:
+            if await uow.grants.get(grant_id) is None:
+                raise NotFound()
+            await uow.grants.delete(grant_id)
+
+        await self._tx.run(work)
+
+    async def set_agent_config(
+        self,
+        actor: Principal,
+        agent_id: uuid.UUID,
+        *,
+        supports_followups: bool | None = None,
+        enabled: bool | None = None,
+    ) -> Principal:
+        """Change an agent's owner configuration.
+
+        Raises:
+            AccessDenied: for a non-owner.
+            NotFound: for an unknown id or a principal that is not an agent.
+        """
+        self._require_owner(actor, "agent.config")
+
+        async def work(uow: UnitOfWork) -> Principal:
+            agent = await uow.principals.get(agent_id)
+            if agent is None or not agent.is_agent:
+                raise NotFound()
+            changed = attrs.evolve(
+                agent,
+                supports_followups=agent.supports_followups
+                if supports_followups is None
+                else supports_followups,
+                enabled=agent.enabled if enabled is None else enabled,
+            )
+            await uow.principals.update(changed)
+            return changed
+
+        return await self._tx.run(work)
+
+
+def _check_operator(mode: OperatorMode, operator_id: uuid.UUID | None, pointer: str) -> None:
+    if (mode is OperatorMode.AGENT) != (operator_id is not None):
+        raise _invalid(pointer, "operator_mode_mismatch")

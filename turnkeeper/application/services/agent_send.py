@@ -1,0 +1,479 @@
+"""Agent sends through the freshness gate (DESIGN section 9, seed message-freshness-gate).
+
+An agent writes into a thread with the frontier it has seen (``seen_up_to_seq``). The
+message is stored only when nothing was written after that frontier; otherwise the
+answer is ``held`` and the agent refreshes before it decides whether to write at all.
+
+One unit of work, in this order (seed sections 3.2, 3.4 and 3.5):
+
+1. authorize ``message.create`` on the thread (not_found without read, like an unknown
+   id; forbidden without write);
+2. idempotency lookup by (author, client_message_id): the same digest answers
+   ``already_sent`` with the stored message and its seq, another digest is
+   ``idempotency_conflict``;
+3. one ``rl.message`` token (the same bucket as createMessage);
+4. the compare-and-set ``CasThreadSeq``, the linearization point: one row is ``sent`` with
+   ``accepted_seq = seen + 1`` and no further read;
+5. zero rows: the idempotency lookup again (a concurrent identical send may have won),
+   then the raw frontier. A thread without restricted messages answers ``held`` with the
+   raw latest seq. A thread with restricted messages runs the bounded newest-first
+   visibility check over (seen, raw latest]: ``held`` only with a proved author-visible
+   seq, which is then the answer's ``latest_seq`` (never an invisible seq); without a
+   proof it sends through a second compare-and-set against the raw latest it read. When
+   that one misses too, a concurrent send moved the frontier: the frontier is read and
+   the check repeated (``freshness.visible_miss_retries`` times), and after that the
+   whole unit is rerun as a retriable conflict;
+6. the message is stored exactly as createMessage stores it (`MessageAppender`):
+   ``message.created`` and `MessagePosted`, so the runs subscriber checks ``run_id`` and
+   nothing an agent writes triggers anything.
+
+A retriable error (deadlock, unique race on the client id) reruns the whole unit with the
+same key and digest, and every lookup compares the digest, so a rerun converges to the
+same answer states.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import attrs
+import structlog
+
+from turnkeeper.application.bus import EventBus
+from turnkeeper.application.errors import RetriableConflict
+from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.services.access import require, thread_target
+from turnkeeper.application.services.messages_append import MessageAppender
+from turnkeeper.application.settings import Settings
+from turnkeeper.application.transactions import AccessDenied, Transactor
+from turnkeeper.domain.authorization import Action
+from turnkeeper.domain.errors import DomainError, FieldError, IdempotencyConflict, ValidationFailed
+from turnkeeper.domain.freshness import SendState
+from turnkeeper.domain.messaging import (
+    Message,
+    MessageDraft,
+    MessageKind,
+    check_create_rules,
+    payload_digest,
+)
+from turnkeeper.domain.world import Principal, thread_target_key
+
+#: The logger of every send outcome (metrics are derived from these records).
+LOGGER_NAME = "turnkeeper.freshness"
+
+#: The action name of a refused send in the audit (a person or app is not an agent).
+SEND_ACTION = "agent.send"
+
+
+def _log() -> Any:
+    # A fresh proxy per record: it follows the structlog configuration of the moment.
+    return structlog.get_logger(LOGGER_NAME)
+
+
+class SendPath:
+    """How a send reached its answer (the ``path`` of its log record)."""
+
+    #: The first compare-and-set allocated the seq.
+    CAS = "cas"
+    #: The first lookup found the client id.
+    REPLAY = "replay"
+    #: The lookup after a missed compare-and-set found the client id.
+    MISS_REPLAY = "miss_replay"
+    #: Held with the raw latest seq (no restricted message in the thread).
+    HELD_RAW = "held_raw"
+    #: Held with a proved author-visible seq.
+    HELD_VISIBLE = "held_visible"
+    #: Sent through the second compare-and-set: no author-visible message was proved.
+    VISIBLE_MISS_CAS = "visible_miss_cas"
+    #: No freshness member (``freshness.required_for_agents`` is false): ungated.
+    COMPAT = "compat"
+
+
+@attrs.frozen(kw_only=True)
+class SendFreshness:
+    """The frontier an agent saw in its target.
+
+    Attributes:
+        target_key: the canonical key of the target, as the agent knows it.
+        seen_up_to_seq: the highest thread seq surfaced to the agent.
+        source_message_ids: the messages the send is based on (logged as a count).
+    """
+
+    target_key: str
+    seen_up_to_seq: int
+    source_message_ids: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class AgentSend:
+    """A decoded POST /v1/agent/send.
+
+    Attributes:
+        target: the thread.
+        content: the text.
+        client_message_id: the idempotency key ("" when the client sent none).
+        run_id: the run this answer belongs to, if any.
+        freshness: the frontier the agent saw; None for an ungated send.
+    """
+
+    target: uuid.UUID
+    content: str
+    client_message_id: str
+    run_id: uuid.UUID | None = None
+    freshness: SendFreshness | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SendOutcome:
+    """The answer of a send.
+
+    Attributes:
+        state: sent, already_sent or held.
+        target_key: the canonical key of the thread.
+        client_message_id: the idempotency key.
+        latest_seq: sent and already_sent: the accepted seq; held: the newest seq after
+            ``seen_up_to_seq`` the author may see (the raw latest in a thread without
+            restricted messages).
+        message_id: the stored message (sent, already_sent).
+        accepted_seq: its thread seq (sent, already_sent).
+        seen_up_to_seq: the frontier the request carried (absent for an ungated send).
+        needs_refresh_until_seq: held only: refresh through this seq before a retry.
+        path: how the answer was reached (`SendPath`), for logs and tests.
+    """
+
+    state: SendState
+    target_key: str
+    client_message_id: str
+    latest_seq: int
+    message_id: uuid.UUID | None = None
+    accepted_seq: int | None = None
+    seen_up_to_seq: int | None = None
+    needs_refresh_until_seq: int | None = None
+    path: str
+
+
+@attrs.frozen(kw_only=True)
+class _Allocation:
+    """The miss branch's decision: a seq to store at, or a held frontier."""
+
+    seq: int | None = None
+    held_latest: int | None = None
+    path: str
+
+
+def send_digest(thread_id: uuid.UUID, content: str) -> str:
+    """The idempotency digest of a send: createMessage's digest of a plain text message.
+
+    A send and a createMessage with the same client id and content replay each other.
+
+    Args:
+        thread_id: the target thread.
+        content: the text.
+
+    Returns:
+        `turnkeeper.domain.messaging.payload_digest` without reply_to and audience.
+    """
+    return payload_digest(thread_id, content, None, None)
+
+
+def check_send(request: AgentSend, *, author: Principal, settings: Settings) -> None:
+    """Apply the body rules of a send (seed section 3.1 step 5, and createMessage's rules).
+
+    Args:
+        request: the decoded request.
+        author: the sending agent.
+        settings: ``freshness.*`` and ``message.max_content_bytes``.
+
+    Raises:
+        ValidationFailed: with every offending member: ``/freshness`` freshness_required,
+            ``/client_message_id`` client_message_id_required, ``/freshness/target_key``
+            target_key_required or target_key_mismatch, ``/freshness/seen_up_to_seq``
+            negative, ``/freshness/source_message_ids`` too_many, and ``/content``
+            required or too_long.
+    """
+    errors: list[FieldError] = []
+    if not request.client_message_id:
+        errors.append(FieldError(pointer="/client_message_id", code="client_message_id_required"))
+    freshness = request.freshness
+    if freshness is None:
+        if settings.freshness_required_for_agents:
+            errors.append(FieldError(pointer="/freshness", code="freshness_required"))
+    else:
+        if not freshness.target_key:
+            errors.append(FieldError(pointer="/freshness/target_key", code="target_key_required"))
+        elif freshness.target_key != thread_target_key(request.target):
+            errors.append(FieldError(pointer="/freshness/target_key", code="target_key_mismatch"))
+        if freshness.seen_up_to_seq < 0:
+            errors.append(FieldError(pointer="/freshness/seen_up_to_seq", code="negative"))
+        if len(freshness.source_message_ids) > settings.max_source_message_ids:
+            errors.append(FieldError(pointer="/freshness/source_message_ids", code="too_many"))
+    try:
+        check_create_rules(
+            _draft(request, client_msg_id=request.client_message_id or "-"),
+            author_kind=author.kind,
+            kind=None,
+            max_content_bytes=settings.max_content_bytes,
+        )
+    except ValidationFailed as failed:
+        errors.extend(failed.errors)
+    if errors:
+        raise ValidationFailed(errors)
+
+
+def _draft(request: AgentSend, *, client_msg_id: str | None = None) -> MessageDraft:
+    return MessageDraft(
+        client_msg_id=request.client_message_id if client_msg_id is None else client_msg_id,
+        content=request.content,
+        run_id=request.run_id,
+    )
+
+
+class AgentSendService:
+    """POST /v1/agent/send: agent messages through the freshness gate.
+
+    Args:
+        tx: the transactor (retries, denial audit).
+        bus: the in-transaction bus (`MessagePosted`).
+        clock: the time.
+        ids: the UUIDv7 source.
+        settings: ``freshness.*``, ``message.max_content_bytes``, ``ratelimit.rl.message.*``.
+    """
+
+    def __init__(
+        self, tx: Transactor, bus: EventBus, clock: Clock, ids: IdGenerator, settings: Settings
+    ) -> None:
+        self._tx = tx
+        self._settings = settings
+        self._appender = MessageAppender(bus, clock, ids, settings)
+
+    async def send(self, actor: Principal, request: AgentSend) -> SendOutcome:
+        """Send one agent message through the freshness gate.
+
+        Args:
+            actor: the sending principal (an agent).
+            request: the decoded request.
+
+        Returns:
+            sent, already_sent or held (see `SendOutcome`).
+
+        Raises:
+            AccessDenied: forbidden / agents_only for a person or app; not_found without
+                read on the thread; forbidden or channel_read_only without write.
+            ValidationFailed: body rules (`check_send`), ``/freshness/seen_up_to_seq``
+                ahead_of_latest when the frontier is above the thread's, and
+                ``/run_id`` run_mismatch from the runs subscriber.
+            NotFound: for an unknown thread.
+            IdempotencyConflict: the client id was used with another payload.
+            RateLimited: the agent's rl.message bucket is empty.
+            Conflict: run_not_active for the agent's own ended run.
+            RetriableConflict: when every rerun met a concurrent frontier move.
+        """
+        if not actor.is_agent:
+            denied = AccessDenied(
+                code="forbidden",
+                reason="agents_only",
+                principal_id=actor.id,
+                action=SEND_ACTION,
+            )
+            await self._tx.record_denial(denied)
+            raise denied
+        try:
+            check_send(request, author=actor, settings=self._settings)
+            digest = send_digest(request.target, request.content)
+
+            async def work(uow: UnitOfWork) -> SendOutcome:
+                return await self._send(uow, actor, request, digest)
+
+            outcome = await self._tx.run(work)
+        except DomainError as refused:
+            _log_refused(actor, request, refused)
+            raise
+        _log_outcome(actor, request, outcome)
+        return outcome
+
+    async def _send(
+        self, uow: UnitOfWork, actor: Principal, request: AgentSend, digest: str
+    ) -> SendOutcome:
+        target = await thread_target(uow, request.target)
+        await require(uow, actor, Action.MESSAGE_CREATE, target)
+        key = thread_target_key(request.target)
+        seen = request.freshness.seen_up_to_seq if request.freshness else None
+        existing = await self._replay(uow, actor, request, digest, key, seen, SendPath.REPLAY)
+        if existing is not None:
+            return existing
+        await self._appender.take_rate_token(uow, actor)
+        draft = _draft(request)
+        if seen is None:
+            message = await self._appender.append(
+                uow, actor, target, draft, digest, kind=MessageKind.TEXT
+            )
+            return _sent(message, key, None, SendPath.COMPAT)
+        seq = await uow.freshness.compare_and_allocate(request.target, seen)
+        path = SendPath.CAS
+        if seq is None:
+            again = await self._replay(uow, actor, request, digest, key, seen, SendPath.MISS_REPLAY)
+            if again is not None:
+                return again
+            allocation = await self._after_miss(uow, actor, request.target, seen)
+            if allocation.seq is None:
+                assert allocation.held_latest is not None
+                return SendOutcome(
+                    state=SendState.HELD,
+                    target_key=key,
+                    client_message_id=request.client_message_id,
+                    seen_up_to_seq=seen,
+                    latest_seq=allocation.held_latest,
+                    needs_refresh_until_seq=allocation.held_latest,
+                    path=allocation.path,
+                )
+            seq, path = allocation.seq, allocation.path
+        message = await self._appender.append(
+            uow, actor, target, draft, digest, kind=MessageKind.TEXT, allocated_seq=seq
+        )
+        return _sent(message, key, seen, path)
+
+    async def _replay(
+        self,
+        uow: UnitOfWork,
+        actor: Principal,
+        request: AgentSend,
+        digest: str,
+        key: str,
+        seen: int | None,
+        path: str,
+    ) -> SendOutcome | None:
+        """already_sent for a stored client id with the same digest, else None."""
+        existing = await uow.messages.by_client_id(actor.id, request.client_message_id)
+        if existing is None:
+            return None
+        if existing.digest != digest:
+            raise IdempotencyConflict()
+        return SendOutcome(
+            state=SendState.ALREADY_SENT,
+            target_key=key,
+            client_message_id=request.client_message_id,
+            message_id=existing.id,
+            accepted_seq=existing.thread_seq,
+            latest_seq=existing.thread_seq,
+            seen_up_to_seq=seen,
+            path=path,
+        )
+
+    async def _after_miss(
+        self, uow: UnitOfWork, actor: Principal, thread_id: uuid.UUID, seen: int
+    ) -> _Allocation:
+        """The miss branch of the allocator (seed section 3.4, steps 1 to 7)."""
+        for _ in range(self._settings.visible_miss_retries + 1):
+            frontier = await uow.freshness.frontier(thread_id)
+            raw = frontier.latest_seq
+            if raw < seen:
+                # The agent claims a frontier the thread never reached: a client bug
+                # (a stale mapping, a made-up seq), not a reason to hold or to send.
+                raise ValidationFailed(
+                    [FieldError(pointer="/freshness/seen_up_to_seq", code="ahead_of_latest")]
+                )
+            if raw > seen:
+                if not frontier.has_restricted:
+                    return _Allocation(held_latest=raw, path=SendPath.HELD_RAW)
+                visible = await self._newest_visible(uow, actor.id, thread_id, seen, raw)
+                if visible is not None:
+                    return _Allocation(held_latest=visible, path=SendPath.HELD_VISIBLE)
+            # Nothing after `seen` is proved visible to the author (or the frontier came
+            # back to it): the send linearizes through a second compare-and-set against
+            # the raw frontier just read, which keeps thread_seq gapless and monotonic.
+            seq = await uow.freshness.compare_and_allocate(thread_id, raw)
+            if seq is not None:
+                path = SendPath.CAS if raw == seen else SendPath.VISIBLE_MISS_CAS
+                return _Allocation(seq=seq, path=path)
+        raise RetriableConflict("freshness_frontier_moved", reason="freshness_cas_contended")
+
+    async def _newest_visible(
+        self, uow: UnitOfWork, viewer_id: uuid.UUID, thread_id: uuid.UUID, seen: int, raw: int
+    ) -> int | None:
+        """The newest author-visible seq in (seen, raw], when the bounded check proves one.
+
+        Newest first, ``freshness.visible_miss_batch`` rows per batch, at most
+        ``freshness.visible_miss_batches`` batches; the first batch that holds a visible
+        message gives the newest visible seq of the whole range.
+        """
+        through = raw
+        batch = self._settings.visible_miss_batch
+        for _ in range(self._settings.visible_miss_batches):
+            window = await uow.freshness.newest_visible(
+                thread_id, viewer_id, after_seq=seen, through_seq=through, batch=batch
+            )
+            if window.newest_visible_seq is not None:
+                return window.newest_visible_seq
+            if window.examined < batch or window.lowest_seq is None:
+                return None
+            through = window.lowest_seq - 1
+            if through <= seen:
+                return None
+        return None
+
+
+def _sent(message: Message, key: str, seen: int | None, path: str) -> SendOutcome:
+    return SendOutcome(
+        state=SendState.SENT,
+        target_key=key,
+        client_message_id=message.client_msg_id or "",
+        message_id=message.id,
+        accepted_seq=message.thread_seq,
+        latest_seq=message.thread_seq,
+        seen_up_to_seq=seen,
+        path=path,
+    )
+
+
+def _base_fields(actor: Principal, request: AgentSend) -> dict[str, object]:
+    fields: dict[str, object] = {
+        "agent_id": str(actor.id),
+        "target_key": thread_target_key(request.target),
+        "client_message_id": request.client_message_id,
+        "gated": request.freshness is not None,
+    }
+    if request.freshness is not None:
+        fields["seen_up_to_seq"] = request.freshness.seen_up_to_seq
+        fields["source_message_count"] = len(request.freshness.source_message_ids)
+        fields["target_key_valid"] = request.freshness.target_key == fields["target_key"]
+    return fields
+
+
+def _log_outcome(actor: Principal, request: AgentSend, outcome: SendOutcome) -> None:
+    """One record per answered send: state, frontiers and path; never content."""
+    fields = _base_fields(actor, request)
+    fields.update(
+        state=outcome.state.value,
+        path=outcome.path,
+        latest_seq=outcome.latest_seq,
+    )
+    if outcome.accepted_seq is not None:
+        fields["accepted_seq"] = outcome.accepted_seq
+    if outcome.needs_refresh_until_seq is not None:
+        fields["needs_refresh_until_seq"] = outcome.needs_refresh_until_seq
+    if outcome.state is SendState.HELD and outcome.seen_up_to_seq is not None:
+        fields["seq_delta"] = outcome.latest_seq - outcome.seen_up_to_seq
+    _log().info("agent_send", **fields)
+
+
+def _log_refused(actor: Principal, request: AgentSend, refused: DomainError) -> None:
+    """One record per refused send: the problem code and reason; never content."""
+    fields = _base_fields(actor, request)
+    fields.update(state="refused", code=refused.code)
+    if refused.reason is not None:
+        fields["reason"] = refused.reason
+    _log().info("agent_send_refused", **fields)
+
+
+__all__ = [
+    "LOGGER_NAME",
+    "SEND_ACTION",
+    "AgentSend",
+    "AgentSendService",
+    "SendFreshness",
+    "SendOutcome",
+    "SendPath",
+    "check_send",
+    "send_digest",
+]

@@ -1,0 +1,384 @@
+"""Conversation use cases: threads, messages, history and the shared event feed.
+
+Writing a message, in one unit of work: authorize, replay lookup by (author,
+client_msg_id), message rules, rate limit, reopen a done thread with a system line,
+allocate thread_seq under the thread row lock, insert, append message.created, then
+publish `MessagePosted` so that in-transaction subscribers (the runs capability) can act
+or veto. Nothing here knows about runs. The storing steps are shared with the freshness
+gate of agent sends (`turnkeeper.application.services.messages_append.MessageAppender`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+
+from turnkeeper.application.bus import EventBus
+from turnkeeper.application.documents import thread_document
+from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.services.access import (
+    channel_target,
+    reader_scope,
+    require,
+    thread_of,
+    thread_target,
+)
+from turnkeeper.application.services.messages_append import MessageAppender
+from turnkeeper.application.settings import Settings
+from turnkeeper.application.transactions import Transactor
+from turnkeeper.domain.authorization import AccessTarget, Action
+from turnkeeper.domain.errors import (
+    FieldError,
+    IdempotencyConflict,
+    NotFound,
+    ValidationFailed,
+)
+from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.messaging import (
+    Message,
+    MessageDraft,
+    MessageKind,
+    check_create_rules,
+    payload_digest,
+    title_from_content,
+)
+from turnkeeper.domain.world import (
+    Principal,
+    Thread,
+    ThreadState,
+    TitleSource,
+    effective_operator,
+)
+
+
+@attrs.frozen(kw_only=True)
+class PostedMessage:
+    """The answer of createMessage.
+
+    Attributes:
+        message: the stored (or replayed) message.
+        author: its author.
+        replayed: True when an earlier identical request stored it.
+    """
+
+    message: Message
+    author: Principal
+    replayed: bool
+
+
+@attrs.frozen(kw_only=True)
+class CreatedThread:
+    """The answer of createThread.
+
+    Attributes:
+        thread: the thread (as it is now).
+        message: its first message.
+        author: the author of the first message.
+        replayed: True when an earlier identical request created it.
+    """
+
+    thread: Thread
+    message: Message
+    author: Principal
+    replayed: bool
+
+
+@attrs.frozen(kw_only=True)
+class MessagePage:
+    """One page of a thread's history.
+
+    Attributes:
+        messages: the visible messages, oldest first.
+        authors: the authors of those messages by id.
+        covers_through_seq: every seq up to this one was considered (visible ones are in
+            this page or an earlier one), so a reader may treat it as seen.
+    """
+
+    messages: list[Message]
+    authors: dict[uuid.UUID, Principal]
+    covers_through_seq: int
+
+
+@attrs.frozen(kw_only=True)
+class EventPage:
+    """One page of the shared event feed.
+
+    Attributes:
+        events: the events, by seq.
+        next_after: the cursor for the next call.
+    """
+
+    events: list[Event]
+    next_after: int
+
+
+class ConversationService:
+    """Threads and messages for people and agents.
+
+    Args:
+        tx: the transactor.
+        bus: the in-transaction bus (MessagePosted).
+        clock: the time.
+        ids: the UUIDv7 source.
+        settings: limits (``message.max_content_bytes``, ``ratelimit.rl.message.*``,
+            ``page.*``).
+    """
+
+    def __init__(
+        self, tx: Transactor, bus: EventBus, clock: Clock, ids: IdGenerator, settings: Settings
+    ) -> None:
+        self._tx = tx
+        self._bus = bus
+        self._clock = clock
+        self._ids = ids
+        self._settings = settings
+        self._appender = MessageAppender(bus, clock, ids, settings)
+
+    # -- writing -------------------------------------------------------------------------
+
+    async def create_thread(
+        self,
+        actor: Principal,
+        channel_id: uuid.UUID,
+        *,
+        title: str | None,
+        first_message: MessageDraft,
+        kind: str | None = None,
+    ) -> CreatedThread:
+        """Create a thread with its first message (a report thread when an agent does it).
+
+        The thread gets the channel's effective operator as its fixed operator; an
+        agent's thread gets title_source auto and, without a title, the first line.
+
+        Args:
+            actor: the author.
+            channel_id: the channel (text or forum).
+            title: optional title.
+            first_message: the first message.
+            kind: the first message's ``kind`` member as sent.
+
+        Returns:
+            The thread and its first message (or the replayed originals).
+
+        Raises:
+            ValidationFailed: body rules (pointers under ``/first_message``).
+            AccessDenied: without write on the channel (not_found without read).
+            NotFound: for an unknown channel.
+            IdempotencyConflict: a reused client id with another payload.
+            RateLimited: the author's rl.message bucket is empty.
+        """
+        check_create_rules(
+            first_message,
+            author_kind=actor.kind,
+            kind=kind,
+            max_content_bytes=self._settings.max_content_bytes,
+            pointer_prefix="/first_message",
+            first_message=True,
+        )
+
+        async def work(uow: UnitOfWork) -> CreatedThread:
+            target = await channel_target(uow, channel_id)
+            await require(uow, actor, Action.THREAD_CREATE, target)
+            # The first message's digest names the channel and title: the thread id does
+            # not exist before the first request, and a replay must find the same one.
+            digest = payload_digest(
+                channel_id,
+                f"{title or ''}\n{first_message.content}",
+                None,
+                first_message.restricted_to,
+            )
+            existing = await uow.messages.by_client_id(actor.id, first_message.client_msg_id)
+            if existing is not None:
+                if existing.digest != digest:
+                    raise IdempotencyConflict()
+                thread = await uow.threads.get(existing.thread_id)
+                if thread is None:
+                    raise NotFound()
+                return CreatedThread(thread=thread, message=existing, author=actor, replayed=True)
+            await self._appender.check_references(uow, first_message, thread_id=None)
+            await self._appender.take_rate_token(uow, actor)
+            now = self._clock.now()
+            thread = Thread(
+                id=self._ids.new_id(),
+                channel_id=channel_id,
+                title=title
+                or (title_from_content(first_message.content) if actor.is_agent else None),
+                title_source=TitleSource.AUTO if actor.is_agent else TitleSource.HUMAN,
+                operator_agent_id=effective_operator(target.channel, target.space),
+                created_by=actor.id,
+                created_at=now,
+            )
+            await uow.threads.add(thread)
+            await uow.events.append(
+                self._appender.event(
+                    EventType.THREAD_CREATED,
+                    actor,
+                    AccessTarget(space=target.space, channel=target.channel, thread=thread),
+                    resource_kind="thread",
+                    resource_id=thread.id,
+                    payload={"thread": thread_document(attrs.evolve(thread, latest_seq=1))},
+                )
+            )
+            thread_target_ = AccessTarget(space=target.space, channel=target.channel, thread=thread)
+            message = await self._appender.append(
+                uow, actor, thread_target_, first_message, digest, kind=MessageKind.TEXT
+            )
+            return CreatedThread(
+                thread=attrs.evolve(thread, latest_seq=message.thread_seq),
+                message=message,
+                author=actor,
+                replayed=False,
+            )
+
+        return await self._tx.run(work)
+
+    async def create_message(
+        self,
+        actor: Principal,
+        thread_id: uuid.UUID,
+        draft: MessageDraft,
+        *,
+        kind: str | None = None,
+    ) -> PostedMessage:
+        """Write a message into a thread, as a person or an agent.
+
+        Args:
+            actor: the author.
+            thread_id: the thread.
+            draft: the decoded request.
+            kind: the request's ``kind`` member as sent.
+
+        Returns:
+            The stored message, or the original on a replay (nothing published again).
+
+        Raises:
+            ValidationFailed: body rules, unknown mentions, reply_to in another thread.
+            AccessDenied: without write (not_found without read; channel_read_only).
+            NotFound: for an unknown thread.
+            IdempotencyConflict: a reused client id with another payload.
+            RateLimited: the author's rl.message bucket is empty.
+            DomainError: whatever an in-transaction subscriber vetoes with.
+        """
+        check_create_rules(
+            draft,
+            author_kind=actor.kind,
+            kind=kind,
+            max_content_bytes=self._settings.max_content_bytes,
+        )
+        digest = payload_digest(thread_id, draft.content, draft.reply_to_id, draft.restricted_to)
+
+        async def work(uow: UnitOfWork) -> PostedMessage:
+            target = await thread_target(uow, thread_id)
+            await require(uow, actor, Action.MESSAGE_CREATE, target)
+            existing = await uow.messages.by_client_id(actor.id, draft.client_msg_id)
+            if existing is not None:
+                if existing.digest != digest:
+                    raise IdempotencyConflict()
+                return PostedMessage(message=existing, author=actor, replayed=True)
+            await self._appender.check_references(uow, draft, thread_id=thread_id)
+            await self._appender.take_rate_token(uow, actor)
+            message = await self._appender.append(
+                uow, actor, target, draft, digest, kind=MessageKind.TEXT
+            )
+            return PostedMessage(message=message, author=actor, replayed=False)
+
+        return await self._tx.run(work)
+
+    async def close_thread(self, actor: Principal, thread_id: uuid.UUID) -> Thread:
+        """Mark a thread done (a person with write on it, or the owner).
+
+        Raises:
+            AccessDenied: for agents and people without write.
+            NotFound: for an unknown thread.
+        """
+
+        async def work(uow: UnitOfWork) -> Thread:
+            target = await thread_target(uow, thread_id)
+            await require(uow, actor, Action.THREAD_CLOSE, target)
+            await uow.threads.set_state(thread_id, ThreadState.DONE)
+            return attrs.evolve(thread_of(target), state=ThreadState.DONE)
+
+        return await self._tx.run(work)
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def get_thread(self, actor: Principal, thread_id: uuid.UUID) -> Thread:
+        """A thread the caller may read.
+
+        Raises:
+            AccessDenied: not_found without read.
+            NotFound: for an unknown thread.
+        """
+
+        async def work(uow: UnitOfWork) -> Thread:
+            target = await thread_target(uow, thread_id)
+            await require(uow, actor, Action.THREAD_READ, target)
+            return thread_of(target)
+
+        return await self._tx.read(work)
+
+    async def list_messages(
+        self,
+        actor: Principal,
+        thread_id: uuid.UUID,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+    ) -> MessagePage:
+        """The caller's view of a thread's history after a seq.
+
+        Args:
+            actor: the reader.
+            thread_id: the thread.
+            after_seq: return messages with a higher thread_seq.
+            limit: page size, at most ``page.max_limit`` (default ``page.default_limit``).
+
+        Returns:
+            The page with ``covers_through_seq``.
+
+        Raises:
+            ValidationFailed: for a negative after_seq or a limit out of range.
+            AccessDenied: not_found without read.
+            NotFound: for an unknown thread.
+        """
+        size = self._settings.page_size(limit)
+        if after_seq < 0:
+            raise ValidationFailed([FieldError(pointer="/after_seq", code="out_of_range")])
+
+        async def work(uow: UnitOfWork) -> MessagePage:
+            target = await thread_target(uow, thread_id)
+            await require(uow, actor, Action.THREAD_READ, target)
+            thread = thread_of(target)
+            messages = await uow.messages.list_visible(thread_id, actor.id, after_seq, size)
+            authors = await uow.principals.get_many(list({m.author_id for m in messages}))
+            # A short page saw everything up to the frontier read with the thread (hidden
+            # restricted messages included); a full page covers through its last message.
+            if len(messages) < size:
+                covers = max(thread.latest_seq, after_seq)
+                if messages:
+                    covers = max(covers, messages[-1].thread_seq)
+            else:
+                covers = messages[-1].thread_seq
+            return MessagePage(messages=messages, authors=authors, covers_through_seq=covers)
+
+        return await self._tx.read(work)
+
+    async def list_events(
+        self, actor: Principal, *, after: int = 0, limit: int | None = None
+    ) -> EventPage:
+        """The shared events after a cursor that the caller may read.
+
+        Raises:
+            ValidationFailed: for a negative cursor or a limit out of range.
+        """
+        size = self._settings.page_size(limit)
+        if after < 0:
+            raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
+
+        async def work(uow: UnitOfWork) -> EventPage:
+            scope = await reader_scope(uow, actor)
+            events = await uow.events.read(scope, after, size)
+            return EventPage(events=events, next_after=events[-1].seq if events else after)
+
+        return await self._tx.read(work)

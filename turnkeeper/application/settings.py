@@ -1,0 +1,145 @@
+"""Typed settings: every limit, window and threshold of turnkeeper, named and defaulted.
+
+The keys are those of DESIGN.md section 10 (dotted names); `SETTING_KEYS` maps each key
+to its attribute. Loading from TOML and the environment lives in `turnkeeper.adapters.config`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import attrs
+
+from turnkeeper.domain.errors import FieldError, ValidationFailed
+
+
+def _positive(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{attribute.name} must be positive")
+
+
+def _non_negative(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must not be negative")
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """All configuration of turnkeeper.
+
+    Durations are whole seconds. Each attribute documents its dotted key.
+
+    Attributes:
+        rl_message_per_minute: ``ratelimit.rl.message.per_minute``, refill of rl.message.
+        rl_message_burst: ``ratelimit.rl.message.burst``, capacity of rl.message.
+        tx_retry_max: ``database.tx_retry_max``, retries of a unit on deadlock or
+            serialization failure.
+        deny_aggregate_window: ``audit.deny_aggregate_window``, seconds one audit row
+            aggregates the denials of a principal, action and reason.
+        max_content_bytes: ``message.max_content_bytes``, UTF-8 size limit of content.
+        cancel_grace: ``agent.cancel_grace``, seconds an agent has to confirm a cancel.
+        invocation_token_ttl: ``agent.invocation_token_ttl``, lifetime of a token.
+        queued_max_age: ``run.queued_max_age``, seconds a run may stay queued.
+        stall_after: ``run.stall_after``, seconds without a change before a run is stale.
+        visible_miss_batch: ``freshness.visible_miss_batch``, rows per visibility batch.
+        visible_miss_batches: ``freshness.visible_miss_batches``, batches at most.
+        freshness_required_for_agents: ``freshness.required_for_agents``.
+        max_source_message_ids: ``freshness.max_source_message_ids``, the most
+            ``source_message_ids`` one agent send may carry.
+        visible_miss_retries: ``freshness.visible_miss_retries``, how often a private-gap
+            send repeats its visibility check after its second compare-and-set missed.
+        max_body_bytes: ``http.max_body_bytes``, request body limit.
+        page_default_limit: ``page.default_limit``, items of a page when none is asked.
+        page_max_limit: ``page.max_limit``, the most items one page returns.
+        pool_min_size: ``database.pool_min_size``, connections the pool keeps open.
+        pool_max_size: ``database.pool_max_size``, connections at most (one per unit).
+        jobs_batch_size: ``jobs.batch_size``, runs one job pass takes per unit of work.
+        jobs_interval: ``jobs.interval``, seconds between two passes of the job runner.
+        token_cache_seconds: ``auth.token_cache_seconds``, how long a process trusts a
+            resolved API token without looking it up again (0: look it up every time).
+        token_cache_size: ``auth.token_cache_size``, resolved tokens one process keeps.
+    """
+
+    rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
+    rl_message_burst: int = attrs.field(default=30, validator=_positive)
+    tx_retry_max: int = attrs.field(default=5, validator=_non_negative)
+    deny_aggregate_window: int = attrs.field(default=300, validator=_positive)
+    max_content_bytes: int = attrs.field(default=65536, validator=_positive)
+    cancel_grace: int = attrs.field(default=60, validator=_positive)
+    invocation_token_ttl: int = attrs.field(default=900, validator=_positive)
+    queued_max_age: int = attrs.field(default=600, validator=_positive)
+    stall_after: int = attrs.field(default=1800, validator=_positive)
+    visible_miss_batch: int = attrs.field(default=64, validator=_positive)
+    visible_miss_batches: int = attrs.field(default=8, validator=_positive)
+    freshness_required_for_agents: bool = True
+    max_source_message_ids: int = attrs.field(default=32, validator=_positive)
+    visible_miss_retries: int = attrs.field(default=1, validator=_non_negative)
+    max_body_bytes: int = attrs.field(default=1048576, validator=_positive)
+    page_default_limit: int = attrs.field(default=50, validator=_positive)
+    page_max_limit: int = attrs.field(default=500, validator=_positive)
+    pool_min_size: int = attrs.field(default=1, validator=_positive)
+    pool_max_size: int = attrs.field(default=10, validator=_positive)
+    jobs_batch_size: int = attrs.field(default=100, validator=_positive)
+    jobs_interval: int = attrs.field(default=5, validator=_positive)
+    token_cache_seconds: int = attrs.field(default=10, validator=_non_negative)
+    token_cache_size: int = attrs.field(default=10000, validator=_positive)
+
+    def page_size(self, limit: int | None) -> int:
+        """The size of a requested page.
+
+        Args:
+            limit: the request's ``limit``, None when absent.
+
+        Returns:
+            ``page.default_limit`` when absent, else the limit.
+
+        Raises:
+            ValidationFailed: ``/limit`` out_of_range below 1 or above ``page.max_limit``.
+        """
+        if limit is None:
+            return self.page_default_limit
+        if limit < 1 or limit > self.page_max_limit:
+            raise ValidationFailed([FieldError(pointer="/limit", code="out_of_range")])
+        return limit
+
+    def seconds(self, name: str) -> timedelta:
+        """A duration setting as a timedelta.
+
+        Args:
+            name: the attribute name, for example ``cancel_grace``.
+
+        Returns:
+            The duration.
+        """
+        value = getattr(self, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(name)
+        return timedelta(seconds=value)
+
+
+#: Dotted configuration key -> attribute of `Settings`.
+SETTING_KEYS: dict[str, str] = {
+    "ratelimit.rl.message.per_minute": "rl_message_per_minute",
+    "ratelimit.rl.message.burst": "rl_message_burst",
+    "database.tx_retry_max": "tx_retry_max",
+    "audit.deny_aggregate_window": "deny_aggregate_window",
+    "message.max_content_bytes": "max_content_bytes",
+    "agent.cancel_grace": "cancel_grace",
+    "agent.invocation_token_ttl": "invocation_token_ttl",
+    "run.queued_max_age": "queued_max_age",
+    "run.stall_after": "stall_after",
+    "freshness.visible_miss_batch": "visible_miss_batch",
+    "freshness.visible_miss_batches": "visible_miss_batches",
+    "freshness.required_for_agents": "freshness_required_for_agents",
+    "freshness.max_source_message_ids": "max_source_message_ids",
+    "freshness.visible_miss_retries": "visible_miss_retries",
+    "http.max_body_bytes": "max_body_bytes",
+    "page.default_limit": "page_default_limit",
+    "page.max_limit": "page_max_limit",
+    "database.pool_min_size": "pool_min_size",
+    "database.pool_max_size": "pool_max_size",
+    "jobs.batch_size": "jobs_batch_size",
+    "jobs.interval": "jobs_interval",
+    "auth.token_cache_seconds": "token_cache_seconds",
+    "auth.token_cache_size": "token_cache_size",
+}

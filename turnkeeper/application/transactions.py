@@ -1,0 +1,148 @@
+"""Running a use case as one unit of work: commit, retry, and audit of denials.
+
+`Transactor.run` opens a unit, runs the work, commits, and reruns the whole work on a
+`RetriableConflict` (deadlock, serialization failure, unique-key race) up to
+``database.tx_retry_max`` times. An `AccessDenied` rolls the unit back and is recorded,
+aggregated, in a unit of its own before it propagates, because the audit must survive
+the refusal it describes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+import structlog
+
+from turnkeeper.application.errors import ApplicationError, RetriableConflict
+from turnkeeper.application.ports import Clock, UnitOfWork, UnitOfWorkFactory
+from turnkeeper.application.settings import Settings
+
+T = TypeVar("T")
+
+_log = structlog.get_logger("turnkeeper.tx")
+
+
+class AccessDenied(ApplicationError):
+    """An authorization denial, raised by services and audited by the transactor.
+
+    A not_found denial shows no reason at all, so that its answer is identical to the
+    one for an unknown id; the audit keeps the reason in `audit_reason`.
+
+    Args:
+        code: ``not_found``, ``forbidden`` or ``channel_read_only``.
+        reason: the deny reason (audited; shown in 403 answers, never for not_found).
+        principal_id: who was denied.
+        action: what was refused.
+    """
+
+    def __init__(self, *, code: str, reason: str, principal_id: uuid.UUID, action: str) -> None:
+        super().__init__(code, reason=None if code == "not_found" else reason)
+        self.code = code
+        self.audit_reason = reason
+        self.principal_id = principal_id
+        self.action = action
+
+
+def window_start(at: datetime, window_seconds: int) -> datetime:
+    """The start of the aggregation window that contains a time.
+
+    Args:
+        at: the time of the denial.
+        window_seconds: ``audit.deny_aggregate_window``.
+
+    Returns:
+        `at` rounded down to a multiple of the window since the epoch.
+    """
+    epoch = datetime(1970, 1, 1, tzinfo=at.tzinfo)
+    # Whole-number arithmetic: floor division rounds down also before the epoch, and no
+    # float ever loses a microsecond far from it.
+    window = timedelta(seconds=window_seconds)
+    return epoch + ((at - epoch) // window) * window
+
+
+class Transactor:
+    """Runs units of work with retry and denial audit.
+
+    Args:
+        uow_factory: opens units of work.
+        settings: for ``database.tx_retry_max`` and ``audit.deny_aggregate_window``.
+        clock: the time of audit rows.
+    """
+
+    def __init__(self, uow_factory: UnitOfWorkFactory, settings: Settings, clock: Clock) -> None:
+        self._uow = uow_factory
+        self._settings = settings
+        self._clock = clock
+
+    async def run(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+        """Run `work` in a unit of work and commit it.
+
+        Args:
+            work: the use case; it may run more than once, so it must do everything
+                through the unit it is given.
+
+        Returns:
+            What `work` returned in the attempt that committed.
+
+        Raises:
+            RetriableConflict: when every retry failed too.
+            AccessDenied: after the denial was audited.
+            DomainError: whatever the work raised (nothing is stored).
+        """
+        attempt = 0
+        while True:
+            try:
+                async with self._uow() as uow:
+                    result = await work(uow)
+                    await uow.commit()
+                    return result
+            except RetriableConflict as exc:
+                if attempt >= self._settings.tx_retry_max:
+                    _log.warning("tx_retry_exhausted", attempts=attempt + 1, cause=exc.reason)
+                    raise
+                attempt += 1
+                _log.info("tx_retry", attempt=attempt, cause=exc.reason)
+            except AccessDenied as denied:
+                await self.record_denial(denied)
+                raise
+
+    async def read(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+        """Run a read-only use case in a read-only unit (nothing is committed).
+
+        Args:
+            work: the use case; it must not write.
+
+        Returns:
+            What `work` returned.
+
+        Raises:
+            AccessDenied: after the denial was audited.
+            DomainError: whatever the work raised.
+        """
+        try:
+            async with self._uow.read_only() as uow:
+                return await work(uow)
+        except AccessDenied as denied:
+            await self.record_denial(denied)
+            raise
+
+    async def record_denial(self, denied: AccessDenied) -> None:
+        """Count a denial in its aggregated audit row, in a unit of its own.
+
+        Args:
+            denied: the denial.
+        """
+        start = window_start(self._clock.now(), self._settings.deny_aggregate_window)
+        for _ in range(self._settings.tx_retry_max + 1):
+            try:
+                async with self._uow() as uow:
+                    await uow.audit.record_denial(
+                        denied.principal_id, denied.action, denied.audit_reason, start
+                    )
+                    await uow.commit()
+                    return
+            except RetriableConflict:
+                continue

@@ -1,0 +1,247 @@
+"""Messages: their values, the body rules of a create request, digests and visibility.
+
+This module knows nothing of runs: the runs rules react to messages through the
+in-transaction MessagePosted event of the application layer.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import attrs
+
+from turnkeeper.domain.errors import FieldError, ValidationFailed
+from turnkeeper.domain.world import PrincipalKind
+
+
+class Origin(enum.StrEnum):
+    """Where a message comes from, always set by the server from the principal."""
+
+    HUMAN = "human"
+    AGENT = "agent"
+    APP = "app"
+    SYSTEM = "system"
+
+
+class MessageKind(enum.StrEnum):
+    """text from clients; system and run only from the server."""
+
+    TEXT = "text"
+    SYSTEM = "system"
+    RUN = "run"
+
+
+class TriggerState(enum.StrEnum):
+    """What became of a human message's trigger (absent when nothing was decided)."""
+
+    RECEIVED = "received"
+    QUEUED = "queued"
+    WORKING = "working"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    FOLLOWUP_DELIVERED = "followup_delivered"
+
+
+#: The system line written before the first message into a done thread.
+SYSTEM_REOPENED_CONTENT = "thread.reopened"
+
+#: Version prefix of the payload digest; a change of the digest's parts gets a new one.
+DIGEST_VERSION = "v1"
+
+
+def origin_for(kind: PrincipalKind) -> Origin:
+    """The origin of a message written by a principal of this kind.
+
+    Args:
+        kind: the author's kind.
+
+    Returns:
+        human for people, agent for agents, app for apps.
+    """
+    return {
+        PrincipalKind.PERSON: Origin.HUMAN,
+        PrincipalKind.AGENT: Origin.AGENT,
+        PrincipalKind.APP: Origin.APP,
+    }[kind]
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """A stored message.
+
+    Attributes:
+        id: UUIDv7.
+        thread_id: the thread.
+        thread_seq: 1, 2, 3 ... within the thread, no gaps.
+        author_id: the writing principal (for a run anchor: the run's agent).
+        origin: human, agent, app or system.
+        kind: text, system or run.
+        content: the text.
+        mentions: principal ids, in the order written.
+        reply_to_id: a message of the same thread.
+        restricted_to: when set, only these principals (and the author) see it.
+        client_msg_id: the author's idempotency key.
+        digest: versioned payload digest for idempotency.
+        trigger_state: human messages only.
+        trigger_state_reason: the reason of a failed or cancelled trigger.
+        run_id: kind run only (the anchor of a run).
+        created_at: insertion time.
+        deleted_at: deletion time, if deleted.
+        version: raised on every change.
+    """
+
+    id: uuid.UUID
+    thread_id: uuid.UUID
+    thread_seq: int
+    author_id: uuid.UUID
+    origin: Origin
+    kind: MessageKind
+    content: str
+    mentions: tuple[uuid.UUID, ...] = ()
+    reply_to_id: uuid.UUID | None = None
+    restricted_to: tuple[uuid.UUID, ...] | None = None
+    client_msg_id: str | None = None
+    digest: str | None = None
+    trigger_state: TriggerState | None = None
+    trigger_state_reason: str | None = None
+    run_id: uuid.UUID | None = None
+    created_at: datetime
+    deleted_at: datetime | None = None
+    version: int = 1
+
+
+@attrs.frozen(kw_only=True)
+class MessageDraft:
+    """A validated create request, before it is stored.
+
+    Attributes:
+        client_msg_id: idempotency key of the author.
+        content: the text.
+        mentions: principal ids.
+        reply_to_id: optional message of the same thread.
+        restricted_to: optional audience.
+        run_id: agents only: the run this answer belongs to (never stored).
+    """
+
+    client_msg_id: str
+    content: str
+    mentions: tuple[uuid.UUID, ...] = ()
+    reply_to_id: uuid.UUID | None = None
+    restricted_to: tuple[uuid.UUID, ...] | None = None
+    run_id: uuid.UUID | None = None
+
+
+def check_create_rules(
+    draft: MessageDraft,
+    *,
+    author_kind: PrincipalKind,
+    kind: str | None,
+    max_content_bytes: int,
+    pointer_prefix: str = "",
+    first_message: bool = False,
+) -> None:
+    """Apply the body rules of createMessage and createThread's first message.
+
+    Args:
+        draft: the decoded request.
+        author_kind: the kind of the writing principal.
+        kind: the request's ``kind`` member (only ``text`` or absent is accepted).
+        max_content_bytes: ``message.max_content_bytes``.
+        pointer_prefix: ``/first_message`` for createThread.
+        first_message: True for createThread, where run_id is never accepted.
+
+    Raises:
+        ValidationFailed: with every offending member.
+    """
+    errors: list[FieldError] = []
+    if kind is not None and kind != MessageKind.TEXT:
+        errors.append(FieldError(pointer=f"{pointer_prefix}/kind", code="invalid_enum"))
+    if not draft.client_msg_id:
+        errors.append(FieldError(pointer=f"{pointer_prefix}/client_msg_id", code="required"))
+    if not draft.content.strip():
+        errors.append(FieldError(pointer=f"{pointer_prefix}/content", code="required"))
+    elif len(draft.content.encode("utf-8")) > max_content_bytes:
+        errors.append(FieldError(pointer=f"{pointer_prefix}/content", code="too_long"))
+    if draft.run_id is not None and (first_message or author_kind is not PrincipalKind.AGENT):
+        # A run belongs to an agent, and a thread made by this request has no run yet.
+        errors.append(FieldError(pointer=f"{pointer_prefix}/run_id", code="run_mismatch"))
+    if draft.restricted_to is not None and not draft.restricted_to:
+        errors.append(FieldError(pointer=f"{pointer_prefix}/restricted_to", code="empty"))
+    if len(set(draft.mentions)) != len(draft.mentions):
+        errors.append(FieldError(pointer=f"{pointer_prefix}/mentions", code="duplicate"))
+    if errors:
+        raise ValidationFailed(errors)
+
+
+def payload_digest(
+    thread_id: uuid.UUID,
+    content: str,
+    reply_to_id: uuid.UUID | None,
+    restricted_to: Sequence[uuid.UUID] | None,
+) -> str:
+    """The versioned digest that decides whether a repeated client id is a replay.
+
+    It covers thread, content, reply_to and restricted_to; never run_id and
+    never freshness members, so a retry of the same answer without them still replays.
+
+    Args:
+        thread_id: the target thread.
+        content: the text.
+        reply_to_id: the replied message.
+        restricted_to: the audience.
+
+    Returns:
+        ``v1:`` followed by a SHA-256 hex digest.
+    """
+    parts: dict[str, object] = {
+        "thread": str(thread_id),
+        "content": content,
+        "reply_to": str(reply_to_id) if reply_to_id else "",
+    }
+    # A public message has no audience member at all, so it never shares a digest with
+    # an audience (even an empty one).
+    if restricted_to is not None:
+        parts["restricted_to"] = sorted(str(p) for p in restricted_to)
+    canonical = json.dumps(
+        parts,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return f"{DIGEST_VERSION}:{hashlib.sha256(canonical.encode('utf-8')).hexdigest()}"
+
+
+def visible_to(message: Message, reader_id: uuid.UUID) -> bool:
+    """Whether a principal may see a message (restricted messages: members and author).
+
+    Args:
+        message: the message.
+        reader_id: the reading principal.
+
+    Returns:
+        True when the reader may see it.
+    """
+    if message.restricted_to is None:
+        return True
+    return reader_id == message.author_id or reader_id in message.restricted_to
+
+
+def title_from_content(content: str) -> str:
+    """The title an agent's report thread gets: the first non-empty line.
+
+    Args:
+        content: the first message's text.
+
+    Returns:
+        The first non-empty line, stripped.
+    """
+    for line in content.splitlines():
+        if line.strip():
+            return line.strip()
+    return content.strip()
