@@ -7,6 +7,7 @@ line by accident leaks neither.
 from __future__ import annotations
 
 import enum
+import uuid
 from datetime import datetime
 
 import attrs
@@ -18,6 +19,9 @@ from turnkeeper.domain.freshness import (
     LogicalSendState,
     SendState,
 )
+
+#: A thread, run or message id as the caller holds it (text or UUID).
+Id = str | uuid.UUID
 
 
 class FollowupMode(enum.StrEnum):
