@@ -103,3 +103,44 @@ async def test_a_message_into_an_unreadable_thread_is_not_found(
     )
     assert response.status_code == 404
     assert "reason" not in response.json()
+
+
+async def test_a_message_answers_as_its_event_and_its_history_show_it(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    # The answer, the event payload and the history page are built apart: one shape.
+    channel = world.channels["reports"].id
+    alex = bearer(world.people["alex"].token)
+    alex_id = str(world.principal("alex").id)
+    created = await client.post(
+        f"/v1/channels/{channel}/threads",
+        json={"title": "Toner", "first_message": {"client_msg_id": "t-1", "content": "Low"}},
+        headers=alex,
+    )
+    thread = created.json()["thread"]
+    first = created.json()["message"]
+    reply = await client.post(
+        f"/v1/threads/{thread['id']}/messages",
+        json={
+            "client_msg_id": "m-2",
+            "content": "Ordered",
+            "mentions": [alex_id],
+            "reply_to_id": first["id"],
+            "restricted_to": [alex_id],
+        },
+        headers=alex,
+    )
+    assert reply.status_code == 201
+    message = reply.json()
+    assert {"reply_to_id", "restricted_to", "client_msg_id"} <= set(message)
+    events = (await client.get("/v1/events?after=0&limit=200", headers=alex)).json()["events"]
+    payloads = {
+        (e["type"], e["resource"]["id"]): e["payload"]
+        for e in events
+        if e["type"] in {"thread.created", "message.created"}
+    }
+    assert payloads[("thread.created", thread["id"])] == {"thread": thread}
+    assert payloads[("message.created", first["id"])] == {"message": first}
+    assert payloads[("message.created", message["id"])] == {"message": message}
+    history = await client.get(f"/v1/threads/{thread['id']}/messages", headers=alex)
+    assert history.json()["messages"] == [first, message]

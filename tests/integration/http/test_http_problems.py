@@ -100,6 +100,26 @@ async def test_a_nested_unknown_member_with_an_empty_name_is_named(
     assert body["errors"] == [{"pointer": "/first_message/", "code": "unknown_member"}]
 
 
+async def test_an_unknown_mention_of_a_first_message_names_the_whole_path(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    # createThread answered /mentions/0, the pointer of createMessage's body (issue 14).
+    channel = world.channels["bulletin"].id
+    response = await client.post(
+        f"/v1/channels/{channel}/threads",
+        json={
+            "first_message": {
+                "client_msg_id": "c1",
+                "content": "hi",
+                "mentions": ["01900000-0000-7000-8000-0000000fffff"],
+            }
+        },
+        headers=bearer(world.people["alex"].token),
+    )
+    body = assert_problem(response, 400, "validation_failed")
+    assert body["errors"] == [{"pointer": "/first_message/mentions/0", "code": "unknown_principal"}]
+
+
 @pytest.mark.parametrize(
     ("body", "pointer"),
     [

@@ -1,40 +1,30 @@
 """Routes of the space owner (API.md, Administration): thin controllers.
 
-Each handler gets its decoded body from Litestar (msgspec), calls one service and
-encodes the document of the answer; authorization is the services' concern.
+Each handler gets its decoded body from Litestar (msgspec), calls the admin service and
+answers the resource's struct; authorization is the service's concern.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from litestar import Router, delete, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from turnkeeper.adapters.http.dependencies import parse_id
+from turnkeeper.adapters.http.answers import Agent, Channel, Grant, PrincipalCreated, Space
 from turnkeeper.adapters.http.openapi import problems
-from turnkeeper.adapters.http.schemas import (
-    Agent,
+from turnkeeper.adapters.http.requests import (
     AgentConfigUpdate,
     BehaviorUpdate,
-    Channel,
     ChannelCreate,
-    Grant,
     GrantCreate,
     OperatorUpdate,
     PrincipalCreate,
-    PrincipalCreated,
-    Space,
     SpaceCreate,
-    answer,
     given,
 )
-from turnkeeper.application.bootstrap import Services
-from turnkeeper.application.documents import (
-    channel_document,
-    grant_document,
-    principal_document,
-    space_document,
-)
+from turnkeeper.application.services.admin import AdminService
 from turnkeeper.domain.world import (
     BillingMode,
     ChannelType,
@@ -50,11 +40,11 @@ from turnkeeper.domain.world import (
 async def create_principal(
     data: JSONBody[PrincipalCreate],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    admin: NamedDependency[AdminService],
 ) -> PrincipalCreated:
     """Create a person or agent; the answer shows its token once."""
     billing_mode = given(data.billing_mode)
-    created = await services.admin.create_principal(
+    created = await admin.create_principal(
         principal,
         kind=PrincipalKind(data.kind),
         handle=data.handle,
@@ -63,131 +53,130 @@ async def create_principal(
         holder_id=given(data.holder_id),
         supports_followups=given(data.supports_followups),
     )
-    document = {**principal_document(created.principal), "token": created.token}
-    return answer(document, PrincipalCreated)
+    return PrincipalCreated.created(created.principal, created.token)
 
 
 @post("/spaces", status_code=201, responses=problems(403))
 async def create_space(
     data: JSONBody[SpaceCreate],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    admin: NamedDependency[AdminService],
 ) -> Space:
     """Create a space, optionally with a default operator agent."""
-    space = await services.admin.create_space(
+    space = await admin.create_space(
         principal, name=data.name, default_operator_id=given(data.default_operator_id)
     )
-    return answer(space_document(space), Space)
+    return Space.of(space)
 
 
 @post("/spaces/{space_id:str}/channels", status_code=201, responses=problems(403))
 async def create_channel(
-    space_id: FromPath[str],
+    space_id: FromPath[uuid.UUID],
     data: JSONBody[ChannelCreate],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    admin: NamedDependency[AdminService],
 ) -> Channel:
     """Create a text channel (with its main thread) or a forum in a space."""
     mode = given(data.operator_mode)
-    channel = await services.admin.create_channel(
+    channel = await admin.create_channel(
         principal,
-        parse_id(space_id),
+        space_id,
         name=data.name,
         type=ChannelType(data.type),
         operator_mode=OperatorMode(mode) if mode else OperatorMode.INHERIT,
         operator_id=given(data.operator_id),
     )
-    return answer(channel_document(channel), Channel)
+    return Channel.of(channel)
 
 
 @put("/channels/{channel_id:str}/behavior", responses=problems(403))
 async def set_behavior(
-    channel_id: FromPath[str],
+    channel_id: FromPath[uuid.UUID],
     data: JSONBody[BehaviorUpdate],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    admin: NamedDependency[AdminService],
 ) -> Channel:
     """Change a channel's switches; absent switches stay as they are."""
-    channel = await services.admin.set_behavior(
+    channel = await admin.set_behavior(
         principal,
-        parse_id(channel_id),
+        channel_id,
         free_response=given(data.free_response),
         allow_mentioned_agents=given(data.allow_mentioned_agents),
         thread_require_mention=given(data.thread_require_mention),
     )
-    return answer(channel_document(channel), Channel)
+    return Channel.of(channel)
 
 
 @put("/channels/{channel_id:str}/operator", responses=problems(403))
 async def set_operator(
-    channel_id: FromPath[str],
+    channel_id: FromPath[uuid.UUID],
     data: JSONBody[OperatorUpdate],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    admin: NamedDependency[AdminService],
 ) -> Channel:
     """Change how a channel finds its operator agent."""
-    channel = await services.admin.set_operator(
+    channel = await admin.set_operator(
         principal,
-        parse_id(channel_id),
+        channel_id,
         mode=OperatorMode(data.mode),
         operator_id=given(data.operator_id),
     )
-    return answer(channel_document(channel), Channel)
+    return Channel.of(channel)
 
 
 @post("/channels/{channel_id:str}/archive", status_code=200, responses=problems(403))
 async def archive_channel(
-    channel_id: FromPath[str],
+    channel_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    admin: NamedDependency[AdminService],
 ) -> Channel:
     """Make a channel read-only for everyone."""
-    channel = await services.admin.archive_channel(principal, parse_id(channel_id))
-    return answer(channel_document(channel), Channel)
+    channel = await admin.archive_channel(principal, channel_id)
+    return Channel.of(channel)
 
 
 @post("/grants", status_code=201, responses=problems(403))
 async def create_grant(
     data: JSONBody[GrantCreate],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    admin: NamedDependency[AdminService],
 ) -> Grant:
     """Grant a level on a space or channel."""
-    grant = await services.admin.create_grant(
+    grant = await admin.create_grant(
         principal,
         principal_id=data.principal_id,
         resource_kind=ResourceKind(data.resource_kind),
         resource_id=data.resource_id,
         level=Level.parse(data.level),
     )
-    return answer(grant_document(grant), Grant)
+    return Grant.of(grant)
 
 
 @delete("/grants/{grant_id:str}", status_code=204, responses=problems(403))
 async def delete_grant(
-    grant_id: FromPath[str],
+    grant_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    admin: NamedDependency[AdminService],
 ) -> None:
     """Revoke a grant."""
-    await services.admin.delete_grant(principal, parse_id(grant_id))
+    await admin.delete_grant(principal, grant_id)
 
 
 @put("/agents/{agent_id:str}/config", responses=problems(403))
 async def set_agent_config(
-    agent_id: FromPath[str],
+    agent_id: FromPath[uuid.UUID],
     data: JSONBody[AgentConfigUpdate],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    admin: NamedDependency[AdminService],
 ) -> Agent:
     """Change an agent's owner configuration (follow-ups, enabled)."""
-    agent = await services.admin.set_agent_config(
+    agent = await admin.set_agent_config(
         principal,
-        parse_id(agent_id),
+        agent_id,
         supports_followups=given(data.supports_followups),
         enabled=given(data.enabled),
     )
-    return answer(principal_document(agent), Agent)
+    return Agent.of(agent)
 
 
 def admin_router() -> Router:

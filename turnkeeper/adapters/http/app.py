@@ -12,10 +12,10 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from turnkeeper.adapters.http.admin import admin_router
 from turnkeeper.adapters.http.agent_send import agent_send_router
-from turnkeeper.adapters.http.bodies import refuse_duplicate_members
 from turnkeeper.adapters.http.conversation import conversation_router
 from turnkeeper.adapters.http.correlation import CorrelatedApp
-from turnkeeper.adapters.http.dependencies import provide_principal
+from turnkeeper.adapters.http.decoding import refuse_duplicate_members
+from turnkeeper.adapters.http.dependencies import provide_principal, service_dependencies
 from turnkeeper.adapters.http.openapi import complete_document
 from turnkeeper.adapters.http.operations import (
     Readiness,
@@ -61,9 +61,6 @@ def create_app(
     """
     check = ReadinessCheck(readiness)
 
-    def provide_services() -> Services:
-        return services
-
     def provide_readiness() -> ReadinessCheck:
         return check
 
@@ -93,7 +90,7 @@ def create_app(
     app = CorrelatedApp(
         route_handlers=[v1, healthz, readyz, openapi_document],
         dependencies={
-            "services": Provide(provide_services, sync_to_thread=False),
+            **service_dependencies(services),
             "readiness": Provide(provide_readiness, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},

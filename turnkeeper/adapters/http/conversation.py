@@ -6,6 +6,7 @@ A create that replays an earlier identical request answers 200 with
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, TypeVar
 
 from litestar import Response, Router, get, post
@@ -14,46 +15,23 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from turnkeeper.adapters.http.dependencies import parse_id
-from turnkeeper.adapters.http.openapi import problems
-from turnkeeper.adapters.http.schemas import (
+from turnkeeper.adapters.http.answers import (
     EventPage,
     Me,
     Message,
-    MessageCreate,
     MessagePage,
     Thread,
-    ThreadCreate,
     ThreadCreated,
-    answer,
-    given,
 )
-from turnkeeper.application.bootstrap import Services
-from turnkeeper.application.documents import (
-    author_document,
-    event_document,
-    message_document,
-    thread_document,
-)
-from turnkeeper.domain.messaging import MessageDraft
+from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.requests import MessageCreate, ThreadCreate, given
+from turnkeeper.application.services.conversation import ConversationService
 from turnkeeper.domain.world import Principal
 
 T = TypeVar("T")
 
 #: Header marking an answer that replays an earlier identical create.
 REPLAY_HEADER = "Idempotent-Replay"
-
-
-def _draft(body: MessageCreate) -> MessageDraft:
-    restricted = given(body.restricted_to)
-    return MessageDraft(
-        client_msg_id=body.client_msg_id,
-        content=body.content,
-        mentions=tuple(given(body.mentions) or ()),
-        reply_to_id=given(body.reply_to_id),
-        restricted_to=tuple(restricted) if restricted is not None else None,
-        run_id=given(body.run_id),
-    )
 
 
 def _created(content: T, replayed: bool) -> Response[T]:
@@ -74,7 +52,7 @@ def _replay_spec(kind: type[object]) -> dict[int, ResponseSpec]:
 @get("/me", responses=problems())
 async def get_me(principal: NamedDependency[Principal]) -> Me:
     """The caller: ``{id, kind, handle}``."""
-    return answer(author_document(principal), Me)
+    return Me.of(principal)
 
 
 @post(
@@ -83,24 +61,20 @@ async def get_me(principal: NamedDependency[Principal]) -> Me:
     responses={**problems(403, 409, 429), **_replay_spec(ThreadCreated)},
 )
 async def create_thread(
-    channel_id: FromPath[str],
+    channel_id: FromPath[uuid.UUID],
     data: JSONBody[ThreadCreate],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    conversation: NamedDependency[ConversationService],
 ) -> Response[ThreadCreated]:
     """Create a thread with its first message."""
-    created = await services.conversation.create_thread(
+    created = await conversation.create_thread(
         principal,
-        parse_id(channel_id),
+        channel_id,
         title=given(data.title),
-        first_message=_draft(data.first_message),
+        first_message=data.first_message.draft(),
         kind=given(data.first_message.kind),
     )
-    document = {
-        "thread": thread_document(created.thread),
-        "message": message_document(created.message, created.author),
-    }
-    return _created(answer(document, ThreadCreated), created.replayed)
+    return _created(ThreadCreated.of(created), created.replayed)
 
 
 @post(
@@ -109,74 +83,62 @@ async def create_thread(
     responses={**problems(403, 409, 429), **_replay_spec(Message)},
 )
 async def create_message(
-    thread_id: FromPath[str],
+    thread_id: FromPath[uuid.UUID],
     data: JSONBody[MessageCreate],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    conversation: NamedDependency[ConversationService],
 ) -> Response[Message]:
     """Write a message into a thread."""
-    posted = await services.conversation.create_message(
-        principal, parse_id(thread_id), _draft(data), kind=given(data.kind)
+    posted = await conversation.create_message(
+        principal, thread_id, data.draft(), kind=given(data.kind)
     )
-    message = answer(message_document(posted.message, posted.author), Message)
-    return _created(message, posted.replayed)
+    return _created(Message.of(posted.message, posted.author), posted.replayed)
 
 
 @get("/threads/{thread_id:str}", responses=problems())
 async def get_thread(
-    thread_id: FromPath[str],
+    thread_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    conversation: NamedDependency[ConversationService],
 ) -> Thread:
     """A thread the caller may read."""
-    thread = await services.conversation.get_thread(principal, parse_id(thread_id))
-    return answer(thread_document(thread), Thread)
+    thread = await conversation.get_thread(principal, thread_id)
+    return Thread.of(thread)
 
 
 @get("/threads/{thread_id:str}/messages", responses=problems())
 async def list_messages(
-    thread_id: FromPath[str],
+    thread_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    conversation: NamedDependency[ConversationService],
     after_seq: Annotated[int, QueryParameter(description="messages after this seq")] = 0,
     limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
 ) -> MessagePage:
     """The caller's view of a thread's history after a seq."""
-    page = await services.conversation.list_messages(
-        principal, parse_id(thread_id), after_seq=after_seq, limit=limit
-    )
-    document = {
-        "messages": [message_document(m, page.authors[m.author_id]) for m in page.messages],
-        "covers_through_seq": page.covers_through_seq,
-    }
-    return answer(document, MessagePage)
+    page = await conversation.list_messages(principal, thread_id, after_seq=after_seq, limit=limit)
+    return MessagePage.of(page)
 
 
 @post("/threads/{thread_id:str}/close", status_code=HTTP_200_OK, responses=problems(403))
 async def close_thread(
-    thread_id: FromPath[str],
+    thread_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    conversation: NamedDependency[ConversationService],
 ) -> Thread:
     """Mark a thread done (a person with write on it, or the owner)."""
-    thread = await services.conversation.close_thread(principal, parse_id(thread_id))
-    return answer(thread_document(thread), Thread)
+    return Thread.of(await conversation.close_thread(principal, thread_id))
 
 
 @get("/events", responses=problems())
 async def list_events(
     principal: NamedDependency[Principal],
-    services: NamedDependency[Services],
+    conversation: NamedDependency[ConversationService],
     after: Annotated[int, QueryParameter(description="cursor: next_after of a page")] = 0,
     limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
 ) -> EventPage:
     """The shared events after a cursor that the caller may read."""
-    page = await services.conversation.list_events(principal, after=after, limit=limit)
-    document = {
-        "events": [event_document(event) for event in page.events],
-        "next_after": page.next_after,
-    }
-    return answer(document, EventPage)
+    page = await conversation.list_events(principal, after=after, limit=limit)
+    return EventPage.of(page)
 
 
 def conversation_router() -> Router:

@@ -1,19 +1,53 @@
-"""Dependencies of the HTTP handlers: the services and the authenticated caller."""
+"""Dependencies of the HTTP handlers: one per application service, and the caller.
+
+Each handler names the one service it calls (``conversation``, ``runs`` ...), never the
+whole `Services` bag; `service_dependencies` provides them all from the bag once per
+application.
+
+Ids in paths are typed `uuid.UUID` in the handlers and parsed by Litestar with the rest
+of the request, after these dependencies: the path templates declare them ``str``, so
+that routing never refuses a malformed id before the bearer token is checked, and
+`turnkeeper.adapters.http.decoding.decode_failure` answers one like an unknown id.
+"""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from litestar import Request
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.errors import Unauthenticated
-from turnkeeper.domain.errors import NotFound
+from turnkeeper.application.services.identity import IdentityService
 from turnkeeper.domain.world import Principal
 
 _BEARER = "bearer"
+
+
+def _constant(value: object) -> Provide:
+    def provide() -> object:
+        return value
+
+    return Provide(provide, use_cache=True, sync_to_thread=False)
+
+
+def service_dependencies(services: Services) -> dict[str, Provide]:
+    """The application-wide dependencies: each service under its own name.
+
+    Args:
+        services: the services (memory or PostgreSQL underneath).
+
+    Returns:
+        ``identity``, ``admin``, ``conversation``, ``runs`` and ``agent_send``.
+    """
+    return {
+        "identity": _constant(services.identity),
+        "admin": _constant(services.admin),
+        "conversation": _constant(services.conversation),
+        "runs": _constant(services.runs),
+        "agent_send": _constant(services.agent_send),
+    }
 
 
 def bearer_token(request: Request[Any, Any, Any]) -> str | None:
@@ -35,13 +69,13 @@ def bearer_token(request: Request[Any, Any, Any]) -> str | None:
 
 
 async def provide_principal(
-    request: Request[Any, Any, Any], services: NamedDependency[Services]
+    request: Request[Any, Any, Any], identity: NamedDependency[IdentityService]
 ) -> Principal:
     """The authenticated caller.
 
     Args:
         request: the request.
-        services: the application services.
+        identity: the token authentication.
 
     Returns:
         The principal owning the bearer token.
@@ -52,24 +86,4 @@ async def provide_principal(
     token = bearer_token(request)
     if token is None:
         raise Unauthenticated()
-    return await services.identity.authenticate(token)
-
-
-def parse_id(raw: str) -> uuid.UUID:
-    """An id from a path segment.
-
-    A malformed id answers like an unknown one: there is nothing behind it either.
-
-    Args:
-        raw: the path segment.
-
-    Returns:
-        The UUID.
-
-    Raises:
-        NotFound: when the segment is not a UUID.
-    """
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound() from None
+    return await identity.authenticate(token)

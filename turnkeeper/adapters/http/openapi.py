@@ -13,9 +13,10 @@ import msgspec
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPI, Operation, Parameter, Schema
 
+from turnkeeper.adapters.http.answers import Problem
 from turnkeeper.adapters.http.openapi_links import add_links
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, STATUS_BY_CODE
-from turnkeeper.adapters.http.schemas import Body, Problem
+from turnkeeper.adapters.http.requests import Body
 from turnkeeper.application.settings import Settings
 
 _DESCRIPTIONS: dict[int, str] = {

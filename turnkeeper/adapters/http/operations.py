@@ -11,8 +11,8 @@ from litestar.enums import OpenAPIMediaType
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
+from turnkeeper.adapters.http.answers import Health, Problem
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, NotReady
-from turnkeeper.adapters.http.schemas import Health, Problem
 
 #: Checks that the process can serve: returns None when ready, else a short reason
 #: (``database_unreachable``, ``migrations_pending``).

@@ -1,8 +1,9 @@
 """The one mapping from turnkeeper's errors to ``application/problem+json`` answers.
 
 Domain and application errors carry a stable ``code``; `STATUS_BY_CODE` gives its HTTP
-status. Litestar's own exceptions (unknown route, wrong method, body too large, a body
-that does not decode) are mapped here too, so every error a client sees has one shape:
+status. Litestar's own exceptions (unknown route, wrong method, body too large, a request
+that does not decode, read by `turnkeeper.adapters.http.decoding`) are mapped here too,
+so every error a client sees has one shape:
 ``{type, title, status, code, reason?, errors?, correlation_id}``. A ``not_found`` never
 carries a reason, so that an id the caller may not read answers exactly like an id that
 does not exist.
@@ -10,7 +11,6 @@ does not exist.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,9 +37,9 @@ from litestar.status_codes import (
     HTTP_503_SERVICE_UNAVAILABLE,
 )
 
-from turnkeeper.adapters.http.bodies import pointer_token
+from turnkeeper.adapters.http.answers import FieldErrorOut, Problem
 from turnkeeper.adapters.http.correlation import correlation_id_of
-from turnkeeper.adapters.http.schemas import FieldErrorOut, Problem
+from turnkeeper.adapters.http.decoding import decode_failure, malformed_body
 from turnkeeper.domain.errors import DomainError, RateLimited, ValidationFailed
 
 #: Media type of every error answer.
@@ -88,21 +88,6 @@ _TITLES: dict[str, str] = {
 _REASON_STATUSES = frozenset({HTTP_403_FORBIDDEN, HTTP_409_CONFLICT, HTTP_503_SERVICE_UNAVAILABLE})
 
 _log = structlog.get_logger("turnkeeper.http")
-
-_NAMED_FIELD = re.compile(
-    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
-)
-_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
-# msgspec's own message, which Litestar chains as the cause, names a body member whole:
-# Litestar's copy is cut at the first " - ", and a member name may hold one (or a backtick).
-_WHOLE_FIELD = re.compile(
-    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
-    r" - at `\$\.data(?P<path>[^`]*)`$",
-    re.DOTALL,
-)
-_FIELD_CODES = {"contains unknown": "unknown_member", "missing required": "required"}
-# A number of the right type beyond a bound of the schema (``Expected `int` <= 9...``).
-_BOUND = re.compile(r"^Expected `(?:int|float)` [<>]=? ")
 
 
 class NotReady(Exception):
@@ -167,9 +152,7 @@ def problem_for(exc: BaseException) -> ProblemAnswer:
             code="unavailable", status=HTTP_503_SERVICE_UNAVAILABLE, reason=exc.reason
         )
     if isinstance(exc, ValidationException):
-        return ProblemAnswer(
-            code="validation_failed", status=HTTP_400_BAD_REQUEST, errors=_decode_errors(exc)
-        )
+        return _domain_problem(decode_failure(exc))
     if isinstance(exc, NotFoundException):
         return ProblemAnswer(code="not_found", status=HTTP_404_NOT_FOUND)
     if isinstance(exc, MethodNotAllowedException):
@@ -211,8 +194,7 @@ def _framework_problem(exc: HTTPException) -> ProblemAnswer:
         return ProblemAnswer(code="payload_too_large", status=status)
     if status == HTTP_400_BAD_REQUEST:
         # Litestar raises a plain 400 when the body is not JSON at all.
-        malformed = FieldErrorOut(pointer="", code="malformed_json")
-        return ProblemAnswer(code="validation_failed", status=status, errors=(malformed,))
+        return _domain_problem(malformed_body())
     if status == HTTP_401_UNAUTHORIZED:
         return ProblemAnswer(
             code="unauthenticated", status=status, headers={"WWW-Authenticate": "Bearer"}
@@ -221,60 +203,6 @@ def _framework_problem(exc: HTTPException) -> ProblemAnswer:
         code = next(c for c, s in STATUS_BY_CODE.items() if s == status)
         return ProblemAnswer(code=code, status=status)
     return ProblemAnswer(code="internal", status=HTTP_500_INTERNAL_SERVER_ERROR)
-
-
-def _pointer(path: str) -> str:
-    return "".join(
-        f"/{pointer_token(name) if name else index}" for name, index in _PATH_PART.findall(path)
-    )
-
-
-def _whole_field_error(cause: BaseException | None) -> FieldErrorOut | None:
-    if not isinstance(cause, msgspec.ValidationError):
-        return None
-    match = _WHOLE_FIELD.match(str(cause))
-    if match is None:
-        return None
-    pointer = f"{_pointer(match['path'])}/{pointer_token(match['name'])}"
-    return FieldErrorOut(pointer=pointer, code=_FIELD_CODES[match["what"]])
-
-
-def _decode_errors(exc: ValidationException) -> tuple[FieldErrorOut, ...]:
-    extra = exc.extra if isinstance(exc.extra, list) else []
-    items = [item for item in extra if isinstance(item, Mapping)]
-    # msgspec stops at the first error of a body, so the cause is that one item's.
-    whole = _whole_field_error(exc.__cause__)
-    single_body = sum(item.get("source") == "body" for item in items) == 1
-    errors = tuple(
-        whole
-        if whole is not None and single_body and item.get("source") == "body"
-        else _decode_error(item)
-        for item in items
-    )
-    return errors or (FieldErrorOut(pointer="", code="invalid"),)
-
-
-def _decode_error(item: Mapping[str, Any]) -> FieldErrorOut:
-    # Litestar reports msgspec's first decode error per parameter as
-    # {"message": "Object contains unknown field `x`", "key": "first_message", ...};
-    # the key of the body's root is "data", query parameters are named as they are.
-    what = str(item.get("message", ""))
-    key = str(item.get("key", ""))
-    if item.get("source") == "body" and (key == "data" or key.startswith("data.")):
-        key = key[len("data") :]
-    pointer = _pointer(f".{key}")
-    named = _NAMED_FIELD.match(what)
-    if named:
-        return FieldErrorOut(
-            pointer=f"{pointer}/{pointer_token(named['name'])}", code=_FIELD_CODES[named["what"]]
-        )
-    if what.startswith("Invalid enum value"):
-        return FieldErrorOut(pointer=pointer, code="invalid_enum")
-    if _BOUND.match(what):
-        return FieldErrorOut(pointer=pointer, code="out_of_range")
-    if what.startswith("Expected"):
-        return FieldErrorOut(pointer=pointer, code="invalid_type")
-    return FieldErrorOut(pointer=pointer, code="invalid")
 
 
 def problem_response(answer: ProblemAnswer, correlation_id: str) -> Response[bytes]:

@@ -1,0 +1,218 @@
+"""The one place where a request that does not decode becomes an error, with JSON pointers.
+
+Every offending member is named by a JSON pointer (RFC 6901) from the root of the body
+(``/first_message/mentions/0``) or, for a query parameter, by its name (``/after``):
+`pointer` writes them all, with `pointer_token` escaping each name. Three ways a
+request fails to decode:
+
+- a body with a duplicated member is ambiguous (two parsers may read different values
+  from it; msgspec keeps the last), so `refuse_duplicate_members` refuses it before
+  decoding, code ``duplicate_member``;
+- a body that is not JSON at all: `malformed_body`, pointer ``""``;
+- a body, query parameter or path id that does not fit its type: `decode_failure`
+  reads Litestar's `ValidationException` (whose messages are msgspec's) into the same
+  `ValidationFailed` the services raise. A path id that is not a UUID names nothing,
+  so alone it answers `NotFound`, exactly like an id that names nothing; with a body or
+  query error beside it, the 400 names those, as it did before ids were typed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+from litestar import Request
+from litestar.exceptions import ValidationException
+
+from turnkeeper.domain.errors import DomainError, FieldError, NotFound, ValidationFailed
+
+_METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+
+
+_NAMED_FIELD = re.compile(
+    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
+)
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+# msgspec's own message, which Litestar chains as the cause, names a body member whole:
+# Litestar's copy is cut at the first " - ", and a member name may hold one (or a backtick).
+_WHOLE_FIELD = re.compile(
+    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
+    r" - at `\$\.data(?P<path>[^`]*)`$",
+    re.DOTALL,
+)
+_FIELD_CODES = {"contains unknown": "unknown_member", "missing required": "required"}
+# A number of the right type beyond a bound of the schema (``Expected `int` <= 9...``).
+_BOUND = re.compile(r"^Expected `(?:int|float)` [<>]=? ")
+
+
+def pointer_token(name: str) -> str:
+    """A member name as one reference token of a JSON pointer (RFC 6901).
+
+    Args:
+        name: the member name.
+
+    Returns:
+        The name with ``~`` written ``~0`` and ``/`` written ``~1``.
+    """
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def pointer(tokens: Iterable[str | int]) -> str:
+    """The JSON pointer of a path of member names and array indexes.
+
+    Args:
+        tokens: the names and indexes from the root.
+
+    Returns:
+        For example ``/first_message/mentions/0``; ``""`` for the root.
+    """
+    return "".join(f"/{pointer_token(t) if isinstance(t, str) else t}" for t in tokens)
+
+
+# -- duplicated members -----------------------------------------------------------------
+
+
+class _Members(dict[str, Any]):
+    """A decoded JSON object that remembers its duplicated member names."""
+
+    duplicates: list[str]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Members:
+    members = _Members()
+    members.duplicates = []
+    for name, value in pairs:
+        if name in members:
+            members.duplicates.append(name)
+        members[name] = value
+    return members
+
+
+def _first_duplicate(value: Any, path: tuple[str | int, ...]) -> str | None:
+    if isinstance(value, _Members):
+        if value.duplicates:
+            return pointer((*path, value.duplicates[0]))
+        for name, member in value.items():
+            found = _first_duplicate(member, (*path, name))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _first_duplicate(item, (*path, index))
+            if found is not None:
+                return found
+    return None
+
+
+def duplicate_member(body: bytes) -> str | None:
+    """The JSON pointer of the first duplicated member of a body, if any.
+
+    Args:
+        body: the raw request body.
+
+    Returns:
+        The pointer (``/first_message/content``), or None when no member is duplicated
+        or the body is not JSON at all (the typed decoder answers that one).
+    """
+    try:
+        decoded = json.loads(body, object_pairs_hook=_object)
+    except (ValueError, RecursionError):
+        return None
+    return _first_duplicate(decoded, ())
+
+
+async def refuse_duplicate_members(request: Request[Any, Any, Any]) -> None:
+    """Litestar ``before_request`` hook: refuse bodies with duplicated members.
+
+    Args:
+        request: the incoming request.
+
+    Raises:
+        ValidationFailed: with the pointer of the duplicated member.
+    """
+    if request.method not in _METHODS_WITH_BODY:
+        return
+    found = duplicate_member(await request.body())
+    if found is not None:
+        raise ValidationFailed([FieldError(pointer=found, code="duplicate_member")])
+
+
+# -- members of the wrong type ----------------------------------------------------------
+
+
+def malformed_body() -> ValidationFailed:
+    """What a body that is not JSON at all answers (Litestar raises a plain 400).
+
+    Returns:
+        The error, pointer ``""``, code ``malformed_json``.
+    """
+    return ValidationFailed([FieldError(pointer="", code="malformed_json")])
+
+
+def decode_failure(exc: ValidationException) -> DomainError:
+    """What a request that Litestar could not decode answers.
+
+    Args:
+        exc: Litestar's error; its ``extra`` lists one item per offending parameter
+            (``{"message", "key", "source"}``), msgspec's first error per parameter.
+
+    Returns:
+        `NotFound` when only path ids failed, else `ValidationFailed` naming every
+        offending body member and query parameter.
+    """
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    items = [item for item in extra if isinstance(item, Mapping)]
+    if items and all(item.get("source") == "path" for item in items):
+        return NotFound()
+    items = [item for item in items if item.get("source") != "path"]
+    # msgspec stops at the first error of a body, so the cause is that one item's.
+    whole = _whole_field_error(exc.__cause__)
+    single_body = sum(item.get("source") == "body" for item in items) == 1
+    errors = [
+        whole
+        if whole is not None and single_body and item.get("source") == "body"
+        else _decode_error(item)
+        for item in items
+    ]
+    return ValidationFailed(errors or [FieldError(pointer="", code="invalid")])
+
+
+def _path_pointer(path: str) -> str:
+    """The pointer of a msgspec path (``.first_message.mentions[0]``)."""
+    return pointer(name or int(index) for name, index in _PATH_PART.findall(path))
+
+
+def _whole_field_error(cause: BaseException | None) -> FieldError | None:
+    if not isinstance(cause, msgspec.ValidationError):
+        return None
+    match = _WHOLE_FIELD.match(str(cause))
+    if match is None:
+        return None
+    at = f"{_path_pointer(match['path'])}/{pointer_token(match['name'])}"
+    return FieldError(pointer=at, code=_FIELD_CODES[match["what"]])
+
+
+def _decode_error(item: Mapping[str, Any]) -> FieldError:
+    # Litestar reports msgspec's first decode error per parameter as
+    # {"message": "Object contains unknown field `x`", "key": "first_message", ...};
+    # the key of the body's root is "data", query parameters are named as they are.
+    what = str(item.get("message", ""))
+    key = str(item.get("key", ""))
+    if item.get("source") == "body" and (key == "data" or key.startswith("data.")):
+        key = key[len("data") :]
+    at = _path_pointer(f".{key}")
+    named = _NAMED_FIELD.match(what)
+    if named:
+        return FieldError(
+            pointer=f"{at}/{pointer_token(named['name'])}", code=_FIELD_CODES[named["what"]]
+        )
+    if what.startswith("Invalid enum value"):
+        return FieldError(pointer=at, code="invalid_enum")
+    if _BOUND.match(what):
+        return FieldError(pointer=at, code="out_of_range")
+    if what.startswith("Expected"):
+        return FieldError(pointer=at, code="invalid_type")
+    return FieldError(pointer=at, code="invalid")
