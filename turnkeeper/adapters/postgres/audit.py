@@ -6,19 +6,12 @@ import uuid
 from datetime import datetime
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn
+from turnkeeper.adapters.postgres.base import PostgresRepository
 from turnkeeper.application.ports import DenialRecord
 
 
-class PostgresAuditLog:
-    """Aggregated denials; satisfies `AuditLog`.
-
-    Args:
-        conn: the unit's connection.
-    """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+class PostgresAuditLog(PostgresRepository):
+    """Aggregated denials; satisfies `AuditLog`."""
 
     async def record_denial(
         self, principal_id: uuid.UUID, action: str, reason: str, window_start: datetime

@@ -1,4 +1,4 @@
-"""What every PostgreSQL repository shares: the connection type and `MissingRow`.
+"""What every PostgreSQL repository shares: its base class, the connection type, `MissingRow`.
 
 Each repository runs the generated statements of `turnkeeper.adapters.postgres.queries` on
 the connection of its unit of work (so inside the unit's transaction) and maps rows to the
@@ -17,3 +17,14 @@ Conn = psycopg.AsyncConnection[Any]
 
 class MissingRow(LookupError):
     """A statement that must touch one row found none (an unknown id: a caller bug)."""
+
+
+class PostgresRepository:
+    """Base of the repositories: each runs its statements on its unit's connection.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn

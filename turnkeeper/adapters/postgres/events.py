@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
 from turnkeeper.application.ports import ReaderScope
 from turnkeeper.domain.events import Event, EventType, NewEvent
 
@@ -70,7 +70,7 @@ def uuid_array_text(ids: Sequence[uuid.UUID] | None) -> str | None:
     return "{" + ",".join(str(i) for i in ids) + "}"
 
 
-class PostgresEventLog:
+class PostgresEventLog(PostgresRepository):
     """The event log; satisfies `EventLog`.
 
     Appended events are buffered and written by `flush`, which the unit calls right
@@ -84,7 +84,7 @@ class PostgresEventLog:
     """
 
     def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+        super().__init__(conn)
         self._pending: list[NewEvent] = []
 
     async def append(self, event: NewEvent) -> None:

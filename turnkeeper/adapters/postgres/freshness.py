@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn
+from turnkeeper.adapters.postgres.base import PostgresRepository
 from turnkeeper.application.ports import ThreadFrontier, VisibleWindow
 from turnkeeper.domain.errors import NotFound
 
@@ -18,15 +18,8 @@ from turnkeeper.domain.errors import NotFound
 _NO_SEQ = 0
 
 
-class PostgresFreshnessRepository:
-    """The freshness gate's statements (a `turnkeeper.application.ports.FreshnessRepository`).
-
-    Args:
-        conn: the unit's connection.
-    """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+class PostgresFreshnessRepository(PostgresRepository):
+    """The freshness gate's statements (a `turnkeeper.application.ports.FreshnessRepository`)."""
 
     async def compare_and_allocate(self, thread_id: uuid.UUID, seen_seq: int) -> int | None:
         """Allocate the next seq only when the thread's frontier is `seen_seq`.

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.adapters.postgres.base import MissingRow, PostgresRepository
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
 
 
@@ -33,15 +33,8 @@ def _message(row: q.MessageRow) -> Message:
     )
 
 
-class PostgresMessageRepository:
-    """Messages; satisfies `MessageRepository`.
-
-    Args:
-        conn: the unit's connection.
-    """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+class PostgresMessageRepository(PostgresRepository):
+    """Messages; satisfies `MessageRepository`."""
 
     async def add(self, message: Message) -> None:
         """Store a new message.

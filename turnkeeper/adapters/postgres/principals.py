@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
 from turnkeeper.domain.world import (
     BillingMode,
     Grant,
@@ -45,7 +45,7 @@ def _grant(row: q.GrantRow) -> Grant:
     )
 
 
-class PostgresPrincipalRepository:
+class PostgresPrincipalRepository(PostgresRepository):
     """Principals and their token hashes; satisfies `PrincipalRepository`.
 
     A principal read once is remembered for the rest of the unit (the repository lives
@@ -61,7 +61,7 @@ class PostgresPrincipalRepository:
     """
 
     def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+        super().__init__(conn)
         self._seen: dict[uuid.UUID, Principal] = {}
 
     def _remember(self, principal: Principal) -> Principal:
@@ -192,15 +192,8 @@ class PostgresPrincipalRepository:
         return None if row is None else _principal(row)
 
 
-class PostgresGrantRepository:
-    """Grants; satisfies `GrantRepository`.
-
-    Args:
-        conn: the unit's connection.
-    """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+class PostgresGrantRepository(PostgresRepository):
+    """Grants; satisfies `GrantRepository`."""
 
     async def add(self, grant: Grant) -> None:
         """Store a grant.

@@ -6,11 +6,11 @@ import uuid
 from datetime import datetime
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.adapters.postgres.base import MissingRow, PostgresRepository
 from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE, retry_after
 
 
-class PostgresRateLimitStore:
+class PostgresRateLimitStore(PostgresRepository):
     """Token buckets; satisfies `RateLimitStore`.
 
     One statement per take (`TakeBucketToken`, an upsert that refills and takes in SQL
@@ -20,13 +20,7 @@ class PostgresRateLimitStore:
     Hypothesis finds. A principal's first take inserts a full bucket; two first takes
     at once meet on ``rate_buckets_pkey`` and the upsert turns the second into an
     update, so no retry is needed.
-
-    Args:
-        conn: the unit's connection.
     """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
 
     async def take_token(
         self,

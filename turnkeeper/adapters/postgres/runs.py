@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
 from turnkeeper.adapters.postgres.events import PostgresEventLog
 from turnkeeper.application.ports import AgentCursor
 from turnkeeper.domain.events import Event
@@ -39,15 +39,8 @@ def _run(row: q.RunRow) -> Run:
     )
 
 
-class PostgresRunRepository:
-    """Runs; satisfies `turnkeeper.application.ports.RunRepository`.
-
-    Args:
-        conn: the unit's connection.
-    """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+class PostgresRunRepository(PostgresRepository):
+    """Runs; satisfies `turnkeeper.application.ports.RunRepository`."""
 
     async def add(self, run: Run) -> None:
         """Insert a run (a second active run of a thread is a retriable race)."""
@@ -142,7 +135,7 @@ class PostgresRunRepository:
         return [_run(row) for row in rows]
 
 
-class PostgresAgentFeedRepository:
+class PostgresAgentFeedRepository(PostgresRepository):
     """Personal events and delivery cursors; satisfies `AgentFeedRepository`.
 
     Args:
@@ -150,7 +143,7 @@ class PostgresAgentFeedRepository:
     """
 
     def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+        super().__init__(conn)
         self._events = PostgresEventLog(conn)
         #: Told which principal row `set_capabilities` changed, so that the unit's
         #: principal repository forgets what it remembered of it (wired by the unit).
@@ -191,18 +184,12 @@ def _ignore(principal_id: uuid.UUID) -> None:
     """No one to tell (an agent feed used outside a unit)."""
 
 
-class PostgresFollowupRepository:
+class PostgresFollowupRepository(PostgresRepository):
     """Follow-up rows; satisfies `turnkeeper.application.ports.FollowupRepository`.
 
     Settlement statements are set-based (``= ANY(array)``), so ending a run costs the
     same number of statements whatever the number of its follow-ups.
-
-    Args:
-        conn: the unit's connection.
     """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
 
     async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
         """Insert a queued follow-up."""

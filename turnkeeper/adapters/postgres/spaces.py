@@ -9,7 +9,7 @@ import attrs
 from attrs import AttrsInstance
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.adapters.postgres.base import MissingRow, PostgresRepository
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.world import (
     Channel,
@@ -76,15 +76,8 @@ def _unprefixed(row: object, prefix: str, kind: type[_Row]) -> _Row:
     return kind(**{f.name: getattr(row, prefix + f.name) for f in attrs.fields(kind)})
 
 
-class PostgresSpaceRepository:
-    """Spaces; satisfies `SpaceRepository`.
-
-    Args:
-        conn: the unit's connection.
-    """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+class PostgresSpaceRepository(PostgresRepository):
+    """Spaces; satisfies `SpaceRepository`."""
 
     async def add(self, space: Space) -> None:
         """Store a new space.
@@ -122,15 +115,8 @@ class PostgresSpaceRepository:
         return [_space(row) for row in await q.list_spaces(self._conn)]
 
 
-class PostgresChannelRepository:
-    """Channels; satisfies `ChannelRepository`.
-
-    Args:
-        conn: the unit's connection.
-    """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+class PostgresChannelRepository(PostgresRepository):
+    """Channels; satisfies `ChannelRepository`."""
 
     async def add(self, channel: Channel) -> None:
         """Store a new channel.
@@ -199,15 +185,8 @@ class PostgresChannelRepository:
         return [_channel(row) for row in await q.list_channels(self._conn)]
 
 
-class PostgresThreadRepository:
-    """Threads and their seq allocator; satisfies `ThreadRepository`.
-
-    Args:
-        conn: the unit's connection.
-    """
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+class PostgresThreadRepository(PostgresRepository):
+    """Threads and their seq allocator; satisfies `ThreadRepository`."""
 
     async def add(self, thread: Thread) -> None:
         """Store a new thread.
