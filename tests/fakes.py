@@ -22,8 +22,9 @@ class FakeClock:
     def now(self) -> datetime:
         return self.current
 
-    def advance(self, seconds: float) -> None:
-        self.current += timedelta(seconds=seconds)
+    def advance(self, by: float | timedelta) -> None:
+        """Move the clock forward (a number is seconds)."""
+        self.current += by if isinstance(by, timedelta) else timedelta(seconds=by)
 
 
 class SequentialIds:

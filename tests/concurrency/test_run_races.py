@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 from tests.fakes import FakeClock
 from turnkeeper.application.bootstrap import Services
@@ -119,7 +120,7 @@ async def test_two_job_runners_never_end_a_run_twice(
         await services.conversation.create_message(
             alex, thread_id, MessageDraft(client_msg_id=f"q-{i}", content="waiting")
         )
-    clock.advance(services.settings.queued_max_age + 1)
+    clock.advance(services.settings.queued_max_age + timedelta(seconds=1))
     first, second = await asyncio.gather(
         services.runs.expire_queued(), services.runs.expire_queued()
     )

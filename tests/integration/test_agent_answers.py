@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -1049,7 +1050,7 @@ class TestAnswer_RunIDEndedRun:  # noqa: N801 (the seed names the test)
                 await services.runs.cancel(alex, run.id)
                 await services.runs.finish(lotse, run.id, RunState.CANCELLED, "user_cancelled")
             else:
-                clock.advance(services.settings.stall_after + 1)
+                clock.advance(services.settings.stall_after + timedelta(seconds=1))
                 assert (await services.runs.run_jobs_once())["stall_check"] == 1
         ended = await get_run(services, run.id)
         assert not ended.state.active

@@ -18,7 +18,8 @@ from turnkeeper.adapters.client import AgentRuntimeClient
 from turnkeeper.adapters.http import create_app
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
-from turnkeeper.domain.freshness import LogicalSendState, SendState
+from turnkeeper.domain.freshness import SendState
+from turnkeeper.domain.logical_sends import LogicalSendState
 from turnkeeper.domain.messaging import MessageDraft
 
 BASE_URL = "http://turnkeeper.example.com"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -477,7 +478,7 @@ class TestAG13_Queue:  # noqa: N801 (the seed names the scenario AG-13)
             world.principal("sam").id,
             first.id,
         )
-        clock.advance(services.settings.queued_max_age + 1)
+        clock.advance(services.settings.queued_max_age + timedelta(seconds=1))
         assert await services.runs.expire_queued() == 1
         expired = await get_run(services, new.id)
         assert (expired.state, expired.state_reason) == (RunState.FAILED, "queued_expired")
@@ -724,7 +725,7 @@ class TestAG13_CancelForOtherReasonDefers:  # noqa: N801 (the seed names the sce
         run, _ = await started(services, world)
         followup = await post(services, world, "sam", thread_id, "f1")
         await services.runs.cancel(world.principal("alex"), run.id)
-        clock.advance(services.settings.cancel_grace - 1)
+        clock.advance(services.settings.cancel_grace - timedelta(seconds=1))
         assert await services.runs.cancel_timeouts() == 0
         assert await rows(services, run.id) == {followup.id: QUEUED}
         clock.advance(2)
@@ -1122,12 +1123,12 @@ async def _cancel_queued(services: Services, world: DemoWorld, clock: FakeClock,
 
 async def _cancel_timeout(services: Services, world: DemoWorld, clock: FakeClock, run: Run) -> None:
     await services.runs.cancel(world.principal("alex"), run.id)
-    clock.advance(services.settings.cancel_grace + 1)
+    clock.advance(services.settings.cancel_grace + timedelta(seconds=1))
     assert await services.runs.cancel_timeouts() == 1
 
 
 async def _stall(services: Services, world: DemoWorld, clock: FakeClock, run: Run) -> None:
-    clock.advance(services.settings.stall_after + 1)
+    clock.advance(services.settings.stall_after + timedelta(seconds=1))
     assert await services.runs.stall_check() == 1
 
 
@@ -1146,7 +1147,7 @@ async def _denied_delivery(
 
 
 async def _expired(services: Services, world: DemoWorld, clock: FakeClock, run: Run) -> None:
-    clock.advance(services.settings.queued_max_age + 1)
+    clock.advance(services.settings.queued_max_age + timedelta(seconds=1))
     assert await services.runs.expire_queued() == 1
 
 

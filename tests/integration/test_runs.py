@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 
@@ -414,7 +415,7 @@ class TestCancel:
         )
         page = await services.runs.poll(lotse)
         assert [d.event.type for d in page.deliveries][-1] is EventType.RUN_CANCEL_REQUESTED
-        clock.advance(services.settings.cancel_grace - 1)
+        clock.advance(services.settings.cancel_grace - timedelta(seconds=1))
         assert (await services.runs.run_jobs_once())["cancel_timeout"] == 0
         clock.advance(2)
         assert (await services.runs.run_jobs_once())["cancel_timeout"] == 1
@@ -442,7 +443,7 @@ class TestJobs:
     ) -> None:
         await post(services, world, "alex", main_thread(world, "allgemein"), "e1")
         (run,) = await runs_of(services, main_thread(world, "allgemein"))
-        clock.advance(services.settings.queued_max_age + 1)
+        clock.advance(services.settings.queued_max_age + timedelta(seconds=1))
         assert (await services.runs.run_jobs_once())["queued_expiry"] == 1
         view = await services.runs.get(world.principal("alex"), run.id)
         assert (view.run.state, view.run.state_reason) == (RunState.FAILED, "queued_expired")
@@ -451,7 +452,7 @@ class TestJobs:
         self, services: Services, world: DemoWorld, clock: FakeClock
     ) -> None:
         run, _ = await started_run(services, world)
-        clock.advance(services.settings.stall_after + 1)
+        clock.advance(services.settings.stall_after + timedelta(seconds=1))
         assert (await services.runs.run_jobs_once())["stall_check"] == 1
         view = await services.runs.get(world.principal("alex"), run.id)
         assert (view.run.state, view.run.state_reason) == (RunState.FAILED, "stale")

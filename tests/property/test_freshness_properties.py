@@ -7,9 +7,9 @@ from typing import Literal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnkeeper.domain.freshness import (
+from turnkeeper.domain.freshness import SessionFreshnessState
+from turnkeeper.domain.logical_sends import (
     AcceptedChunk,
-    SessionFreshnessState,
     chunk_client_message_id,
     next_chunk_seen,
     resume_seen,

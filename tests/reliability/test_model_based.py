@@ -24,6 +24,7 @@ import collections
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any, ClassVar
 
 import attrs
@@ -792,8 +793,12 @@ class Differential(RuleBasedStateMachine):
         """Move both clocks (a little, or past one job's window), then one jobs pass."""
         for stack in self.stacks:
             limits = stack.services.settings
-            seconds = SMALL_ADVANCE_SECONDS if advance == "small" else getattr(limits, advance)
-            stack.clock.advance(seconds + 1)
+            window: timedelta = (
+                timedelta(seconds=SMALL_ADVANCE_SECONDS)
+                if advance == "small"
+                else getattr(limits, advance)
+            )
+            stack.clock.advance(window + timedelta(seconds=1))
         self.both(lambda s: s.services.runs.run_jobs_once())
 
     # -- after every step ---------------------------------------------------------------

@@ -161,7 +161,7 @@ async def run_jobs_forever(services: Services) -> None:
                 log.info("jobs_pass", **ended)
         except Exception:
             log.exception("jobs_pass_failed")
-        await asyncio.sleep(services.settings.jobs_interval)
+        await asyncio.sleep(services.settings.jobs_interval.total_seconds())
 
 
 async def _check(args: argparse.Namespace, config: Config) -> int:

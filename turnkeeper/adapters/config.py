@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +180,7 @@ def _flatten(table: Mapping[str, Any], prefix: str, into: dict[str, Any]) -> Non
             into[key] = value
 
 
-def _from_toml(key: str, raw: object) -> int | bool:
+def _from_toml(key: str, raw: object) -> int | bool | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
     if field.type is bool:
         if not isinstance(raw, bool):
@@ -191,7 +192,7 @@ def _from_toml(key: str, raw: object) -> int | bool:
     return _checked_int(key, field, raw, raw)
 
 
-def _from_text(key: str, raw: str) -> int | bool:
+def _from_text(key: str, raw: str) -> int | bool | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
     text = raw.strip()
     if field.type is bool:
@@ -207,17 +208,24 @@ def _from_text(key: str, raw: str) -> int | bool:
     return _checked_int(key, field, number, raw)
 
 
-def _checked_int(key: str, field: attrs.Attribute[Any], number: int, raw: object) -> int:
+def _checked_int(
+    key: str, field: attrs.Attribute[Any], number: int, raw: object
+) -> int | timedelta:
     if not _passes(field, number):
         raise ConfigError(f"{key} must be {_int_wording(field)}, got {raw!r}")
-    return number
+    return _typed(field, number)
+
+
+def _typed(field: attrs.Attribute[Any], number: int) -> int | timedelta:
+    # A duration is configured as whole seconds and held as a timedelta.
+    return timedelta(seconds=number) if field.type is timedelta else number
 
 
 def _passes(field: attrs.Attribute[Any], value: int) -> bool:
     if field.validator is None:
         return True
     try:
-        field.validator(None, field, value)
+        field.validator(None, field, _typed(field, value))
     except ValueError:
         return False
     return True

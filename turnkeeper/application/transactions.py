@@ -46,12 +46,12 @@ class AccessDenied(ApplicationError):
         self.action = action
 
 
-def window_start(at: datetime, window_seconds: int) -> datetime:
+def window_start(at: datetime, window: timedelta) -> datetime:
     """The start of the aggregation window that contains a time.
 
     Args:
         at: the time of the denial.
-        window_seconds: ``audit.deny_aggregate_window``.
+        window: ``audit.deny_aggregate_window``.
 
     Returns:
         `at` rounded down to a multiple of the window since the epoch.
@@ -59,7 +59,6 @@ def window_start(at: datetime, window_seconds: int) -> datetime:
     epoch = datetime(1970, 1, 1, tzinfo=at.tzinfo)
     # Whole-number arithmetic: floor division rounds down also before the epoch, and no
     # float ever loses a microsecond far from it.
-    window = timedelta(seconds=window_seconds)
     return epoch + ((at - epoch) // window) * window
 
 

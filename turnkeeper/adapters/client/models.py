@@ -11,13 +11,8 @@ from datetime import datetime
 
 import attrs
 
-from turnkeeper.domain.freshness import (
-    HELD_GUIDANCE,
-    PARTIAL_HELD_GUIDANCE,
-    AcceptedChunk,
-    LogicalSendState,
-    SendState,
-)
+from turnkeeper.domain.freshness import HELD_GUIDANCE, SendState
+from turnkeeper.domain.logical_sends import PARTIAL_HELD_GUIDANCE, AcceptedChunk, LogicalSendState
 
 
 class FollowupMode(enum.StrEnum):

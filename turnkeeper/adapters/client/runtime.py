@@ -42,10 +42,9 @@ from turnkeeper.adapters.client.models import (
     SendResult,
     ThreadTarget,
 )
-from turnkeeper.domain.freshness import (
+from turnkeeper.domain.freshness import SendState, SessionFreshnessState
+from turnkeeper.domain.logical_sends import (
     AcceptedChunk,
-    SendState,
-    SessionFreshnessState,
     chunk_client_message_id,
     logical_state,
     next_chunk_seen,
