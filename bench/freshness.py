@@ -44,8 +44,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
+from turnkeeper.adapters.postgres.events import payload_json
 from turnkeeper.adapters.postgres.migrations import migrate
-from turnkeeper.adapters.postgres.repositories import payload_json
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
 from turnkeeper.adapters.system import SystemClock, UuidV7Generator
 from turnkeeper.adapters.tokens import JwtSigner

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import AsyncConnectionPool
 
-from turnkeeper.adapters.postgres.repositories import PostgresRateLimitStore
+from turnkeeper.adapters.postgres.ratelimit import PostgresRateLimitStore
 from turnkeeper.adapters.postgres.uow import Conn
 from turnkeeper.domain.ratelimit import Bucket, take_token
 

@@ -7,12 +7,16 @@ line by accident leaks neither.
 from __future__ import annotations
 
 import enum
+import uuid
 from datetime import datetime
 
 import attrs
 
 from turnkeeper.domain.freshness import HELD_GUIDANCE, SendState
 from turnkeeper.domain.logical_sends import PARTIAL_HELD_GUIDANCE, AcceptedChunk, LogicalSendState
+
+#: A thread, run or message id as the caller holds it (text or UUID).
+Id = str | uuid.UUID
 
 
 class FollowupMode(enum.StrEnum):

@@ -24,24 +24,26 @@ Example:
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import httpx
-import structlog
 
 from turnkeeper.adapters.client import wire
-from turnkeeper.adapters.client.errors import AnswerInvalid, ClientProblem, ClientUnavailable
+from turnkeeper.adapters.client.errors import AnswerInvalid
 from turnkeeper.adapters.client.models import (
     Capabilities,
     EventPage,
     HistoryPage,
+    Id,
     LogicalSendResult,
     SendResult,
     ThreadTarget,
 )
+from turnkeeper.adapters.client.sends import SendGate, log_logical_send
+from turnkeeper.adapters.client.session import ApiSession
+from turnkeeper.adapters.client.targets import TargetKeys
 from turnkeeper.domain.freshness import SendState, SessionFreshnessState
 from turnkeeper.domain.logical_sends import (
     AcceptedChunk,
@@ -50,18 +52,6 @@ from turnkeeper.domain.logical_sends import (
     next_chunk_seen,
     split_content,
 )
-
-#: The logger name of every record of this client.
-LOGGER_NAME = "turnkeeper.client"
-
-
-def _log() -> Any:
-    # A fresh proxy per record: it follows the structlog configuration of the moment
-    # (a proxy cached on first use would keep the configuration it first saw).
-    return structlog.get_logger(LOGGER_NAME)
-
-
-Id = str | uuid.UUID
 
 
 class AgentRuntimeClient:
@@ -86,19 +76,13 @@ class AgentRuntimeClient:
         timeout: httpx.Timeout | None = None,
         freshness: SessionFreshnessState | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
-        if timeout is None:
-            self._http = httpx.AsyncClient(base_url=base_url, headers=headers, transport=transport)
-        else:
-            self._http = httpx.AsyncClient(
-                base_url=base_url, headers=headers, transport=transport, timeout=timeout
-            )
+        self._session = ApiSession(base_url, token, transport=transport, timeout=timeout)
         self._freshness = freshness if freshness is not None else SessionFreshnessState()
-        # thread id -> canonical target key, as the server derived it (seed 4.3 step 2).
-        self._target_keys: dict[str, str] = {}
+        self._targets = TargetKeys(self._session)
+        self._gate = SendGate(self._session, self._freshness, self._targets)
 
     def __repr__(self) -> str:
-        return f"AgentRuntimeClient(base_url={str(self._http.base_url)!r})"
+        return f"AgentRuntimeClient(base_url={self._session.base_url!r})"
 
     @property
     def freshness(self) -> SessionFreshnessState:
@@ -107,7 +91,7 @@ class AgentRuntimeClient:
 
     async def aclose(self) -> None:
         """Close the connections."""
-        await self._http.aclose()
+        await self._session.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -119,22 +103,6 @@ class AgentRuntimeClient:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Mapping[str, Any] | None = None,
-        params: Mapping[str, int] | None = None,
-    ) -> httpx.Response:
-        try:
-            response = await self._http.request(method, path, json=json, params=params)
-        except httpx.TransportError as exc:
-            raise ClientUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
-        if not response.is_success:
-            raise wire.problem(response)
-        return response
 
     # -- events and heartbeat -----------------------------------------------------------
 
@@ -155,7 +123,9 @@ class AgentRuntimeClient:
             AnswerInvalid: when the answer breaks the contract.
         """
         params = {"after": after} if limit is None else {"after": after, "limit": limit}
-        return wire.event_page(await self._request("GET", "/v1/agent/events", params=params))
+        return wire.event_page(
+            await self._session.request("GET", "/v1/agent/events", params=params)
+        )
 
     async def ack(self, through_seq: int) -> None:
         """Acknowledge the events through a seq, so they are not delivered again.
@@ -167,7 +137,9 @@ class AgentRuntimeClient:
             ClientProblem: on an error answer.
             ClientUnavailable: when the server cannot be reached.
         """
-        await self._request("POST", "/v1/agent/events/ack", json={"through_seq": through_seq})
+        await self._session.request(
+            "POST", "/v1/agent/events/ack", json={"through_seq": through_seq}
+        )
 
     async def heartbeat(self, capabilities: Capabilities) -> None:
         """Tell the server the runtime is alive and what it can do.
@@ -182,7 +154,7 @@ class AgentRuntimeClient:
         caps: dict[str, str] = {}
         if capabilities.followups is not None:
             caps["followups"] = capabilities.followups.value
-        await self._request("PUT", "/v1/agent/heartbeat", json={"capabilities": caps})
+        await self._session.request("PUT", "/v1/agent/heartbeat", json={"capabilities": caps})
 
     # -- threads and history ------------------------------------------------------------
 
@@ -203,9 +175,7 @@ class AgentRuntimeClient:
             ClientUnavailable: when the server cannot be reached.
             AnswerInvalid: when the answer breaks the contract.
         """
-        target = wire.thread_target(await self._request("GET", f"/v1/threads/{thread_id}"))
-        self._target_keys[str(thread_id)] = target.target_key
-        return target
+        return await self._targets.read(str(thread_id))
 
     async def target_key(self, thread_id: Id) -> str:
         """The canonical target key of a thread, from memory or the server.
@@ -220,10 +190,7 @@ class AgentRuntimeClient:
             ClientProblem: on an error answer.
             ClientUnavailable: when the server cannot be reached.
         """
-        known = self._target_keys.get(str(thread_id))
-        if known is not None:
-            return known
-        return (await self.get_thread(thread_id)).target_key
+        return await self._targets.key(str(thread_id))
 
     async def read_history(
         self, thread_id: Id, after_seq: int = 0, limit: int | None = None
@@ -250,10 +217,12 @@ class AgentRuntimeClient:
         params = {"after_seq": after_seq}
         if limit is not None:
             params["limit"] = limit
-        response = await self._request("GET", f"/v1/threads/{thread_id}/messages", params=params)
+        response = await self._session.request(
+            "GET", f"/v1/threads/{thread_id}/messages", params=params
+        )
         messages, covers_through, answered_key = wire.history(response)
         if answered_key is not None:
-            self._target_keys[str(thread_id)] = answered_key
+            self._targets.remember(str(thread_id), answered_key)
         target_key = answered_key or await self.target_key(thread_id)
         last = messages[-1] if messages else None
         message_id = last.id if last is not None and last.thread_seq == covers_through else None
@@ -304,7 +273,7 @@ class AgentRuntimeClient:
         if not client_message_id:
             raise ValueError("client_message_id must not be empty")
         target_key = await self.target_key(thread_id)
-        return await self._send_once(
+        return await self._gate.send_once(
             thread_id=str(thread_id),
             target_key=target_key,
             content=content,
@@ -365,7 +334,7 @@ class AgentRuntimeClient:
                 observed_seq=self._freshness.frontier(target_key).observed_seq,
                 previous=accepted[-1] if accepted else None,
             )
-            outcome = await self._send_once(
+            outcome = await self._gate.send_once(
                 thread_id=str(thread_id),
                 target_key=target_key,
                 content=chunk,
@@ -402,116 +371,8 @@ class AgentRuntimeClient:
             latest_seq=held.latest_seq if held is not None else None,
             held_locally=held.held_locally if held is not None else False,
         )
-        _log().info(
-            "agent_logical_send",
-            state=result.state.value,
-            target_key=target_key,
-            logical_id=logical_id,
-            chunk_count=result.chunk_count,
-            accepted_count=len(result.accepted),
-            replayed_count=sum(1 for c in result.accepted if c.replayed),
-            held_chunk_index=result.held_chunk_index,
-            latest_seq=result.latest_seq,
-        )
+        log_logical_send(result)
         return result
-
-    async def _send_once(
-        self,
-        *,
-        thread_id: str,
-        target_key: str,
-        content: str,
-        client_message_id: str,
-        seen_up_to_seq: int | None,
-        run_id: Id | None,
-        source_message_ids: tuple[str, ...],
-    ) -> SendResult:
-        """Check locally, post one message and apply the answer to the frontier."""
-        local = self._freshness.check_send(target_key, seen_up_to_seq)
-        if local.hold:
-            result = SendResult(
-                state=SendState.HELD,
-                target_key=target_key,
-                client_message_id=client_message_id,
-                seen_up_to_seq=local.seen_up_to_seq,
-                latest_seq=local.latest_known_seq,
-                needs_refresh_until_seq=local.needs_refresh_until_seq,
-                held_locally=True,
-            )
-            _log_send(result)
-            return result
-        sources = source_message_ids
-        if not sources:
-            default_source = self._freshness.frontier(target_key).source_message_id
-            sources = (default_source,) if default_source else ()
-        freshness: dict[str, Any] = {
-            "target_key": target_key,
-            "seen_up_to_seq": local.seen_up_to_seq,
-        }
-        if sources:
-            freshness["source_message_ids"] = list(sources)
-        body: dict[str, Any] = {
-            "target": thread_id,
-            "content": content,
-            "client_message_id": client_message_id,
-            "freshness": freshness,
-        }
-        if run_id is not None:
-            body["run_id"] = str(run_id)
-        try:
-            response = await self._request("POST", "/v1/agent/send", json=body)
-        except ClientProblem as problem:
-            if problem.has_error("/freshness/target_key"):
-                # The remembered key is stale: resolve it again on the next send.
-                self._target_keys.pop(thread_id, None)
-            _log().warning(
-                "agent_send_failed",
-                status=problem.status,
-                code=problem.code,
-                reason=problem.reason,
-                target_key=target_key,
-                client_message_id=client_message_id,
-                seen_up_to_seq=local.seen_up_to_seq,
-            )
-            raise
-        answer = wire.send_answer(response)
-        state = SendState(answer.state)
-        self._target_keys[thread_id] = answer.target_key
-        self._freshness.record_answer(
-            answer.target_key,
-            state,
-            accepted_seq=answer.accepted_seq,
-            latest_seq=answer.latest_seq,
-            needs_refresh_until_seq=answer.needs_refresh_until_seq,
-            message_id=answer.message_id,
-        )
-        result = SendResult(
-            state=state,
-            target_key=answer.target_key,
-            client_message_id=answer.client_message_id or client_message_id,
-            seen_up_to_seq=local.seen_up_to_seq,
-            latest_seq=answer.latest_seq,
-            message_id=answer.message_id,
-            accepted_seq=answer.accepted_seq,
-            needs_refresh_until_seq=answer.needs_refresh_until_seq,
-        )
-        _log_send(result)
-        return result
-
-
-def _log_send(result: SendResult) -> None:
-    """One structured line per send outcome: frontiers and state, never content."""
-    _log().info(
-        "agent_send",
-        state=result.state.value,
-        held_locally=result.held_locally,
-        target_key=result.target_key,
-        client_message_id=result.client_message_id,
-        seen_up_to_seq=result.seen_up_to_seq,
-        latest_seq=result.latest_seq,
-        accepted_seq=result.accepted_seq,
-        needs_refresh_until_seq=result.needs_refresh_until_seq,
-    )
 
 
 __all__ = ["AgentRuntimeClient"]

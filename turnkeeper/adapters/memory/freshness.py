@@ -1,4 +1,4 @@
-"""In-memory side of the freshness gate, over the tables of `turnkeeper.adapters.memory.store`.
+"""In-memory side of the freshness gate, over the tables of `turnkeeper.adapters.memory.tables`.
 
 Units of the memory store run one at a time, so the compare-and-set is a plain compare
 and the reads see every committed change.
@@ -7,16 +7,13 @@ and the reads see every committed change.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 import attrs
 
+from turnkeeper.adapters.memory.tables import Tables
 from turnkeeper.application.ports import ThreadFrontier, VisibleWindow
 from turnkeeper.domain.errors import NotFound
 from turnkeeper.domain.messaging import visible_to
-
-if TYPE_CHECKING:
-    from turnkeeper.adapters.memory.store import _Tables
 
 
 class MemoryFreshnessRepository:
@@ -26,7 +23,7 @@ class MemoryFreshnessRepository:
         tables: the tables of the unit of work.
     """
 
-    def __init__(self, tables: _Tables) -> None:
+    def __init__(self, tables: Tables) -> None:
         self._t = tables
 
     async def compare_and_allocate(self, thread_id: uuid.UUID, seen_seq: int) -> int | None:

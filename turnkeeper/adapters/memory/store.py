@@ -17,60 +17,31 @@ from typing import Any
 import attrs
 
 from turnkeeper.adapters.memory.freshness import MemoryFreshnessRepository
+from turnkeeper.adapters.memory.runs import (
+    MemoryAgentFeedRepository,
+    MemoryFollowupRepository,
+    MemoryRunRepository,
+)
+from turnkeeper.adapters.memory.tables import Tables
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
-from turnkeeper.application.ports import AgentCursor, DenialRecord, ReaderScope, UnitOfWork
+from turnkeeper.application.ports import DenialRecord, ReaderScope, UnitOfWork
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.events import Event, NewEvent
-from turnkeeper.domain.followups import OPEN_STATES, FollowupState, OpenFollowup
 from turnkeeper.domain.messaging import Message, TriggerState, visible_to
-from turnkeeper.domain.ratelimit import Bucket, take_token
-from turnkeeper.domain.runs import AnswerRun, Run
+from turnkeeper.domain.ratelimit import take_token
 from turnkeeper.domain.world import Channel, Grant, Principal, Space, Thread, ThreadState
-
-
-@attrs.frozen(kw_only=True)
-class _FollowupRow:
-    run_id: uuid.UUID
-    state: FollowupState
-    created_at: datetime
-    updated_at: datetime
-
-
-@attrs.define
-class _Tables:
-    principals: dict[uuid.UUID, Principal] = attrs.Factory(dict)
-    tokens: dict[bytes, uuid.UUID] = attrs.Factory(dict)
-    spaces: dict[uuid.UUID, Space] = attrs.Factory(dict)
-    channels: dict[uuid.UUID, Channel] = attrs.Factory(dict)
-    threads: dict[uuid.UUID, Thread] = attrs.Factory(dict)
-    grants: dict[uuid.UUID, Grant] = attrs.Factory(dict)
-    messages: dict[uuid.UUID, Message] = attrs.Factory(dict)
-    client_ids: dict[tuple[uuid.UUID, str], uuid.UUID] = attrs.Factory(dict)
-    events: list[Event] = attrs.Factory(list)
-    denials: dict[tuple[uuid.UUID, str, str, datetime], int] = attrs.Factory(dict)
-    buckets: dict[tuple[uuid.UUID, str], Bucket] = attrs.Factory(dict)
-    runs: dict[uuid.UUID, Run] = attrs.Factory(dict)
-    cursors: dict[uuid.UUID, AgentCursor] = attrs.Factory(dict)
-    followups: dict[uuid.UUID, _FollowupRow] = attrs.Factory(dict)
-
-    def snapshot(self) -> _Tables:
-        return _Tables(**{f.name: _copy(getattr(self, f.name)) for f in attrs.fields(_Tables)})
-
-
-def _copy(value: Any) -> Any:
-    return list(value) if isinstance(value, list) else dict(value)
 
 
 class MemoryStore:
     """The shared state of every unit of work of one in-memory database."""
 
     def __init__(self) -> None:
-        self.tables = _Tables()
+        self.tables = Tables()
         self.lock = asyncio.Lock()
 
 
 class _Principals:
-    def __init__(self, t: _Tables) -> None:
+    def __init__(self, t: Tables) -> None:
         self._t = t
 
     async def add(self, principal: Principal) -> None:
@@ -100,7 +71,7 @@ class _Principals:
 
 
 class _Spaces:
-    def __init__(self, t: _Tables) -> None:
+    def __init__(self, t: Tables) -> None:
         self._t = t
 
     async def add(self, space: Space) -> None:
@@ -114,7 +85,7 @@ class _Spaces:
 
 
 class _Channels:
-    def __init__(self, t: _Tables) -> None:
+    def __init__(self, t: Tables) -> None:
         self._t = t
 
     async def add(self, channel: Channel) -> None:
@@ -131,7 +102,7 @@ class _Channels:
 
 
 class _Threads:
-    def __init__(self, t: _Tables) -> None:
+    def __init__(self, t: Tables) -> None:
         self._t = t
 
     async def add(self, thread: Thread) -> None:
@@ -171,7 +142,7 @@ class _Threads:
 
 
 class _Grants:
-    def __init__(self, t: _Tables) -> None:
+    def __init__(self, t: Tables) -> None:
         self._t = t
 
     async def add(self, grant: Grant) -> None:
@@ -198,7 +169,7 @@ class _Grants:
 
 
 class _Messages:
-    def __init__(self, t: _Tables) -> None:
+    def __init__(self, t: Tables) -> None:
         self._t = t
 
     async def add(self, message: Message) -> None:
@@ -261,7 +232,7 @@ class _Messages:
 
 
 class _Events:
-    def __init__(self, t: _Tables) -> None:
+    def __init__(self, t: Tables) -> None:
         self._t = t
         self.pending: list[NewEvent] = []
 
@@ -294,7 +265,7 @@ class _Events:
 
 
 class _Audit:
-    def __init__(self, t: _Tables) -> None:
+    def __init__(self, t: Tables) -> None:
         self._t = t
 
     async def record_denial(
@@ -313,7 +284,7 @@ class _Audit:
 
 
 class _Buckets:
-    def __init__(self, t: _Tables) -> None:
+    def __init__(self, t: Tables) -> None:
         self._t = t
 
     async def take_token(
@@ -329,150 +300,6 @@ class _Buckets:
         decision = take_token(self._t.buckets.get(key), now, burst=burst, per_minute=per_minute)
         self._t.buckets[key] = decision.bucket
         return decision.retry_after
-
-
-class _Runs:
-    def __init__(self, t: _Tables) -> None:
-        self._t = t
-
-    async def add(self, run: Run) -> None:
-        if run.state.active and any(
-            r.thread_id == run.thread_id and r.state.active for r in self._t.runs.values()
-        ):
-            # Same contract as the partial unique index of PostgreSQL.
-            raise RetriableConflict("runs_one_active_per_thread", reason="unique_race")
-        self._t.runs[run.id] = run
-
-    async def get(self, run_id: uuid.UUID) -> Run | None:
-        return self._t.runs.get(run_id)
-
-    async def lock(self, run_id: uuid.UUID) -> Run | None:
-        return self._t.runs.get(run_id)
-
-    async def lock_active_in_thread(self, thread_id: uuid.UUID) -> Run | None:
-        return next(
-            (r for r in self._t.runs.values() if r.thread_id == thread_id and r.state.active),
-            None,
-        )
-
-    async def lock_for_answer(self, run_id: uuid.UUID) -> AnswerRun | None:
-        run = self._t.runs.get(run_id)
-        if run is None:
-            return None
-        return AnswerRun(id=run.id, thread_id=run.thread_id, agent_id=run.agent_id, state=run.state)
-
-    async def update(self, run: Run) -> None:
-        self._t.runs[run.id] = run
-
-    async def lock_due(
-        self, *, states: Sequence[str], before: datetime, field: str, limit: int
-    ) -> list[Run]:
-        due = [
-            r
-            for r in self._t.runs.values()
-            if r.state.value in states
-            and getattr(r, field) is not None
-            and getattr(r, field) < before
-        ]
-        return sorted(due, key=lambda r: r.id)[:limit]
-
-    async def lock_active_of_agent(self, agent_id: uuid.UUID, limit: int) -> list[Run]:
-        found = [r for r in self._t.runs.values() if r.agent_id == agent_id and r.state.active]
-        return sorted(found, key=lambda r: r.id)[:limit]
-
-    async def lock_active_of_disabled_agents(self, limit: int) -> list[Run]:
-        found = [
-            r
-            for r in self._t.runs.values()
-            if r.state.active
-            and (agent := self._t.principals.get(r.agent_id)) is not None
-            and not agent.enabled
-        ]
-        return sorted(found, key=lambda r: r.id)[:limit]
-
-
-class _AgentFeed:
-    def __init__(self, t: _Tables) -> None:
-        self._t = t
-
-    async def read(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
-        found = [e for e in self._t.events if e.seq > after and e.audience_id == audience_id]
-        return found[:limit]
-
-    async def lock_cursor(self, agent_id: uuid.UUID) -> AgentCursor:
-        return self._t.cursors.get(agent_id, AgentCursor())
-
-    async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
-        self._t.cursors[agent_id] = cursor
-
-    async def set_capabilities(self, agent_id: uuid.UUID, followups: str | None) -> None:
-        agent = self._t.principals[agent_id]
-        self._t.principals[agent_id] = attrs.evolve(agent, reported_followups=followups)
-
-
-class _Followups:
-    def __init__(self, t: _Tables) -> None:
-        self._t = t
-
-    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
-        if message_id in self._t.followups:
-            raise DuplicateKey("run_followups_message_key")
-        self._t.followups[message_id] = _FollowupRow(
-            run_id=run_id, state=FollowupState.QUEUED, created_at=at, updated_at=at
-        )
-
-    async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
-        return {
-            message_id: row.state
-            for message_id, row in sorted(self._t.followups.items())
-            if row.run_id == run_id
-        }
-
-    async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
-        row = self._t.followups.get(message_id)
-        return row.state if row is not None and row.run_id == run_id else None
-
-    async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
-        found = []
-        for message_id, row in sorted(self._t.followups.items()):
-            if row.run_id != run_id or row.state not in OPEN_STATES:
-                continue
-            message = self._t.messages[message_id]
-            found.append(
-                OpenFollowup(
-                    message_id=message_id,
-                    thread_seq=message.thread_seq,
-                    author_id=message.author_id,
-                    deleted=message.deleted_at is not None,
-                )
-            )
-        return found
-
-    async def set_states(
-        self,
-        run_id: uuid.UUID,
-        message_ids: Sequence[uuid.UUID],
-        state: FollowupState,
-        at: datetime,
-    ) -> None:
-        for message_id in message_ids:
-            row = self._t.followups.get(message_id)
-            if row is not None and row.run_id == run_id:
-                self._t.followups[message_id] = attrs.evolve(row, state=state, updated_at=at)
-
-    async def move(
-        self,
-        run_id: uuid.UUID,
-        message_ids: Sequence[uuid.UUID],
-        new_run_id: uuid.UUID,
-        at: datetime,
-    ) -> None:
-        for message_id in message_ids:
-            row = self._t.followups.get(message_id)
-            if row is not None and row.run_id == run_id:
-                self._t.followups[message_id] = attrs.evolve(
-                    row, run_id=new_run_id, state=FollowupState.QUEUED, updated_at=at
-                )
 
 
 class MemoryUnitOfWork:
@@ -491,10 +318,10 @@ class MemoryUnitOfWork:
         self.events = _Events(tables)
         self.audit = _Audit(tables)
         self.buckets = _Buckets(tables)
-        self.runs = _Runs(tables)
-        self.agent_feed = _AgentFeed(tables)
+        self.runs = MemoryRunRepository(tables)
+        self.agent_feed = MemoryAgentFeedRepository(tables)
         self.freshness = MemoryFreshnessRepository(tables)
-        self.followups = _Followups(tables)
+        self.followups = MemoryFollowupRepository(tables)
         self.committed = False
 
     async def commit(self) -> None:

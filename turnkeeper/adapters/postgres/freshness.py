@@ -8,15 +8,11 @@ translated by the unit (`turnkeeper.adapters.postgres.errors.wrap_errors`).
 from __future__ import annotations
 
 import uuid
-from typing import Any
-
-import psycopg
 
 from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.base import Conn
 from turnkeeper.application.ports import ThreadFrontier, VisibleWindow
 from turnkeeper.domain.errors import NotFound
-
-Conn = psycopg.AsyncConnection[Any]
 
 #: What NewestVisibleInWindow returns for "no such seq" (thread_seq starts at 1).
 _NO_SEQ = 0

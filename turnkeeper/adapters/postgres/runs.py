@@ -10,18 +10,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
-
-import psycopg
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.repositories import MissingRow, PostgresEventLog
+from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.adapters.postgres.events import PostgresEventLog
 from turnkeeper.application.ports import AgentCursor
 from turnkeeper.domain.events import Event
 from turnkeeper.domain.followups import FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run, RunState, TriggerKind
-
-Conn = psycopg.AsyncConnection[Any]
 
 
 def _run(row: q.RunRow) -> Run:

@@ -18,30 +18,35 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import psycopg
 from psycopg import IsolationLevel
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
+from turnkeeper.adapters.postgres.audit import PostgresAuditLog
+
+# Conn is re-exported: the pools that create_pool opens hold such connections.
+from turnkeeper.adapters.postgres.base import Conn as Conn
 from turnkeeper.adapters.postgres.errors import wrap_errors
+from turnkeeper.adapters.postgres.events import PostgresEventLog
 from turnkeeper.adapters.postgres.freshness import PostgresFreshnessRepository
-from turnkeeper.adapters.postgres.repositories import (
-    PostgresAuditLog,
-    PostgresChannelRepository,
-    PostgresEventLog,
+from turnkeeper.adapters.postgres.messages import PostgresMessageRepository
+from turnkeeper.adapters.postgres.principals import (
     PostgresGrantRepository,
-    PostgresMessageRepository,
     PostgresPrincipalRepository,
-    PostgresRateLimitStore,
-    PostgresSpaceRepository,
-    PostgresThreadRepository,
 )
+from turnkeeper.adapters.postgres.ratelimit import PostgresRateLimitStore
 from turnkeeper.adapters.postgres.runs import (
     PostgresAgentFeedRepository,
     PostgresFollowupRepository,
     PostgresRunRepository,
+)
+from turnkeeper.adapters.postgres.spaces import (
+    PostgresChannelRepository,
+    PostgresSpaceRepository,
+    PostgresThreadRepository,
 )
 from turnkeeper.application.ports import (
     AgentFeedRepository,
@@ -63,7 +68,6 @@ from turnkeeper.application.ports import (
 #: Seconds a unit waits for a free pooled connection before `StoreUnavailable`.
 POOL_ACQUIRE_TIMEOUT_SECONDS = 30.0
 
-Conn = psycopg.AsyncConnection[Any]
 R = TypeVar("R")
 
 #: Builds a repository on a unit's connection (for repositories whose tables come with

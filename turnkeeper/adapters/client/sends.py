@@ -1,0 +1,185 @@
+"""One freshness-gated send: the local check, the request, the answer applied to the frontier.
+
+`SendGate.send_once` is the step that `AgentRuntimeClient.send` takes once and
+`AgentRuntimeClient.send_logical` once per chunk. Every outcome is logged as one
+structured line (frontiers and state, never content or token).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from turnkeeper.adapters.client import wire
+from turnkeeper.adapters.client.errors import ClientProblem
+from turnkeeper.adapters.client.models import Id, LogicalSendResult, SendResult
+from turnkeeper.adapters.client.session import ApiSession
+from turnkeeper.adapters.client.targets import TargetKeys
+from turnkeeper.domain.freshness import SendState, SessionFreshnessState
+
+#: The logger name of every record of this client.
+LOGGER_NAME = "turnkeeper.client"
+
+
+def _log() -> Any:
+    # A fresh proxy per record: it follows the structlog configuration of the moment
+    # (a proxy cached on first use would keep the configuration it first saw).
+    return structlog.get_logger(LOGGER_NAME)
+
+
+class SendGate:
+    """Posts messages through the freshness gate of the session's frontiers.
+
+    Args:
+        session: the agent's HTTP session.
+        freshness: the session's frontiers, by target key.
+        targets: the target keys of threads.
+    """
+
+    def __init__(
+        self, session: ApiSession, freshness: SessionFreshnessState, targets: TargetKeys
+    ) -> None:
+        self._session = session
+        self._freshness = freshness
+        self._targets = targets
+
+    async def send_once(
+        self,
+        *,
+        thread_id: str,
+        target_key: str,
+        content: str,
+        client_message_id: str,
+        seen_up_to_seq: int | None,
+        run_id: Id | None,
+        source_message_ids: tuple[str, ...],
+    ) -> SendResult:
+        """Check locally, post one message and apply the answer to the frontier.
+
+        Args:
+            thread_id: the target thread.
+            target_key: its target key.
+            content: the text (never logged).
+            client_message_id: the idempotency key.
+            seen_up_to_seq: the frontier to claim; the observed frontier when None.
+            run_id: the run this answer belongs to, if any.
+            source_message_ids: the messages the answer is based on; when empty, the
+                message at the observed frontier, when known.
+
+        Returns:
+            sent, already_sent or held (`SendResult.held_locally` when no request was made).
+
+        Raises:
+            ClientProblem: on an error answer.
+            ClientUnavailable: when the server cannot be reached.
+            AnswerInvalid: when the answer breaks the contract.
+        """
+        local = self._freshness.check_send(target_key, seen_up_to_seq)
+        if local.hold:
+            result = SendResult(
+                state=SendState.HELD,
+                target_key=target_key,
+                client_message_id=client_message_id,
+                seen_up_to_seq=local.seen_up_to_seq,
+                latest_seq=local.latest_known_seq,
+                needs_refresh_until_seq=local.needs_refresh_until_seq,
+                held_locally=True,
+            )
+            log_send(result)
+            return result
+        sources = source_message_ids
+        if not sources:
+            default_source = self._freshness.frontier(target_key).source_message_id
+            sources = (default_source,) if default_source else ()
+        freshness: dict[str, Any] = {
+            "target_key": target_key,
+            "seen_up_to_seq": local.seen_up_to_seq,
+        }
+        if sources:
+            freshness["source_message_ids"] = list(sources)
+        body: dict[str, Any] = {
+            "target": thread_id,
+            "content": content,
+            "client_message_id": client_message_id,
+            "freshness": freshness,
+        }
+        if run_id is not None:
+            body["run_id"] = str(run_id)
+        try:
+            response = await self._session.request("POST", "/v1/agent/send", json=body)
+        except ClientProblem as problem:
+            if problem.has_error("/freshness/target_key"):
+                # The remembered key is stale: resolve it again on the next send.
+                self._targets.forget(thread_id)
+            _log().warning(
+                "agent_send_failed",
+                status=problem.status,
+                code=problem.code,
+                reason=problem.reason,
+                target_key=target_key,
+                client_message_id=client_message_id,
+                seen_up_to_seq=local.seen_up_to_seq,
+            )
+            raise
+        answer = wire.send_answer(response)
+        state = SendState(answer.state)
+        self._targets.remember(thread_id, answer.target_key)
+        self._freshness.record_answer(
+            answer.target_key,
+            state,
+            accepted_seq=answer.accepted_seq,
+            latest_seq=answer.latest_seq,
+            needs_refresh_until_seq=answer.needs_refresh_until_seq,
+            message_id=answer.message_id,
+        )
+        result = SendResult(
+            state=state,
+            target_key=answer.target_key,
+            client_message_id=answer.client_message_id or client_message_id,
+            seen_up_to_seq=local.seen_up_to_seq,
+            latest_seq=answer.latest_seq,
+            message_id=answer.message_id,
+            accepted_seq=answer.accepted_seq,
+            needs_refresh_until_seq=answer.needs_refresh_until_seq,
+        )
+        log_send(result)
+        return result
+
+
+def log_send(result: SendResult) -> None:
+    """One structured line per send outcome: frontiers and state, never content.
+
+    Args:
+        result: the outcome.
+    """
+    _log().info(
+        "agent_send",
+        state=result.state.value,
+        held_locally=result.held_locally,
+        target_key=result.target_key,
+        client_message_id=result.client_message_id,
+        seen_up_to_seq=result.seen_up_to_seq,
+        latest_seq=result.latest_seq,
+        accepted_seq=result.accepted_seq,
+        needs_refresh_until_seq=result.needs_refresh_until_seq,
+    )
+
+
+def log_logical_send(result: LogicalSendResult) -> None:
+    """One structured line per logical send: chunk counts and frontiers, never content.
+
+    Args:
+        result: the outcome.
+    """
+    _log().info(
+        "agent_logical_send",
+        state=result.state.value,
+        target_key=result.target_key,
+        logical_id=result.logical_id,
+        chunk_count=result.chunk_count,
+        accepted_count=len(result.accepted),
+        replayed_count=sum(1 for c in result.accepted if c.replayed),
+        held_chunk_index=result.held_chunk_index,
+        latest_seq=result.latest_seq,
+    )

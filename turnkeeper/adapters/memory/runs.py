@@ -1,0 +1,201 @@
+"""In-memory repositories of the runs capability: runs, the agent feed and follow-ups.
+
+Units of the memory store run one at a time, so a "lock" is a plain read; unique keys
+raise the same application errors as the partial and unique indexes of PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import attrs
+
+from turnkeeper.adapters.memory.tables import FollowupRow, Tables
+from turnkeeper.application.errors import DuplicateKey, RetriableConflict
+from turnkeeper.application.ports import AgentCursor
+from turnkeeper.domain.events import Event
+from turnkeeper.domain.followups import OPEN_STATES, FollowupState, OpenFollowup
+from turnkeeper.domain.runs import AnswerRun, Run
+
+
+class MemoryRunRepository:
+    """Runs; satisfies `turnkeeper.application.ports.RunRepository`.
+
+    Args:
+        tables: the tables of the unit of work.
+    """
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+
+    async def add(self, run: Run) -> None:
+        """Insert a run (a second active run of a thread is a retriable race)."""
+        if run.state.active and any(
+            r.thread_id == run.thread_id and r.state.active for r in self._t.runs.values()
+        ):
+            # Same contract as the partial unique index of PostgreSQL.
+            raise RetriableConflict("runs_one_active_per_thread", reason="unique_race")
+        self._t.runs[run.id] = run
+
+    async def get(self, run_id: uuid.UUID) -> Run | None:
+        """The run, or None."""
+        return self._t.runs.get(run_id)
+
+    async def lock(self, run_id: uuid.UUID) -> Run | None:
+        """The run, or None (units are serialized: no lock to take)."""
+        return self._t.runs.get(run_id)
+
+    async def lock_active_in_thread(self, thread_id: uuid.UUID) -> Run | None:
+        """The active run of a thread, or None."""
+        return next(
+            (r for r in self._t.runs.values() if r.thread_id == thread_id and r.state.active),
+            None,
+        )
+
+    async def lock_for_answer(self, run_id: uuid.UUID) -> AnswerRun | None:
+        """What an agent answer needs of its run, or None."""
+        run = self._t.runs.get(run_id)
+        if run is None:
+            return None
+        return AnswerRun(id=run.id, thread_id=run.thread_id, agent_id=run.agent_id, state=run.state)
+
+    async def update(self, run: Run) -> None:
+        """Store the new value of a run."""
+        self._t.runs[run.id] = run
+
+    async def lock_due(
+        self, *, states: Sequence[str], before: datetime, field: str, limit: int
+    ) -> list[Run]:
+        """Runs in `states` whose `field` is before a time, by id."""
+        due = [
+            r
+            for r in self._t.runs.values()
+            if r.state.value in states
+            and getattr(r, field) is not None
+            and getattr(r, field) < before
+        ]
+        return sorted(due, key=lambda r: r.id)[:limit]
+
+    async def lock_active_of_agent(self, agent_id: uuid.UUID, limit: int) -> list[Run]:
+        """Active runs of one agent, by id."""
+        found = [r for r in self._t.runs.values() if r.agent_id == agent_id and r.state.active]
+        return sorted(found, key=lambda r: r.id)[:limit]
+
+    async def lock_active_of_disabled_agents(self, limit: int) -> list[Run]:
+        """Active runs of disabled agents, by id."""
+        found = [
+            r
+            for r in self._t.runs.values()
+            if r.state.active
+            and (agent := self._t.principals.get(r.agent_id)) is not None
+            and not agent.enabled
+        ]
+        return sorted(found, key=lambda r: r.id)[:limit]
+
+
+class MemoryAgentFeedRepository:
+    """Personal events and delivery cursors; satisfies `AgentFeedRepository`.
+
+    Args:
+        tables: the tables of the unit of work.
+    """
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+
+    async def read(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
+        """An agent's personal events after a seq."""
+        found = [e for e in self._t.events if e.seq > after and e.audience_id == audience_id]
+        return found[:limit]
+
+    async def lock_cursor(self, agent_id: uuid.UUID) -> AgentCursor:
+        """The agent's cursor (a new one on first use)."""
+        return self._t.cursors.get(agent_id, AgentCursor())
+
+    async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
+        """Store the agent's cursor."""
+        self._t.cursors[agent_id] = cursor
+
+    async def set_capabilities(self, agent_id: uuid.UUID, followups: str | None) -> None:
+        """Store the follow-up capability an agent reported."""
+        agent = self._t.principals[agent_id]
+        self._t.principals[agent_id] = attrs.evolve(agent, reported_followups=followups)
+
+
+class MemoryFollowupRepository:
+    """Follow-up rows; satisfies `turnkeeper.application.ports.FollowupRepository`.
+
+    Args:
+        tables: the tables of the unit of work.
+    """
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+
+    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
+        """Queue a message as a follow-up of a run (once per message)."""
+        if message_id in self._t.followups:
+            raise DuplicateKey("run_followups_message_key")
+        self._t.followups[message_id] = FollowupRow(
+            run_id=run_id, state=FollowupState.QUEUED, created_at=at, updated_at=at
+        )
+
+    async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
+        """The follow-up states of a run, by message id."""
+        return {
+            message_id: row.state
+            for message_id, row in sorted(self._t.followups.items())
+            if row.run_id == run_id
+        }
+
+    async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
+        """The state of one follow-up of a run, or None."""
+        row = self._t.followups.get(message_id)
+        return row.state if row is not None and row.run_id == run_id else None
+
+    async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
+        """The open follow-ups of a run with what settlement needs of their messages."""
+        found = []
+        for message_id, row in sorted(self._t.followups.items()):
+            if row.run_id != run_id or row.state not in OPEN_STATES:
+                continue
+            message = self._t.messages[message_id]
+            found.append(
+                OpenFollowup(
+                    message_id=message_id,
+                    thread_seq=message.thread_seq,
+                    author_id=message.author_id,
+                    deleted=message.deleted_at is not None,
+                )
+            )
+        return found
+
+    async def set_states(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        state: FollowupState,
+        at: datetime,
+    ) -> None:
+        """Set the state of some follow-ups of a run."""
+        for message_id in message_ids:
+            row = self._t.followups.get(message_id)
+            if row is not None and row.run_id == run_id:
+                self._t.followups[message_id] = attrs.evolve(row, state=state, updated_at=at)
+
+    async def move(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        new_run_id: uuid.UUID,
+        at: datetime,
+    ) -> None:
+        """Move follow-ups of a run to a new run, queued again."""
+        for message_id in message_ids:
+            row = self._t.followups.get(message_id)
+            if row is not None and row.run_id == run_id:
+                self._t.followups[message_id] = attrs.evolve(
+                    row, run_id=new_run_id, state=FollowupState.QUEUED, updated_at=at
+                )

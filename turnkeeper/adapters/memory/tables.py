@@ -1,0 +1,59 @@
+"""The tables of the in-memory store: one dict (or list) of frozen values per table."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from turnkeeper.application.ports import AgentCursor
+from turnkeeper.domain.events import Event
+from turnkeeper.domain.followups import FollowupState
+from turnkeeper.domain.messaging import Message
+from turnkeeper.domain.ratelimit import Bucket
+from turnkeeper.domain.runs import Run
+from turnkeeper.domain.world import Channel, Grant, Principal, Space, Thread
+
+
+@attrs.frozen(kw_only=True)
+class FollowupRow:
+    """One row of the follow-up table (keyed by message id)."""
+
+    run_id: uuid.UUID
+    state: FollowupState
+    created_at: datetime
+    updated_at: datetime
+
+
+@attrs.define
+class Tables:
+    """Every table of one in-memory database; the repositories of a unit share them."""
+
+    principals: dict[uuid.UUID, Principal] = attrs.Factory(dict)
+    tokens: dict[bytes, uuid.UUID] = attrs.Factory(dict)
+    spaces: dict[uuid.UUID, Space] = attrs.Factory(dict)
+    channels: dict[uuid.UUID, Channel] = attrs.Factory(dict)
+    threads: dict[uuid.UUID, Thread] = attrs.Factory(dict)
+    grants: dict[uuid.UUID, Grant] = attrs.Factory(dict)
+    messages: dict[uuid.UUID, Message] = attrs.Factory(dict)
+    client_ids: dict[tuple[uuid.UUID, str], uuid.UUID] = attrs.Factory(dict)
+    events: list[Event] = attrs.Factory(list)
+    denials: dict[tuple[uuid.UUID, str, str, datetime], int] = attrs.Factory(dict)
+    buckets: dict[tuple[uuid.UUID, str], Bucket] = attrs.Factory(dict)
+    runs: dict[uuid.UUID, Run] = attrs.Factory(dict)
+    cursors: dict[uuid.UUID, AgentCursor] = attrs.Factory(dict)
+    followups: dict[uuid.UUID, FollowupRow] = attrs.Factory(dict)
+
+    def snapshot(self) -> Tables:
+        """A copy to restore on rollback (values are frozen: shallow copies suffice).
+
+        Returns:
+            New tables holding the same values.
+        """
+        return Tables(**{f.name: _copy(getattr(self, f.name)) for f in attrs.fields(Tables)})
+
+
+def _copy(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else dict(value)

@@ -1,0 +1,171 @@
+"""PostgreSQL event log: events buffered by the unit and appended right before COMMIT."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.application.ports import ReaderScope
+from turnkeeper.domain.events import Event, EventType, NewEvent
+
+
+def _event(row: q.EventRow) -> Event:
+    return Event(
+        seq=row.seq,
+        type=EventType(row.type),
+        actor_id=row.actor_id,
+        actor_kind=row.actor_kind,
+        space_id=row.space_id,
+        channel_id=row.channel_id,
+        thread_id=row.thread_id,
+        resource_kind=row.resource_kind,
+        resource_id=row.resource_id,
+        resource_version=row.resource_version,
+        audience_id=row.audience_id,
+        restricted_to=None if row.restricted_to is None else tuple(row.restricted_to),
+        payload=row.payload,
+        created_at=row.created_at,
+    )
+
+
+def _json_default(value: object) -> str:
+    """JSON for the non-JSON values services may put in payloads (ids and times)."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def payload_json(payload: Mapping[str, Any]) -> str:
+    """The JSON text of an event payload as stored (ids and times become strings).
+
+    Args:
+        payload: the event payload.
+
+    Returns:
+        Compact JSON with sorted keys.
+    """
+    return json.dumps(
+        payload, default=_json_default, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def uuid_array_text(ids: Sequence[uuid.UUID] | None) -> str | None:
+    """The text form of a ``uuid[]`` (``{a,b}``), None for NULL.
+
+    Args:
+        ids: the ids, or None.
+
+    Returns:
+        The array literal, or None.
+    """
+    if ids is None:
+        return None
+    return "{" + ",".join(str(i) for i in ids) + "}"
+
+
+class PostgresEventLog:
+    """The event log; satisfies `EventLog`.
+
+    Appended events are buffered and written by `flush`, which the unit calls right
+    before COMMIT: one statement (`AppendEvents`) allocates the seqs on the counter row
+    and inserts the events, so the row lock is held only until the commit, and a later
+    allocation waits until this commit is visible. Seq order is therefore commit order,
+    and a reader paging by seq never passes an event that is still to commit.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+        self._pending: list[NewEvent] = []
+
+    async def append(self, event: NewEvent) -> None:
+        """Buffer an event; it gets its seq and becomes visible when the unit commits.
+
+        Args:
+            event: the event.
+        """
+        self._pending.append(event)
+
+    async def flush(self) -> list[int]:
+        """Allocate seqs for the buffered events and insert them (called before COMMIT).
+
+        Returns:
+            The seqs given, in append order.
+        """
+        if not self._pending:
+            return []
+        events, self._pending = self._pending, []
+        last = await q.append_events(
+            self._conn,
+            offsets=list(range(1, len(events) + 1)),
+            types=[e.type.value for e in events],
+            actor_ids=[e.actor_id for e in events],
+            actor_kinds=[e.actor_kind for e in events],
+            space_ids=[e.space_id for e in events],
+            channel_ids=[e.channel_id for e in events],
+            thread_ids=[e.thread_id for e in events],
+            resource_kinds=[e.resource_kind for e in events],
+            resource_ids=[e.resource_id for e in events],
+            resource_versions=[e.resource_version for e in events],
+            audience_ids=[e.audience_id for e in events],
+            restricted_tos=[uuid_array_text(e.restricted_to) for e in events],
+            payloads=[payload_json(e.payload) for e in events],
+            created_ats=[e.created_at for e in events],
+        )
+        if last is None:
+            raise MissingRow("event_counter")
+        return list(range(last - len(events) + 1, last + 1))
+
+    def discard(self) -> None:
+        """Forget the buffered events (the unit rolls back)."""
+        self._pending.clear()
+
+    async def read(self, scope: ReaderScope, after: int, limit: int) -> list[Event]:
+        """Shared events after a cursor that the scope may read, in seq order.
+
+        Only committed events are visible, and seqs are allocated in commit order, so an
+        event that commits later always gets a seq above every event served now.
+
+        Args:
+            scope: what the reader may see.
+            after: the cursor (exclusive).
+            limit: at most this many events.
+
+        Returns:
+            The events.
+        """
+        rows = await q.read_shared_events(
+            self._conn,
+            after_seq=after,
+            everything=scope.everything,
+            channel_ids=sorted(scope.channel_ids),
+            thread_ids=sorted(scope.thread_ids),
+            reader_id=scope.reader_id,
+            max_events=limit,
+        )
+        return [_event(row) for row in rows]
+
+    async def read_personal(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
+        """One principal's personal events after a cursor, in seq order.
+
+        Args:
+            audience_id: the receiving principal.
+            after: the cursor (exclusive).
+            limit: at most this many events.
+
+        Returns:
+            The events.
+        """
+        rows = await q.read_audience_events(
+            self._conn, audience_id=audience_id, after_seq=after, max_events=limit
+        )
+        return [_event(row) for row in rows]

@@ -1,0 +1,172 @@
+"""PostgreSQL repository of messages."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
+
+
+def _message(row: q.MessageRow) -> Message:
+    return Message(
+        id=row.id,
+        thread_id=row.thread_id,
+        thread_seq=row.thread_seq,
+        author_id=row.author_id,
+        origin=Origin(row.origin),
+        kind=MessageKind(row.kind),
+        content=row.content,
+        mentions=tuple(row.mentions),
+        reply_to_id=row.reply_to_id,
+        restricted_to=None if row.restricted_to is None else tuple(row.restricted_to),
+        client_msg_id=row.client_msg_id,
+        digest=row.digest,
+        trigger_state=None if row.trigger_state is None else TriggerState(row.trigger_state),
+        trigger_state_reason=row.trigger_state_reason,
+        run_id=row.run_id,
+        created_at=row.created_at,
+        deleted_at=row.deleted_at,
+        version=row.version,
+    )
+
+
+class PostgresMessageRepository:
+    """Messages; satisfies `MessageRepository`.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def add(self, message: Message) -> None:
+        """Store a new message.
+
+        Args:
+            message: the message (its thread_seq allocated by `allocate_seq`).
+
+        Raises:
+            RetriableConflict: when (author, client_msg_id) was taken by a concurrent unit
+                (translated by the unit from ``messages_author_client_msg_id_key``).
+        """
+        await q.insert_message(
+            self._conn,
+            id=message.id,
+            thread_id=message.thread_id,
+            thread_seq=message.thread_seq,
+            author_id=message.author_id,
+            origin=message.origin.value,
+            kind=message.kind.value,
+            content=message.content,
+            mentions=list(message.mentions),
+            reply_to_id=message.reply_to_id,
+            restricted_to=None if message.restricted_to is None else list(message.restricted_to),
+            client_msg_id=message.client_msg_id,
+            digest=message.digest,
+            trigger_state=None if message.trigger_state is None else message.trigger_state.value,
+            trigger_state_reason=message.trigger_state_reason,
+            run_id=message.run_id,
+            created_at=message.created_at,
+            deleted_at=message.deleted_at,
+            version=message.version,
+        )
+
+    async def get(self, message_id: uuid.UUID) -> Message | None:
+        """The message, or None.
+
+        Args:
+            message_id: the id.
+
+        Returns:
+            The message, or None.
+        """
+        row = await q.get_message(self._conn, id=message_id)
+        return None if row is None else _message(row)
+
+    async def by_client_id(self, author_id: uuid.UUID, client_msg_id: str) -> Message | None:
+        """The message an author stored under a client id.
+
+        Args:
+            author_id: the author.
+            client_msg_id: the author's idempotency key.
+
+        Returns:
+            The message, or None.
+        """
+        row = await q.get_message_by_client_id(
+            self._conn, author_id=author_id, client_msg_id=client_msg_id
+        )
+        return None if row is None else _message(row)
+
+    async def list_visible(
+        self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
+    ) -> list[Message]:
+        """Messages after a seq that the reader may see, oldest first.
+
+        Args:
+            thread_id: the thread.
+            reader_id: the reader (restricted messages: members and author only).
+            after_seq: exclusive lower bound of thread_seq.
+            limit: at most this many messages.
+
+        Returns:
+            The messages.
+        """
+        rows = await q.list_visible_messages(
+            self._conn,
+            thread_id=thread_id,
+            after_seq=after_seq,
+            reader_id=reader_id,
+            max_rows=limit,
+        )
+        return [_message(row) for row in rows]
+
+    async def set_trigger_states(
+        self, message_ids: Sequence[uuid.UUID], state: TriggerState, reason: str | None
+    ) -> list[Message]:
+        """Set the trigger_state of several messages in one statement.
+
+        Args:
+            message_ids: the messages.
+            state: the new trigger state.
+            reason: its reason.
+
+        Returns:
+            The changed messages, ordered by thread_seq then id.
+        """
+        if not message_ids:
+            return []
+        rows = await q.set_trigger_states(
+            self._conn,
+            trigger_state=state.value,
+            trigger_state_reason=reason,
+            ids=list(message_ids),
+        )
+        return sorted((_message(row) for row in rows), key=lambda m: (m.thread_seq, m.id))
+
+    async def set_trigger_state(
+        self, message_id: uuid.UUID, state: TriggerState, reason: str | None
+    ) -> Message:
+        """Change a message's trigger_state (version + 1).
+
+        Args:
+            message_id: the message.
+            state: the new trigger state.
+            reason: the reason of a failed or cancelled trigger.
+
+        Returns:
+            The changed message.
+
+        Raises:
+            MissingRow: for an unknown message.
+        """
+        row = await q.set_message_trigger_state(
+            self._conn, id=message_id, trigger_state=state.value, trigger_state_reason=reason
+        )
+        if row is None:
+            raise MissingRow(f"message {message_id}")
+        return _message(row)

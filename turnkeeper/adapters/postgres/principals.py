@@ -1,0 +1,255 @@
+"""PostgreSQL repositories of principals (with their token hashes) and grants."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.domain.world import (
+    BillingMode,
+    Grant,
+    Level,
+    Principal,
+    PrincipalKind,
+    ResourceKind,
+)
+
+
+def _principal(row: q.PrincipalRow) -> Principal:
+    return Principal(
+        id=row.id,
+        kind=PrincipalKind(row.kind),
+        handle=row.handle,
+        display_name=row.display_name,
+        is_owner=row.is_owner,
+        billing_mode=None if row.billing_mode is None else BillingMode(row.billing_mode),
+        holder_id=row.holder_id,
+        supports_followups=row.supports_followups,
+        enabled=row.enabled,
+        reported_followups=row.reported_followups,
+        created_at=row.created_at,
+    )
+
+
+def _grant(row: q.GrantRow) -> Grant:
+    return Grant(
+        id=row.id,
+        principal_id=row.principal_id,
+        resource_kind=ResourceKind(row.resource_kind),
+        resource_id=row.resource_id,
+        level=Level.parse(row.level),
+        created_at=row.created_at,
+    )
+
+
+class PostgresPrincipalRepository:
+    """Principals and their token hashes; satisfies `PrincipalRepository`.
+
+    A principal read once is remembered for the rest of the unit (the repository lives
+    as long as its unit): opening a run, accepting a follow-up or delivering an
+    invocation needs the same author and agent several times, and each read would be a
+    round trip. Principal rows are never locked, so a second read in the same READ
+    COMMITTED unit could return a newer version; answering with the first read is the
+    outcome of running both reads at that first moment, which is equally valid. The
+    unit's own writes replace what it remembers.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+        self._seen: dict[uuid.UUID, Principal] = {}
+
+    def _remember(self, principal: Principal) -> Principal:
+        self._seen[principal.id] = principal
+        return principal
+
+    def forget(self, principal_id: uuid.UUID) -> None:
+        """Drop what the unit remembers of a principal whose row changed elsewhere.
+
+        Args:
+            principal_id: the principal.
+        """
+        self._seen.pop(principal_id, None)
+
+    async def add(self, principal: Principal) -> None:
+        """Store a new principal.
+
+        Args:
+            principal: the principal.
+
+        Raises:
+            DuplicateKey: ``principals_handle_key`` when the handle is taken.
+        """
+        await q.insert_principal(
+            self._conn,
+            id=principal.id,
+            kind=principal.kind.value,
+            handle=principal.handle,
+            display_name=principal.display_name,
+            is_owner=principal.is_owner,
+            billing_mode=None if principal.billing_mode is None else principal.billing_mode.value,
+            holder_id=principal.holder_id,
+            supports_followups=principal.supports_followups,
+            enabled=principal.enabled,
+            reported_followups=principal.reported_followups,
+            created_at=principal.created_at,
+        )
+        self._remember(principal)
+
+    async def get(self, principal_id: uuid.UUID) -> Principal | None:
+        """The principal, or None.
+
+        Args:
+            principal_id: the id.
+
+        Returns:
+            The principal, or None.
+        """
+        seen = self._seen.get(principal_id)
+        if seen is not None:
+            return seen
+        row = await q.get_principal(self._conn, id=principal_id)
+        return None if row is None else self._remember(_principal(row))
+
+    async def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Principal]:
+        """The principals among `ids` that exist.
+
+        Args:
+            ids: the ids (duplicates and unknown ids are fine).
+
+        Returns:
+            The principals by id.
+        """
+        found = {i: self._seen[i] for i in ids if i in self._seen}
+        missing = [i for i in dict.fromkeys(ids) if i not in found]
+        if missing:
+            for row in await q.get_principals(self._conn, ids=missing):
+                found[row.id] = self._remember(_principal(row))
+        return found
+
+    async def update(self, principal: Principal) -> None:
+        """Store the changed attributes of an existing principal.
+
+        Args:
+            principal: the new value.
+
+        Raises:
+            MissingRow: when no principal has this id.
+        """
+        changed = await q.update_principal(
+            self._conn,
+            id=principal.id,
+            kind=principal.kind.value,
+            handle=principal.handle,
+            display_name=principal.display_name,
+            is_owner=principal.is_owner,
+            billing_mode=None if principal.billing_mode is None else principal.billing_mode.value,
+            holder_id=principal.holder_id,
+            supports_followups=principal.supports_followups,
+            enabled=principal.enabled,
+            reported_followups=principal.reported_followups,
+        )
+        if changed != 1:
+            raise MissingRow(f"principal {principal.id}")
+        self._remember(principal)
+
+    async def add_token(self, principal_id: uuid.UUID, token_hash: bytes, at: datetime) -> None:
+        """Store the hash of a new API token.
+
+        Args:
+            principal_id: the owner of the token.
+            token_hash: the hash (never the token).
+            at: creation time.
+        """
+        await q.insert_api_token(
+            self._conn, token_hash=token_hash, principal_id=principal_id, created_at=at
+        )
+
+    async def by_token_hash(self, token_hash: bytes) -> Principal | None:
+        """The principal owning a token hash.
+
+        Args:
+            token_hash: the hash.
+
+        Returns:
+            The principal, or None.
+        """
+        row = await q.get_principal_by_token_hash(self._conn, token_hash=token_hash)
+        return None if row is None else self._remember(_principal(row))
+
+    async def owner(self) -> Principal | None:
+        """The owner principal (the first by id should there be several).
+
+        Returns:
+            The owner, or None before the first start.
+        """
+        row = await q.get_owner(self._conn)
+        return None if row is None else _principal(row)
+
+
+class PostgresGrantRepository:
+    """Grants; satisfies `GrantRepository`.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def add(self, grant: Grant) -> None:
+        """Store a grant.
+
+        Args:
+            grant: the grant.
+
+        Raises:
+            DuplicateKey: ``grants_principal_resource_key`` for a second grant of the same
+                principal on the same resource.
+        """
+        await q.insert_grant(
+            self._conn,
+            id=grant.id,
+            principal_id=grant.principal_id,
+            resource_kind=grant.resource_kind.value,
+            resource_id=grant.resource_id,
+            level=grant.level.label,
+            created_at=grant.created_at,
+        )
+
+    async def get(self, grant_id: uuid.UUID) -> Grant | None:
+        """The grant, or None.
+
+        Args:
+            grant_id: the id.
+
+        Returns:
+            The grant, or None.
+        """
+        row = await q.get_grant(self._conn, id=grant_id)
+        return None if row is None else _grant(row)
+
+    async def delete(self, grant_id: uuid.UUID) -> None:
+        """Remove a grant (no-op for an unknown id).
+
+        Args:
+            grant_id: the id.
+        """
+        await q.delete_grant(self._conn, id=grant_id)
+
+    async def for_principal(self, principal_id: uuid.UUID) -> list[Grant]:
+        """Every grant of a principal, by id.
+
+        Args:
+            principal_id: the principal.
+
+        Returns:
+            The grants.
+        """
+        rows = await q.list_grants_for_principal(self._conn, principal_id=principal_id)
+        return [_grant(row) for row in rows]

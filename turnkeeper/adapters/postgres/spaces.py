@@ -1,0 +1,325 @@
+"""PostgreSQL repositories of the places of conversation: spaces, channels, threads."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TypeVar
+
+import attrs
+from attrs import AttrsInstance
+
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.domain.authorization import AccessTarget
+from turnkeeper.domain.world import (
+    Channel,
+    ChannelBehavior,
+    ChannelType,
+    OperatorMode,
+    Space,
+    Thread,
+    ThreadState,
+    TitleSource,
+)
+
+
+def _space(row: q.SpaceRow) -> Space:
+    return Space(
+        id=row.id,
+        name=row.name,
+        default_operator_id=row.default_operator_id,
+        created_by=row.created_by,
+        created_at=row.created_at,
+    )
+
+
+def _channel(row: q.ChannelRow) -> Channel:
+    return Channel(
+        id=row.id,
+        space_id=row.space_id,
+        name=row.name,
+        type=ChannelType(row.type),
+        operator_mode=OperatorMode(row.operator_mode),
+        operator_id=row.operator_id,
+        behavior=ChannelBehavior(
+            free_response=row.free_response,
+            allow_mentioned_agents=row.allow_mentioned_agents,
+            thread_require_mention=row.thread_require_mention,
+        ),
+        archived=row.archived,
+        main_thread_id=row.main_thread_id,
+        created_at=row.created_at,
+    )
+
+
+def _thread(row: q.ThreadRow) -> Thread:
+    return Thread(
+        id=row.id,
+        channel_id=row.channel_id,
+        is_main=row.is_main,
+        title=row.title,
+        title_source=TitleSource(row.title_source),
+        operator_agent_id=row.operator_agent_id,
+        state=ThreadState(row.state),
+        latest_seq=row.latest_seq,
+        has_restricted=row.has_restricted,
+        created_by=row.created_by,
+        created_at=row.created_at,
+    )
+
+
+_Row = TypeVar("_Row", bound=AttrsInstance)
+
+
+def _unprefixed(row: object, prefix: str, kind: type[_Row]) -> _Row:
+    """One table's row out of a joined row whose columns carry the table's prefix."""
+    return kind(**{f.name: getattr(row, prefix + f.name) for f in attrs.fields(kind)})
+
+
+class PostgresSpaceRepository:
+    """Spaces; satisfies `SpaceRepository`.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def add(self, space: Space) -> None:
+        """Store a new space.
+
+        Args:
+            space: the space.
+        """
+        await q.insert_space(
+            self._conn,
+            id=space.id,
+            name=space.name,
+            default_operator_id=space.default_operator_id,
+            created_by=space.created_by,
+            created_at=space.created_at,
+        )
+
+    async def get(self, space_id: uuid.UUID) -> Space | None:
+        """The space, or None.
+
+        Args:
+            space_id: the id.
+
+        Returns:
+            The space, or None.
+        """
+        row = await q.get_space(self._conn, id=space_id)
+        return None if row is None else _space(row)
+
+    async def list_all(self) -> list[Space]:
+        """Every space, by id.
+
+        Returns:
+            The spaces.
+        """
+        return [_space(row) for row in await q.list_spaces(self._conn)]
+
+
+class PostgresChannelRepository:
+    """Channels; satisfies `ChannelRepository`.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def add(self, channel: Channel) -> None:
+        """Store a new channel.
+
+        Args:
+            channel: the channel (its main thread may be stored later in the same unit).
+        """
+        await q.insert_channel(
+            self._conn,
+            id=channel.id,
+            space_id=channel.space_id,
+            name=channel.name,
+            type=channel.type.value,
+            operator_mode=channel.operator_mode.value,
+            operator_id=channel.operator_id,
+            free_response=channel.behavior.free_response,
+            allow_mentioned_agents=channel.behavior.allow_mentioned_agents,
+            thread_require_mention=channel.behavior.thread_require_mention,
+            archived=channel.archived,
+            main_thread_id=channel.main_thread_id,
+            created_at=channel.created_at,
+        )
+
+    async def get(self, channel_id: uuid.UUID) -> Channel | None:
+        """The channel, or None.
+
+        Args:
+            channel_id: the id.
+
+        Returns:
+            The channel, or None.
+        """
+        row = await q.get_channel(self._conn, id=channel_id)
+        return None if row is None else _channel(row)
+
+    async def update(self, channel: Channel) -> None:
+        """Store the changed attributes of a channel.
+
+        Args:
+            channel: the new value.
+
+        Raises:
+            MissingRow: when no channel has this id.
+        """
+        changed = await q.update_channel(
+            self._conn,
+            id=channel.id,
+            name=channel.name,
+            operator_mode=channel.operator_mode.value,
+            operator_id=channel.operator_id,
+            free_response=channel.behavior.free_response,
+            allow_mentioned_agents=channel.behavior.allow_mentioned_agents,
+            thread_require_mention=channel.behavior.thread_require_mention,
+            archived=channel.archived,
+            main_thread_id=channel.main_thread_id,
+        )
+        if changed != 1:
+            raise MissingRow(f"channel {channel.id}")
+
+    async def list_all(self) -> list[Channel]:
+        """Every channel, by id.
+
+        Returns:
+            The channels.
+        """
+        return [_channel(row) for row in await q.list_channels(self._conn)]
+
+
+class PostgresThreadRepository:
+    """Threads and their seq allocator; satisfies `ThreadRepository`.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def add(self, thread: Thread) -> None:
+        """Store a new thread.
+
+        Args:
+            thread: the thread.
+        """
+        await q.insert_thread(
+            self._conn,
+            id=thread.id,
+            channel_id=thread.channel_id,
+            is_main=thread.is_main,
+            title=thread.title,
+            title_source=thread.title_source.value,
+            operator_agent_id=thread.operator_agent_id,
+            state=thread.state.value,
+            latest_seq=thread.latest_seq,
+            has_restricted=thread.has_restricted,
+            created_by=thread.created_by,
+            created_at=thread.created_at,
+        )
+
+    async def get(self, thread_id: uuid.UUID) -> Thread | None:
+        """The thread, or None (no lock).
+
+        Args:
+            thread_id: the id.
+
+        Returns:
+            The thread, or None.
+        """
+        row = await q.get_thread(self._conn, id=thread_id)
+        return None if row is None else _thread(row)
+
+    async def allocate_seq(self, thread_id: uuid.UUID) -> int:
+        """Take the thread row lock (until the unit ends) and the next thread_seq.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            The allocated seq.
+
+        Raises:
+            MissingRow: for an unknown thread.
+        """
+        seq = await q.allocate_thread_seq(self._conn, id=thread_id)
+        if seq is None:
+            raise MissingRow(f"thread {thread_id}")
+        return seq
+
+    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
+        """Open or close a thread.
+
+        Args:
+            thread_id: the thread.
+            state: the new state.
+
+        Raises:
+            MissingRow: for an unknown thread.
+        """
+        if await q.set_thread_state(self._conn, id=thread_id, state=state.value) != 1:
+            raise MissingRow(f"thread {thread_id}")
+
+    async def reopen(self, thread_id: uuid.UUID) -> bool:
+        """Open a done thread, taking its row lock.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            True when the thread was done and is now open.
+        """
+        return await q.reopen_thread(self._conn, id=thread_id) == 1
+
+    async def mark_restricted(self, thread_id: uuid.UUID) -> None:
+        """Remember that the thread holds a restricted message.
+
+        Args:
+            thread_id: the thread.
+
+        Raises:
+            MissingRow: for an unknown thread.
+        """
+        if await q.mark_thread_restricted(self._conn, id=thread_id) != 1:
+            raise MissingRow(f"thread {thread_id}")
+
+    async def operated_by(self, agent_id: uuid.UUID) -> list[uuid.UUID]:
+        """Ids of the threads whose fixed operator is this agent, by id.
+
+        Args:
+            agent_id: the agent.
+
+        Returns:
+            The thread ids.
+        """
+        return await q.list_threads_operated_by(self._conn, agent_id=agent_id)
+
+    async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
+        """The thread with its channel and space, read in one statement.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            The access target, or None for an unknown thread.
+        """
+        row = await q.get_thread_target(self._conn, id=thread_id)
+        if row is None:
+            return None
+        return AccessTarget(
+            space=_space(_unprefixed(row, "s_", q.SpaceRow)),
+            channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),
+            thread=_thread(_unprefixed(row, "t_", q.ThreadRow)),
+        )
