@@ -8,7 +8,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.world import T0, fixed_id
+from tests.support.domain_world import T0, fixed_id
 from turnkeeper.domain.authorization import (
     AccessTarget,
     Action,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.world import fixed_id
+from tests.support.domain_world import fixed_id
 from turnkeeper.domain.followups import (
     FollowupMode,
     FollowupState,
