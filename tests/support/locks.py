@@ -46,13 +46,16 @@ def backend_pid(uow: UnitOfWork) -> int:
     return int(uow.connection.info.backend_pid)
 
 
-async def wait_until_blocked(conninfo: str, blocker: int, waiters: int = 1) -> list[int]:
+async def wait_until_blocked(
+    conninfo: str, blocker: int, waiters: int = 1, *, tries: int = LOCK_WAIT_TRIES
+) -> list[int]:
     """Wait until `waiters` sessions wait for a lock that session `blocker` holds.
 
     Args:
         conninfo: the test database (the blocker and the waiters are connected to it).
         blocker: the backend pid of the session that holds the lock.
         waiters: how many sessions must wait (directly or queued behind each other).
+        tries: how many looks at most.
 
     Returns:
         The backend pids of the waiting sessions.
@@ -62,7 +65,7 @@ async def wait_until_blocked(conninfo: str, blocker: int, waiters: int = 1) -> l
     """
     seen: list[int] = []
     async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
-        for _ in range(LOCK_WAIT_TRIES):
+        for _ in range(tries):
             # Autocommit: each look is its own transaction, so a fresh activity snapshot.
             cursor = await conn.execute(_WAITERS.encode(), {"blocker": blocker})
             seen = [int(row[0]) for row in await cursor.fetchall()]
@@ -71,5 +74,5 @@ async def wait_until_blocked(conninfo: str, blocker: int, waiters: int = 1) -> l
             await asyncio.sleep(LOCK_WAIT_POLL_SECONDS)
     pytest.fail(
         f"{waiters} session(s) should wait for a lock of pid {blocker};"
-        f" after {LOCK_WAIT_TRIES} looks {len(seen)} did"
+        f" after {tries} looks {len(seen)} did"
     )
