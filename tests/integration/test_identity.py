@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from tests.fakes import TEST_KEY, FakeClock, SequentialIds
-from turnkeeper.adapters.tokens import JwtSigner
-from turnkeeper.application.bootstrap import Services, build_services
+from tests.support.fakes import FakeClock
+from tests.support.services import services_over
+from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import UnitOfWork, UnitOfWorkFactory
@@ -43,7 +43,7 @@ async def _setup(
 ) -> tuple[Services, DemoWorld, CountingFactory]:
     counting = CountingFactory(uow_factory)
     settings = Settings(**{"token_cache_ttl": timedelta(seconds=WINDOW), **overrides})  # type: ignore[arg-type]
-    services = build_services(counting, settings, clock, SequentialIds(), JwtSigner(TEST_KEY))
+    services = services_over(counting, settings, clock)
     world = await build_demo_world(services)
     return services, world, counting
 
