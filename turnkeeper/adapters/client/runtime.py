@@ -42,8 +42,11 @@ from turnkeeper.adapters.client.models import (
     SendResult,
     ThreadTarget,
 )
+from turnkeeper.adapters.observability.client import RuntimeMetrics
+from turnkeeper.adapters.observability.metrics import TARGET_TYPE_THREAD
 from turnkeeper.domain.freshness import (
     AcceptedChunk,
+    LogicalSendState,
     SendState,
     SessionFreshnessState,
     chunk_client_message_id,
@@ -74,6 +77,7 @@ class AgentRuntimeClient:
         transport: an httpx transport, for example ``httpx.MockTransport`` in tests.
         timeout: httpx timeouts; httpx's default when None.
         freshness: the session's frontiers; a new, empty state when None.
+        metrics: counts partial-held logical sends (`ClientMetrics`); none when None.
 
     Use it as an async context manager, or call `aclose`.
     """
@@ -86,6 +90,7 @@ class AgentRuntimeClient:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: httpx.Timeout | None = None,
         freshness: SessionFreshnessState | None = None,
+        metrics: RuntimeMetrics | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         if timeout is None:
@@ -95,6 +100,7 @@ class AgentRuntimeClient:
                 base_url=base_url, headers=headers, transport=transport, timeout=timeout
             )
         self._freshness = freshness if freshness is not None else SessionFreshnessState()
+        self._metrics = metrics
         # thread id -> canonical target key, as the server derived it (seed 4.3 step 2).
         self._target_keys: dict[str, str] = {}
 
@@ -403,6 +409,8 @@ class AgentRuntimeClient:
             latest_seq=held.latest_seq if held is not None else None,
             held_locally=held.held_locally if held is not None else False,
         )
+        if result.state is LogicalSendState.PARTIAL_HELD and self._metrics is not None:
+            self._metrics.partial_held(TARGET_TYPE_THREAD)
         _log().info(
             "agent_logical_send",
             state=result.state.value,
