@@ -262,3 +262,17 @@ def test_without_the_extra_nothing_breaks() -> None:
     assert done.returncode == 0, done.stderr
     assert "untraced and fine" in done.stdout
     assert "tracing_unavailable" in done.stderr + done.stdout
+
+
+def test_the_service_is_named_turnkeeper_unless_the_environment_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    for name, expected in ((None, "turnkeeper"), ("turnkeeper-eu", "turnkeeper-eu")):
+        if name is not None:
+            monkeypatch.setenv("OTEL_SERVICE_NAME", name)
+        with process_tracing(endpoint) as tracing:
+            assert tracing is not None
+            assert isinstance(tracing.provider, TracerProvider)
+            assert tracing.provider.resource.attributes["service.name"] == expected

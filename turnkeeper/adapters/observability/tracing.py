@@ -60,9 +60,16 @@ def otel_installed() -> bool:
         True when both can be imported.
     """
     return all(
-        importlib.util.find_spec(name) is not None
-        for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+        _importable(name) for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
     )
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        # A missing parent package raises instead of answering None.
+        return False
 
 
 def tracing_configured(environ: Mapping[str, str] | None = None) -> bool:
@@ -120,6 +127,8 @@ class OtelTracing:
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
         from opentelemetry import trace
 
+        #: The provider given (None: the global one).
+        self.provider = tracer_provider
         self._trace = trace
         self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
 
@@ -185,7 +194,11 @@ def _build_provider() -> SdkTracerProvider:
 
     # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; the exporter
     # reads the endpoint, headers and timeout from the standard OTEL_EXPORTER_OTLP_*.
-    provider = SdkTracerProvider(resource=Resource.create({SERVICE_NAME: TRACER_NAME}))
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        # Named turnkeeper unless the operator named the service.
+        resource = resource.merge(Resource({SERVICE_NAME: TRACER_NAME}))
+    provider = SdkTracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     return provider
 
