@@ -45,6 +45,8 @@ TRACER_NAME = "turnkeeper"
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 #: The standard switch that turns the SDK off whatever else is configured.
 SDK_DISABLED_VARIABLE = "OTEL_SDK_DISABLED"
+#: Modules of the ``otel`` extra that tracing needs.
+_EXTRA_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 #: The span attribute naming an exception's class.
 ERROR_TYPE = "error.type"
 #: The span attribute with the problem code of an expected error (validation_failed ...).
@@ -59,9 +61,7 @@ def otel_installed() -> bool:
     Returns:
         True when both can be imported.
     """
-    return all(
-        _importable(name) for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
-    )
+    return all(_importable(name) for name in _EXTRA_MODULES)
 
 
 def _importable(name: str) -> bool:
