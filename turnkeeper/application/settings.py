@@ -41,6 +41,15 @@ def _seconds(value: int) -> timedelta:
     return timedelta(seconds=value)
 
 
+#: The values of ``log.level``, lowest first.
+LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The values of ``log.format``: ``auto`` writes console lines on a terminal and JSON
+#: lines otherwise.
+LOG_FORMATS = ("auto", "json", "console")
+#: The metadata key of a text setting's allowed values (read by the configuration loader).
+CHOICES = "choices"
+
+
 @attrs.frozen(kw_only=True)
 class Settings:
     """All configuration of turnkeeper.
@@ -77,6 +86,9 @@ class Settings:
         token_cache_ttl: ``auth.token_cache_seconds``, how long a process trusts a
             resolved API token without looking it up again (0: look it up every time).
         token_cache_size: ``auth.token_cache_size``, resolved tokens one process keeps.
+        metrics_enabled: ``metrics.enabled``, serve ``GET /metrics`` (else it is 404).
+        log_level: ``log.level``, the lowest level written (`LOG_LEVELS`).
+        log_format: ``log.format``, ``json``, ``console`` or ``auto`` (`LOG_FORMATS`).
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
@@ -106,6 +118,17 @@ class Settings:
     jobs_interval: timedelta = attrs.field(default=_seconds(5), validator=_positive_duration)
     token_cache_ttl: timedelta = attrs.field(default=_seconds(10), validator=_non_negative_duration)
     token_cache_size: int = attrs.field(default=10000, validator=_positive)
+    metrics_enabled: bool = True
+    log_level: str = attrs.field(
+        default="info",
+        validator=attrs.validators.in_(LOG_LEVELS),
+        metadata={CHOICES: LOG_LEVELS},
+    )
+    log_format: str = attrs.field(
+        default="auto",
+        validator=attrs.validators.in_(LOG_FORMATS),
+        metadata={CHOICES: LOG_FORMATS},
+    )
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -151,4 +174,7 @@ SETTING_KEYS: dict[str, str] = {
     "jobs.interval": "jobs_interval",
     "auth.token_cache_seconds": "token_cache_ttl",
     "auth.token_cache_size": "token_cache_size",
+    "metrics.enabled": "metrics_enabled",
+    "log.level": "log_level",
+    "log.format": "log_format",
 }
