@@ -7,12 +7,13 @@ many lookups reach the store (nothing is mocked: every lookup that happens is re
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
+from datetime import timedelta
 
 import pytest
 
-from tests.fakes import TEST_KEY, FakeClock, SequentialIds
-from turnkeeper.adapters.tokens import JwtSigner
-from turnkeeper.application.bootstrap import Services, build_services
+from tests.support.fakes import FakeClock
+from tests.support.services import services_over
+from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import UnitOfWork, UnitOfWorkFactory
@@ -38,11 +39,11 @@ class CountingFactory:
 
 
 async def _setup(
-    uow_factory: UnitOfWorkFactory, clock: FakeClock, **overrides: int
+    uow_factory: UnitOfWorkFactory, clock: FakeClock, **overrides: int | timedelta
 ) -> tuple[Services, DemoWorld, CountingFactory]:
     counting = CountingFactory(uow_factory)
-    settings = Settings(**{"token_cache_seconds": WINDOW, **overrides})  # type: ignore[arg-type]
-    services = build_services(counting, settings, clock, SequentialIds(), JwtSigner(TEST_KEY))
+    settings = Settings(**{"token_cache_ttl": timedelta(seconds=WINDOW), **overrides})  # type: ignore[arg-type]
+    services = services_over(counting, settings, clock)
     world = await build_demo_world(services)
     return services, world, counting
 
@@ -86,7 +87,7 @@ async def test_a_resolved_token_is_looked_up_once_per_window(
 async def test_a_window_of_zero_looks_up_every_time(
     uow_factory: UnitOfWorkFactory, clock: FakeClock
 ) -> None:
-    services, world, counting = await _setup(uow_factory, clock, token_cache_seconds=0)
+    services, world, counting = await _setup(uow_factory, clock, token_cache_ttl=timedelta(0))
     token = world.people["sam"].token
     before = counting.reads
     for _ in range(3):

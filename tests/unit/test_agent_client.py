@@ -27,12 +27,8 @@ from turnkeeper.adapters.client import (
     ClientUnavailable,
     FollowupMode,
 )
-from turnkeeper.domain.freshness import (
-    HELD_GUIDANCE,
-    PARTIAL_HELD_GUIDANCE,
-    LogicalSendState,
-    SendState,
-)
+from turnkeeper.domain.freshness import HELD_GUIDANCE, SendState
+from turnkeeper.domain.logical_sends import PARTIAL_HELD_GUIDANCE, LogicalSendState
 
 BASE_URL = "https://turnkeeper.example.com"
 TOKEN = "tok-lotse-secret"

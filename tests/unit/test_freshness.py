@@ -6,20 +6,22 @@ import pytest
 
 from turnkeeper.domain.freshness import (
     HELD_GUIDANCE,
-    PARTIAL_HELD_GUIDANCE,
-    AcceptedChunk,
-    LogicalSendState,
     MessageFreshnessFrontier,
     SendState,
     SessionFreshnessState,
+    note_latest,
+    surface,
+    verdict,
+)
+from turnkeeper.domain.logical_sends import (
+    PARTIAL_HELD_GUIDANCE,
+    AcceptedChunk,
+    LogicalSendState,
     chunk_client_message_id,
     logical_state,
     next_chunk_seen,
-    note_latest,
     resume_seen,
     split_content,
-    surface,
-    verdict,
 )
 
 KEY = "thr_alex_sam"

@@ -163,19 +163,19 @@ WINDOW_CASES = [
     ids=[c[0] for c in WINDOW_CASES],
 )
 def test_window_start(moment: datetime, window: int, expected: datetime) -> None:
-    start = window_start(moment, window)
+    start = window_start(moment, timedelta(seconds=window))
     assert start == expected
     assert start <= moment < start + timedelta(seconds=window)
 
 
 def test_window_start_before_the_epoch() -> None:
     moment = datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC)
-    assert window_start(moment, 60) == datetime(1969, 12, 31, 23, 59, tzinfo=UTC)
+    assert window_start(moment, timedelta(seconds=60)) == datetime(1969, 12, 31, 23, 59, tzinfo=UTC)
 
 
 def test_window_start_far_in_the_future() -> None:
     moment = datetime(5000, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
-    assert window_start(moment, 60) == datetime(5000, 12, 31, 23, 59, tzinfo=UTC)
+    assert window_start(moment, timedelta(seconds=60)) == datetime(5000, 12, 31, 23, 59, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(

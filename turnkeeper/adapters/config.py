@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from turnkeeper.application.settings import SETTING_KEYS, Settings
+from turnkeeper.application.settings import CHOICES, SETTING_KEYS, Settings
 
 #: Prefix of every environment variable turnkeeper reads.
 ENV_PREFIX = "TURNKEEPER_"
@@ -179,8 +180,10 @@ def _flatten(table: Mapping[str, Any], prefix: str, into: dict[str, Any]) -> Non
             into[key] = value
 
 
-def _from_toml(key: str, raw: object) -> int | bool:
+def _from_toml(key: str, raw: object) -> int | bool | str | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
+    if CHOICES in field.metadata:
+        return _choice(key, field, raw)
     if field.type is bool:
         if not isinstance(raw, bool):
             raise ConfigError(f"{key} must be true or false, got {raw!r}")
@@ -191,9 +194,11 @@ def _from_toml(key: str, raw: object) -> int | bool:
     return _checked_int(key, field, raw, raw)
 
 
-def _from_text(key: str, raw: str) -> int | bool:
+def _from_text(key: str, raw: str) -> int | bool | str | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
     text = raw.strip()
+    if CHOICES in field.metadata:
+        return _choice(key, field, text)
     if field.type is bool:
         if text.lower() in _TRUE:
             return True
@@ -207,17 +212,32 @@ def _from_text(key: str, raw: str) -> int | bool:
     return _checked_int(key, field, number, raw)
 
 
-def _checked_int(key: str, field: attrs.Attribute[Any], number: int, raw: object) -> int:
+def _choice(key: str, field: attrs.Attribute[Any], raw: object) -> str:
+    choices: tuple[str, ...] = field.metadata[CHOICES]
+    # Levels and formats are words: "INFO" and "info" mean the same.
+    if isinstance(raw, str) and raw.strip().lower() in choices:
+        return raw.strip().lower()
+    raise ConfigError(f"{key} must be one of {', '.join(choices)}, got {raw!r}")
+
+
+def _checked_int(
+    key: str, field: attrs.Attribute[Any], number: int, raw: object
+) -> int | timedelta:
     if not _passes(field, number):
         raise ConfigError(f"{key} must be {_int_wording(field)}, got {raw!r}")
-    return number
+    return _typed(field, number)
+
+
+def _typed(field: attrs.Attribute[Any], number: int) -> int | timedelta:
+    # A duration is configured as whole seconds and held as a timedelta.
+    return timedelta(seconds=number) if field.type is timedelta else number
 
 
 def _passes(field: attrs.Attribute[Any], value: int) -> bool:
     if field.validator is None:
         return True
     try:
-        field.validator(None, field, value)
+        field.validator(None, field, _typed(field, value))
     except ValueError:
         return False
     return True

@@ -16,6 +16,7 @@ from turnkeeper.application.services.conversation import ConversationService
 from turnkeeper.application.services.identity import IdentityService
 from turnkeeper.application.services.runs import RunsService
 from turnkeeper.application.settings import Settings
+from turnkeeper.application.telemetry import TelemetryHub
 from turnkeeper.application.transactions import Transactor
 
 
@@ -35,6 +36,7 @@ class Services:
         conversation: threads, messages, history, events.
         runs: trigger acceptance, agent feed, run lifecycle, jobs.
         agent_send: agent sends through the freshness gate.
+        telemetry: the sinks of spans and committed changes (metrics, traces).
     """
 
     settings: Settings
@@ -48,6 +50,7 @@ class Services:
     conversation: ConversationService
     runs: RunsService
     agent_send: AgentSendService
+    telemetry: TelemetryHub
 
 
 def build_services(
@@ -56,6 +59,7 @@ def build_services(
     clock: Clock,
     ids: IdGenerator,
     signer: TokenSigner,
+    telemetry: TelemetryHub | None = None,
 ) -> Services:
     """Build every service over the given ports.
 
@@ -65,12 +69,15 @@ def build_services(
         clock: the time source.
         ids: the UUIDv7 source.
         signer: signs and verifies invocation tokens.
+        telemetry: the sinks of spans and committed changes; a new hub without sinks
+            when None (the adapters attach Prometheus metrics and traces to it).
 
     Returns:
         The services, with the in-transaction subscribers registered.
     """
     bus = EventBus()
-    tx = Transactor(uow, settings, clock)
+    hub = telemetry if telemetry is not None else TelemetryHub()
+    tx = Transactor(uow, settings, clock, hub)
     return Services(
         settings=settings,
         clock=clock,
@@ -83,4 +90,5 @@ def build_services(
         conversation=ConversationService(tx, bus, clock, ids, settings),
         runs=RunsService(tx, bus, clock, ids, settings, signer),
         agent_send=AgentSendService(tx, bus, clock, ids, settings),
+        telemetry=hub,
     )

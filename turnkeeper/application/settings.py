@@ -23,24 +23,52 @@ def _non_negative(instance: object, attribute: attrs.Attribute[int], value: int)
         raise ValueError(f"{attribute.name} must not be negative")
 
 
+def _positive_duration(
+    instance: object, attribute: attrs.Attribute[timedelta], value: timedelta
+) -> None:
+    if value <= timedelta(0):
+        raise ValueError(f"{attribute.name} must be positive")
+
+
+def _non_negative_duration(
+    instance: object, attribute: attrs.Attribute[timedelta], value: timedelta
+) -> None:
+    if value < timedelta(0):
+        raise ValueError(f"{attribute.name} must not be negative")
+
+
+def _seconds(value: int) -> timedelta:
+    return timedelta(seconds=value)
+
+
+#: The values of ``log.level``, lowest first.
+LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The values of ``log.format``: ``auto`` writes console lines on a terminal and JSON
+#: lines otherwise.
+LOG_FORMATS = ("auto", "json", "console")
+#: The metadata key of a text setting's allowed values (read by the configuration loader).
+CHOICES = "choices"
+
+
 @attrs.frozen(kw_only=True)
 class Settings:
     """All configuration of turnkeeper.
 
-    Durations are whole seconds. Each attribute documents its dotted key.
+    Durations are `timedelta` values; the configuration gives them as whole seconds
+    (`turnkeeper.adapters.config`). Each attribute documents its dotted key.
 
     Attributes:
         rl_message_per_minute: ``ratelimit.rl.message.per_minute``, refill of rl.message.
         rl_message_burst: ``ratelimit.rl.message.burst``, capacity of rl.message.
         tx_retry_max: ``database.tx_retry_max``, retries of a unit on deadlock or
             serialization failure.
-        deny_aggregate_window: ``audit.deny_aggregate_window``, seconds one audit row
+        deny_aggregate_window: ``audit.deny_aggregate_window``, how long one audit row
             aggregates the denials of a principal, action and reason.
         max_content_bytes: ``message.max_content_bytes``, UTF-8 size limit of content.
-        cancel_grace: ``agent.cancel_grace``, seconds an agent has to confirm a cancel.
+        cancel_grace: ``agent.cancel_grace``, how long an agent has to confirm a cancel.
         invocation_token_ttl: ``agent.invocation_token_ttl``, lifetime of a token.
-        queued_max_age: ``run.queued_max_age``, seconds a run may stay queued.
-        stall_after: ``run.stall_after``, seconds without a change before a run is stale.
+        queued_max_age: ``run.queued_max_age``, how long a run may stay queued.
+        stall_after: ``run.stall_after``, how long without a change before a run is stale.
         visible_miss_batch: ``freshness.visible_miss_batch``, rows per visibility batch.
         visible_miss_batches: ``freshness.visible_miss_batches``, batches at most.
         freshness_required_for_agents: ``freshness.required_for_agents``.
@@ -54,21 +82,28 @@ class Settings:
         pool_min_size: ``database.pool_min_size``, connections the pool keeps open.
         pool_max_size: ``database.pool_max_size``, connections at most (one per unit).
         jobs_batch_size: ``jobs.batch_size``, runs one job pass takes per unit of work.
-        jobs_interval: ``jobs.interval``, seconds between two passes of the job runner.
-        token_cache_seconds: ``auth.token_cache_seconds``, how long a process trusts a
+        jobs_interval: ``jobs.interval``, the pause between two passes of the job runner.
+        token_cache_ttl: ``auth.token_cache_seconds``, how long a process trusts a
             resolved API token without looking it up again (0: look it up every time).
         token_cache_size: ``auth.token_cache_size``, resolved tokens one process keeps.
+        metrics_enabled: ``metrics.enabled``, serve ``GET /metrics`` (else it is 404).
+        log_level: ``log.level``, the lowest level written (`LOG_LEVELS`).
+        log_format: ``log.format``, ``json``, ``console`` or ``auto`` (`LOG_FORMATS`).
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
     rl_message_burst: int = attrs.field(default=30, validator=_positive)
     tx_retry_max: int = attrs.field(default=5, validator=_non_negative)
-    deny_aggregate_window: int = attrs.field(default=300, validator=_positive)
+    deny_aggregate_window: timedelta = attrs.field(
+        default=_seconds(300), validator=_positive_duration
+    )
     max_content_bytes: int = attrs.field(default=65536, validator=_positive)
-    cancel_grace: int = attrs.field(default=60, validator=_positive)
-    invocation_token_ttl: int = attrs.field(default=900, validator=_positive)
-    queued_max_age: int = attrs.field(default=600, validator=_positive)
-    stall_after: int = attrs.field(default=1800, validator=_positive)
+    cancel_grace: timedelta = attrs.field(default=_seconds(60), validator=_positive_duration)
+    invocation_token_ttl: timedelta = attrs.field(
+        default=_seconds(900), validator=_positive_duration
+    )
+    queued_max_age: timedelta = attrs.field(default=_seconds(600), validator=_positive_duration)
+    stall_after: timedelta = attrs.field(default=_seconds(1800), validator=_positive_duration)
     visible_miss_batch: int = attrs.field(default=64, validator=_positive)
     visible_miss_batches: int = attrs.field(default=8, validator=_positive)
     freshness_required_for_agents: bool = True
@@ -80,9 +115,20 @@ class Settings:
     pool_min_size: int = attrs.field(default=1, validator=_positive)
     pool_max_size: int = attrs.field(default=10, validator=_positive)
     jobs_batch_size: int = attrs.field(default=100, validator=_positive)
-    jobs_interval: int = attrs.field(default=5, validator=_positive)
-    token_cache_seconds: int = attrs.field(default=10, validator=_non_negative)
+    jobs_interval: timedelta = attrs.field(default=_seconds(5), validator=_positive_duration)
+    token_cache_ttl: timedelta = attrs.field(default=_seconds(10), validator=_non_negative_duration)
     token_cache_size: int = attrs.field(default=10000, validator=_positive)
+    metrics_enabled: bool = True
+    log_level: str = attrs.field(
+        default="info",
+        validator=attrs.validators.in_(LOG_LEVELS),
+        metadata={CHOICES: LOG_LEVELS},
+    )
+    log_format: str = attrs.field(
+        default="auto",
+        validator=attrs.validators.in_(LOG_FORMATS),
+        metadata={CHOICES: LOG_FORMATS},
+    )
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -101,20 +147,6 @@ class Settings:
         if limit < 1 or limit > self.page_max_limit:
             raise ValidationFailed([FieldError(pointer="/limit", code="out_of_range")])
         return limit
-
-    def seconds(self, name: str) -> timedelta:
-        """A duration setting as a timedelta.
-
-        Args:
-            name: the attribute name, for example ``cancel_grace``.
-
-        Returns:
-            The duration.
-        """
-        value = getattr(self, name)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(name)
-        return timedelta(seconds=value)
 
 
 #: Dotted configuration key -> attribute of `Settings`.
@@ -140,6 +172,9 @@ SETTING_KEYS: dict[str, str] = {
     "database.pool_max_size": "pool_max_size",
     "jobs.batch_size": "jobs_batch_size",
     "jobs.interval": "jobs_interval",
-    "auth.token_cache_seconds": "token_cache_seconds",
+    "auth.token_cache_seconds": "token_cache_ttl",
     "auth.token_cache_size": "token_cache_size",
+    "metrics.enabled": "metrics_enabled",
+    "log.level": "log_level",
+    "log.format": "log_format",
 }

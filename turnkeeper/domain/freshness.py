@@ -1,4 +1,4 @@
-"""The runtime side of the freshness gate: per-target frontiers and chunked logical sends.
+"""The runtime side of the freshness gate: what an agent session knows of each target.
 
 An agent session remembers, for every target (thread) it writes to, two frontiers that
 the gate keeps apart (DESIGN section 9, seed message-freshness-gate section 4):
@@ -13,12 +13,8 @@ the gate keeps apart (DESIGN section 9, seed message-freshness-gate section 4):
   a send is held locally, without a request, until the runtime has refreshed.
 
 Event (delivery) sequences are a different number: they belong to the ack cursor of the
-event feed and never enter this module.
-
-Long content goes out as a logical send of several messages (chunks) with client ids
-``logical_id:index``; each chunk's ``seen_up_to_seq`` is the accepted seq of the chunk
-before, and a retry of the same logical send replays the accepted chunks (the server
-answers ``already_sent``) and resumes with ``max(refreshed observed, last accepted)``.
+event feed and never enter this module. Long content goes out as a chunked logical send
+(`turnkeeper.domain.logical_sends`).
 
 Everything here is pure: values in, values out. `SessionFreshnessState` is the one
 mutable holder (see its docstring for why).
@@ -31,22 +27,11 @@ from collections.abc import Iterator, Mapping
 
 import attrs
 
-#: The most bytes one character takes in UTF-8; a chunk must hold at least one character.
-MAX_UTF8_CHAR_BYTES = 4
-#: Separator of a logical send id and a chunk index in a chunk's client message id.
-CHUNK_ID_SEPARATOR = ":"
-
 #: Refresh instruction for a held send, free of sequences, keys and ids (seed section 6).
 HELD_GUIDANCE = (
     "New messages arrived in this thread after the ones you have read, so your message "
     "was not sent. Read the thread's history, then send again only if a reply is still "
     "needed."
-)
-#: Refresh instruction for a logical send that stopped at a held chunk.
-PARTIAL_HELD_GUIDANCE = (
-    "Only the first part of your message was sent, as new messages arrived in this thread "
-    "before the rest. Read the thread's history, then retry the same send only if the "
-    "rest is still needed; the part already sent will not be repeated."
 )
 
 
@@ -58,21 +43,26 @@ class SendState(enum.StrEnum):
     HELD = "held"
 
 
-class LogicalSendState(enum.StrEnum):
-    """The outcome of a logical (possibly chunked) send."""
+def not_negative(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    """An attrs validator: refuse a negative count or seq.
 
-    SENT = "sent"
-    ALREADY_SENT = "already_sent"
-    HELD = "held"
-    PARTIAL_HELD = "partial_held"
-
-
-def _not_negative(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    Raises:
+        ValueError: for a value below 0.
+    """
     if value < 0:
         raise ValueError(f"{attribute.name} must not be negative")
 
 
-def _require_not_negative(name: str, value: int) -> None:
+def require_not_negative(name: str, value: int) -> None:
+    """Refuse a negative argument of a freshness function.
+
+    Args:
+        name: the argument's name (for the message).
+        value: its value.
+
+    Raises:
+        ValueError: for a value below 0.
+    """
     if value < 0:
         raise ValueError(f"{name} must not be negative")
 
@@ -96,9 +86,9 @@ class MessageFreshnessFrontier:
     """
 
     target_key: str
-    observed_seq: int = attrs.field(default=0, validator=_not_negative)
-    latest_known_seq: int = attrs.field(default=0, validator=_not_negative)
-    needs_refresh_until_seq: int = attrs.field(default=0, validator=_not_negative)
+    observed_seq: int = attrs.field(default=0, validator=not_negative)
+    latest_known_seq: int = attrs.field(default=0, validator=not_negative)
+    needs_refresh_until_seq: int = attrs.field(default=0, validator=not_negative)
     source_message_id: str | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -152,7 +142,7 @@ def surface(
     Raises:
         ValueError: for a negative seq.
     """
-    _require_not_negative("target_seq", target_seq)
+    require_not_negative("target_seq", target_seq)
     if target_seq <= frontier.observed_seq:
         return frontier
     needs_refresh = frontier.needs_refresh_until_seq
@@ -189,9 +179,9 @@ def note_latest(
     Raises:
         ValueError: for a negative seq.
     """
-    _require_not_negative("latest_seq", latest_seq)
+    require_not_negative("latest_seq", latest_seq)
     refresh_to = latest_seq if needs_refresh_until_seq is None else needs_refresh_until_seq
-    _require_not_negative("needs_refresh_until_seq", refresh_to)
+    require_not_negative("needs_refresh_until_seq", refresh_to)
     latest_known = max(frontier.latest_known_seq, latest_seq, refresh_to)
     needs_refresh = frontier.needs_refresh_until_seq
     if refresh_to > frontier.observed_seq:
@@ -215,7 +205,7 @@ def verdict(frontier: MessageFreshnessFrontier, seen_up_to_seq: int | None = Non
         carries; the refresh it then needs runs through the latest-known seq.
     """
     seen = frontier.observed_seq if seen_up_to_seq is None else seen_up_to_seq
-    _require_not_negative("seen_up_to_seq", seen)
+    require_not_negative("seen_up_to_seq", seen)
     # needs_refresh_until_seq never exceeds latest_known_seq (frontier invariant), so
     # the latest-known frontier alone decides.
     hold = frontier.latest_known_seq > seen
@@ -387,184 +377,15 @@ class SessionFreshnessState:
         return verdict(self.frontier(target_key), seen_up_to_seq)
 
 
-# -- chunked logical sends ---------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class AcceptedChunk:
-    """A chunk of a logical send that the server holds.
-
-    Attributes:
-        index: position of the chunk, from 0.
-        client_message_id: ``logical_id:index``.
-        message_id: the stored message.
-        accepted_seq: its thread seq.
-        replayed: True when the server answered ``already_sent`` (an earlier attempt
-            stored it).
-    """
-
-    index: int = attrs.field(validator=_not_negative)
-    client_message_id: str
-    message_id: str
-    accepted_seq: int = attrs.field(validator=_not_negative)
-    replayed: bool = False
-
-
-def chunk_client_message_id(logical_id: str, index: int) -> str:
-    """The deterministic client message id of a chunk.
-
-    Args:
-        logical_id: the id of the logical send, the same on every retry.
-        index: the chunk's position, from 0.
-
-    Returns:
-        ``logical_id:index``.
-
-    Raises:
-        ValueError: for an empty logical id or a negative index.
-    """
-    if not logical_id:
-        raise ValueError("logical_id must not be empty")
-    _require_not_negative("index", index)
-    return f"{logical_id}{CHUNK_ID_SEPARATOR}{index}"
-
-
-def _fitting_end(content: str, start: int, max_chunk_bytes: int) -> int:
-    """The largest end such that ``content[start:end]`` fits into the byte budget."""
-    budget = max_chunk_bytes
-    end = start
-    while end < len(content):
-        size = len(content[end].encode("utf-8", "surrogatepass"))
-        if size > budget:
-            break
-        budget -= size
-        end += 1
-    return end
-
-
-def split_content(content: str, max_chunk_bytes: int) -> tuple[str, ...]:
-    """Split content into chunks of at most ``max_chunk_bytes`` UTF-8 bytes each.
-
-    Joining the chunks gives the content back. A chunk ends after the last whitespace
-    that fits, so that words stay whole where the budget allows; a word longer than the
-    budget is cut. A chunk is whitespace only when the content has a run of whitespace
-    longer than the budget.
-
-    Args:
-        content: the text of the logical send.
-        max_chunk_bytes: the byte budget of one chunk; at most the server's
-            ``message.max_content_bytes``.
-
-    Returns:
-        The chunks in order; empty for empty content.
-
-    Raises:
-        ValueError: when the budget cannot hold one character (below 4 bytes).
-    """
-    if max_chunk_bytes < MAX_UTF8_CHAR_BYTES:
-        raise ValueError(f"max_chunk_bytes must be at least {MAX_UTF8_CHAR_BYTES}")
-    chunks: list[str] = []
-    start = 0
-    while start < len(content):
-        end = _fitting_end(content, start, max_chunk_bytes)
-        if end < len(content):
-            window = content[start:end]
-            # Break after the last whitespace that still leaves a non-blank chunk.
-            cut = max(window.rfind(" "), window.rfind("\n"), window.rfind("\t"))
-            if cut > 0 and window[:cut].strip():
-                end = start + cut + 1
-        chunks.append(content[start:end])
-        start = end
-    return tuple(chunks)
-
-
-def resume_seen(refreshed_observed_seq: int, last_accepted_seq: int) -> int:
-    """The ``seen_up_to_seq`` of the first unaccepted chunk of a retried logical send.
-
-    Replayed chunks keep ordered send progress even when a message came in between:
-    the refreshed observed frontier covers it, and it is never below the last accepted.
-
-    Args:
-        refreshed_observed_seq: the observed frontier after the runtime refreshed.
-        last_accepted_seq: accepted seq of the last chunk the server holds.
-
-    Returns:
-        ``max(refreshed_observed_seq, last_accepted_seq)``.
-    """
-    _require_not_negative("refreshed_observed_seq", refreshed_observed_seq)
-    _require_not_negative("last_accepted_seq", last_accepted_seq)
-    return max(refreshed_observed_seq, last_accepted_seq)
-
-
-def next_chunk_seen(*, observed_seq: int, previous: AcceptedChunk | None) -> int:
-    """The ``seen_up_to_seq`` of the next chunk of a logical send.
-
-    - the first chunk carries the observed frontier;
-    - after a chunk accepted by this attempt (``sent``), its accepted seq: a message
-      written by someone else in between holds the rest;
-    - after a replayed chunk (``already_sent``), `resume_seen` of the observed frontier
-      and the replayed chunk's seq.
-
-    Args:
-        observed_seq: the target's observed frontier now.
-        previous: the chunk before, None for the first chunk.
-
-    Returns:
-        The frontier the chunk carries.
-    """
-    if previous is None:
-        return observed_seq
-    if previous.replayed:
-        return resume_seen(observed_seq, previous.accepted_seq)
-    return previous.accepted_seq
-
-
-def logical_state(
-    *, chunk_count: int, accepted: tuple[AcceptedChunk, ...], held: bool
-) -> LogicalSendState:
-    """The state of a logical send from its chunk outcomes.
-
-    Args:
-        chunk_count: the number of chunks.
-        accepted: the chunks the server holds, in order.
-        held: True when a chunk was held (the rest was not sent).
-
-    Returns:
-        held when nothing is stored, partial_held when the first chunks are, sent when
-        every chunk is and at least one is new, already_sent when every chunk was a
-        replay.
-
-    Raises:
-        ValueError: when the outcomes do not add up.
-    """
-    if held:
-        if len(accepted) >= chunk_count:
-            raise ValueError("a held logical send has an unaccepted chunk")
-        return LogicalSendState.PARTIAL_HELD if accepted else LogicalSendState.HELD
-    if len(accepted) != chunk_count or chunk_count == 0:
-        raise ValueError("a finished logical send has every chunk accepted")
-    if all(chunk.replayed for chunk in accepted):
-        return LogicalSendState.ALREADY_SENT
-    return LogicalSendState.SENT
-
-
 __all__ = [
-    "CHUNK_ID_SEPARATOR",
     "HELD_GUIDANCE",
-    "MAX_UTF8_CHAR_BYTES",
-    "PARTIAL_HELD_GUIDANCE",
-    "AcceptedChunk",
     "LocalVerdict",
-    "LogicalSendState",
     "MessageFreshnessFrontier",
     "SendState",
     "SessionFreshnessState",
-    "chunk_client_message_id",
-    "logical_state",
-    "next_chunk_seen",
+    "not_negative",
     "note_latest",
-    "resume_seen",
-    "split_content",
+    "require_not_negative",
     "surface",
     "verdict",
 ]

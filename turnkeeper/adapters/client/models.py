@@ -12,13 +12,8 @@ from datetime import datetime
 
 import attrs
 
-from turnkeeper.domain.freshness import (
-    HELD_GUIDANCE,
-    PARTIAL_HELD_GUIDANCE,
-    AcceptedChunk,
-    LogicalSendState,
-    SendState,
-)
+from turnkeeper.domain.freshness import HELD_GUIDANCE, SendState
+from turnkeeper.domain.logical_sends import PARTIAL_HELD_GUIDANCE, AcceptedChunk, LogicalSendState
 
 #: A thread, run or message id as the caller holds it (text or UUID).
 Id = str | uuid.UUID

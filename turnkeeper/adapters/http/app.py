@@ -27,6 +27,8 @@ from turnkeeper.adapters.http.operations import (
 )
 from turnkeeper.adapters.http.problems import handle_exception
 from turnkeeper.adapters.http.runs import runs_router
+from turnkeeper.adapters.observability.http import ObservedApp, metrics_endpoint
+from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.settings import Settings
 
@@ -53,7 +55,8 @@ def create_app(
 
     Returns:
         The ASGI application, serving ``/v1``, ``/healthz``, ``/readyz``,
-        ``/openapi.json`` and ``/docs``.
+        ``/openapi.json``, ``/docs`` and, while ``metrics.enabled``, ``/metrics`` (the
+        Prometheus sink of the services' telemetry, attached now if it has none).
 
     Example:
         >>> app = create_app(services, services.settings)  # doctest: +SKIP
@@ -87,8 +90,12 @@ def create_app(
         # Litestar would add its own 400 schema; every error here is a Problem.
         create_examples=False,
     )
-    app = CorrelatedApp(
-        route_handlers=[v1, healthz, readyz, openapi_document],
+    metrics = attach_metrics(services.telemetry) if settings.metrics_enabled else None
+    app = ObservedApp(
+        metrics=metrics,
+        telemetry=services.telemetry,
+        route_handlers=[v1, healthz, readyz, openapi_document]
+        + ([metrics_endpoint] if metrics is not None else []),
         dependencies={
             **service_dependencies(services),
             "readiness": Provide(provide_readiness, sync_to_thread=False),

@@ -58,7 +58,7 @@ class IdentityService:
     def __init__(self, tx: Transactor, clock: Clock, settings: Settings) -> None:
         self._tx = tx
         self._clock = clock
-        self._ttl = settings.seconds("token_cache_seconds")
+        self._ttl = settings.token_cache_ttl
         self._size = settings.token_cache_size
         self._cache: collections.OrderedDict[bytes, tuple[Principal, datetime]] = (
             collections.OrderedDict()

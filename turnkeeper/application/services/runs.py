@@ -611,7 +611,7 @@ class RunsService:
                 trigger_kind=kind,
                 sub=sub,
                 jti=jti,
-                exp=self._clock.now() + self._settings.seconds("invocation_token_ttl"),
+                exp=self._clock.now() + self._settings.invocation_token_ttl,
             )
         )
         return token, jti
@@ -1002,7 +1002,7 @@ class RunsService:
         self, states: list[str], field: str, setting: str, state: RunState, reason: EndReason
     ) -> int:
         async def work(uow: UnitOfWork) -> int:
-            before = self._clock.now() - self._settings.seconds(setting)
+            before = self._clock.now() - getattr(self._settings, setting)
             runs = await uow.runs.lock_due(
                 states=states, before=before, field=field, limit=self._settings.jobs_batch_size
             )

@@ -1,0 +1,89 @@
+"""Messages and the append-only event log."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+
+from turnkeeper.domain.events import Event, NewEvent
+from turnkeeper.domain.messaging import Message, TriggerState
+
+
+class MessageRepository(Protocol):
+    """Messages."""
+
+    async def add(self, message: Message) -> None:
+        """Store a new message.
+
+        Raises:
+            RetriableConflict: when (author, client_msg_id) was taken by a concurrent unit.
+        """
+        ...
+
+    async def get(self, message_id: uuid.UUID) -> Message | None:
+        """The message, or None."""
+        ...
+
+    async def by_client_id(self, author_id: uuid.UUID, client_msg_id: str) -> Message | None:
+        """The message an author stored under a client id, or None."""
+        ...
+
+    async def list_visible(
+        self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
+    ) -> list[Message]:
+        """Messages after a seq that the reader may see, oldest first, at most `limit`."""
+        ...
+
+    async def set_trigger_state(
+        self, message_id: uuid.UUID, state: TriggerState, reason: str | None
+    ) -> Message:
+        """Change a message's trigger_state (version + 1) and return the new message."""
+        ...
+
+    async def set_trigger_states(
+        self, message_ids: Sequence[uuid.UUID], state: TriggerState, reason: str | None
+    ) -> list[Message]:
+        """Set the trigger_state of several messages in one statement.
+
+        Messages already in that state with that reason are not changed.
+
+        Returns:
+            The changed messages (version + 1), ordered by thread_seq then id.
+        """
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class ReaderScope:
+    """What a reader of the shared event feed may see.
+
+    Attributes:
+        reader_id: the reading principal (for restricted messages).
+        everything: the owner reads every channel.
+        channel_ids: channels with read.
+        thread_ids: single threads with read (threads an agent operates).
+    """
+
+    reader_id: uuid.UUID
+    everything: bool = False
+    channel_ids: frozenset[uuid.UUID] = frozenset()
+    thread_ids: frozenset[uuid.UUID] = frozenset()
+
+
+class EventLog(Protocol):
+    """The append-only event log with a global seq in commit order."""
+
+    async def append(self, event: NewEvent) -> None:
+        """Append an event; it becomes visible, with its seq, when the unit commits."""
+        ...
+
+    async def read(self, scope: ReaderScope, after: int, limit: int) -> list[Event]:
+        """Shared (non-personal) events after a cursor that the scope may read.
+
+        Only events that no running transaction can precede are returned, so a cursor
+        never skips an event that commits later.
+        """
+        ...

@@ -1,0 +1,137 @@
+"""Runs, their follow-ups, and the agents' personal feeds."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+import attrs
+
+from turnkeeper.domain.events import Event
+from turnkeeper.domain.followups import FollowupState, OpenFollowup
+from turnkeeper.domain.runs import AnswerRun, Run
+
+
+class RunRepository(Protocol):
+    """Runs; at most one active run per thread (a partial unique index decides)."""
+
+    async def add(self, run: Run) -> None:
+        """Store a new run.
+
+        Raises:
+            RetriableConflict: when a concurrent unit opened an active run in the thread.
+        """
+        ...
+
+    async def get(self, run_id: uuid.UUID) -> Run | None:
+        """The run, or None (no lock)."""
+        ...
+
+    async def lock(self, run_id: uuid.UUID) -> Run | None:
+        """The run, locked FOR UPDATE until the unit ends, or None."""
+        ...
+
+    async def lock_active_in_thread(self, thread_id: uuid.UUID) -> Run | None:
+        """The thread's active run locked FOR UPDATE, or None."""
+        ...
+
+    async def lock_for_answer(self, run_id: uuid.UUID) -> AnswerRun | None:
+        """``LockRunForAnswer``: the run's facts under FOR SHARE, or None."""
+        ...
+
+    async def update(self, run: Run) -> None:
+        """Store every mutable attribute of a run (state, reason, version, cancel, jti)."""
+        ...
+
+    async def lock_due(
+        self, *, states: Sequence[str], before: datetime, field: str, limit: int
+    ) -> list[Run]:
+        """Runs in `states` whose `field` is older than `before`, locked for a job.
+
+        `field` is created_at, updated_at or cancel_requested_at; rows are taken FOR
+        UPDATE SKIP LOCKED so that several job runners never take the same run.
+        """
+        ...
+
+    async def lock_active_of_agent(self, agent_id: uuid.UUID, limit: int) -> list[Run]:
+        """Active runs of an agent, locked FOR UPDATE SKIP LOCKED."""
+        ...
+
+    async def lock_active_of_disabled_agents(self, limit: int) -> list[Run]:
+        """Active runs whose agent is disabled, locked FOR UPDATE SKIP LOCKED."""
+        ...
+
+
+class FollowupRepository(Protocol):
+    """Follow-up rows of runs (one row per message at most)."""
+
+    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
+        """Store a queued follow-up of a run."""
+        ...
+
+    async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
+        """Every follow-up of a run by message id (for the run document)."""
+        ...
+
+    async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
+        """The state of one follow-up of a run, locked FOR UPDATE; None when absent."""
+        ...
+
+    async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
+        """The run's queued and delivered follow-ups, locked in message_id order."""
+        ...
+
+    async def set_states(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        state: FollowupState,
+        at: datetime,
+    ) -> None:
+        """Set the state of some follow-ups of a run (one statement)."""
+        ...
+
+    async def move(
+        self,
+        run_id: uuid.UUID,
+        message_ids: Sequence[uuid.UUID],
+        new_run_id: uuid.UUID,
+        at: datetime,
+    ) -> None:
+        """Make follow-ups of a run queued follow-ups of another run (one statement)."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class AgentCursor:
+    """Where an agent is in its personal event feed.
+
+    Attributes:
+        acked_seq: everything up to here was acknowledged.
+        delivered_seq: everything up to here was delivered at least once.
+    """
+
+    acked_seq: int = 0
+    delivered_seq: int = 0
+
+
+class AgentFeedRepository(Protocol):
+    """Personal events of agents and their delivery cursors."""
+
+    async def read(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
+        """Personal events of an agent after a seq (commit-ordered, never skipping)."""
+        ...
+
+    async def lock_cursor(self, agent_id: uuid.UUID) -> AgentCursor:
+        """The agent's cursor, locked for this unit (a fresh one when none is stored)."""
+        ...
+
+    async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
+        """Store the agent's cursor."""
+        ...
+
+    async def set_capabilities(self, agent_id: uuid.UUID, followups: str | None) -> None:
+        """Store the capability an agent reported by heartbeat."""
+        ...

@@ -1,0 +1,158 @@
+"""Repositories of the world: principals, spaces, channels, threads and grants."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from turnkeeper.domain.authorization import AccessTarget
+from turnkeeper.domain.world import Channel, Grant, Principal, Space, Thread, ThreadState
+
+
+class PrincipalRepository(Protocol):
+    """Principals and their API tokens (stored as hashes only)."""
+
+    async def add(self, principal: Principal) -> None:
+        """Store a new principal.
+
+        Raises:
+            DuplicateKey: when the handle is taken.
+        """
+        ...
+
+    async def get(self, principal_id: uuid.UUID) -> Principal | None:
+        """The principal, or None."""
+        ...
+
+    async def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Principal]:
+        """The principals among `ids` that exist, by id."""
+        ...
+
+    async def update(self, principal: Principal) -> None:
+        """Store changed attributes of an existing principal."""
+        ...
+
+    async def add_token(self, principal_id: uuid.UUID, token_hash: bytes, at: datetime) -> None:
+        """Store the hash of a new API token for a principal."""
+        ...
+
+    async def by_token_hash(self, token_hash: bytes) -> Principal | None:
+        """The principal owning a token hash, or None."""
+        ...
+
+    async def owner(self) -> Principal | None:
+        """The owner principal, if one exists."""
+        ...
+
+
+class SpaceRepository(Protocol):
+    """Spaces."""
+
+    async def add(self, space: Space) -> None:
+        """Store a new space."""
+        ...
+
+    async def get(self, space_id: uuid.UUID) -> Space | None:
+        """The space, or None."""
+        ...
+
+    async def list_all(self) -> list[Space]:
+        """Every space."""
+        ...
+
+
+class ChannelRepository(Protocol):
+    """Channels."""
+
+    async def add(self, channel: Channel) -> None:
+        """Store a new channel."""
+        ...
+
+    async def get(self, channel_id: uuid.UUID) -> Channel | None:
+        """The channel, or None."""
+        ...
+
+    async def update(self, channel: Channel) -> None:
+        """Store changed attributes of a channel."""
+        ...
+
+    async def list_all(self) -> list[Channel]:
+        """Every channel."""
+        ...
+
+
+class ThreadRepository(Protocol):
+    """Threads and their sequence allocator."""
+
+    async def add(self, thread: Thread) -> None:
+        """Store a new thread (latest_seq as given, normally 0)."""
+        ...
+
+    async def get(self, thread_id: uuid.UUID) -> Thread | None:
+        """The thread, or None (no lock)."""
+        ...
+
+    async def allocate_seq(self, thread_id: uuid.UUID) -> int:
+        """Take the thread row lock and the next thread_seq.
+
+        ``UPDATE threads SET latest_seq = latest_seq + 1 ... RETURNING latest_seq``: the
+        row lock is held until the unit ends, which serializes appends per thread.
+
+        Returns:
+            The allocated seq.
+        """
+        ...
+
+    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
+        """Open or close a thread."""
+        ...
+
+    async def reopen(self, thread_id: uuid.UUID) -> bool:
+        """Open a done thread, taking its row lock.
+
+        ``UPDATE threads SET state = 'open' WHERE id = $1 AND state = 'done'``: of two
+        concurrent posts into a done thread only the first sees a change, so exactly one
+        system line is written.
+
+        Returns:
+            True when the thread was done and is now open.
+        """
+        ...
+
+    async def mark_restricted(self, thread_id: uuid.UUID) -> None:
+        """Remember that the thread holds a restricted message."""
+        ...
+
+    async def operated_by(self, agent_id: uuid.UUID) -> list[uuid.UUID]:
+        """Ids of the threads whose fixed operator is this agent."""
+        ...
+
+    async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
+        """The thread with its channel and space (one read), or None when unknown."""
+        ...
+
+
+class GrantRepository(Protocol):
+    """Grants of levels on spaces and channels."""
+
+    async def add(self, grant: Grant) -> None:
+        """Store a grant.
+
+        Raises:
+            DuplicateKey: for a second grant of the same principal on the same resource.
+        """
+        ...
+
+    async def get(self, grant_id: uuid.UUID) -> Grant | None:
+        """The grant, or None."""
+        ...
+
+    async def delete(self, grant_id: uuid.UUID) -> None:
+        """Remove a grant."""
+        ...
+
+    async def for_principal(self, principal_id: uuid.UUID) -> list[Grant]:
+        """Every grant of a principal."""
+        ...
