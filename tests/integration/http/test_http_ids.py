@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.http.support import ContractClient, bearer
+from tests.support.http import ContractClient, bearer
 from turnkeeper.application.demo import DemoWorld
 
 UNKNOWN = "01900000-0000-7000-8000-0000000fffff"
