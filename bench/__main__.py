@@ -22,8 +22,9 @@ from typing import TextIO
 import structlog
 
 from bench import freshness, scale
-from bench.harness import bench_server, scratch_database, server_version
+from bench.harness import BENCH_DATABASE_PREFIX, bench_server, server_version
 from bench.suite import FULL, HEADER, QUICK, format_row, report_details, run_suite
+from turnkeeper.adapters.postgres.databases import scratch_database
 
 _OPTIONS = ("--quick", "--scale", "--freshness", "--profile")
 _USAGE = "usage: python -m bench [--quick | --scale | --freshness | --profile [name ...]]"
@@ -62,7 +63,10 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
         return await freshness.main_async([], out)
     # One record per operation would swamp the report: only warnings and errors here.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    async with bench_server() as server, scratch_database(server.conninfo) as conninfo:
+    async with (
+        bench_server() as server,
+        scratch_database(server.conninfo, prefix=BENCH_DATABASE_PREFIX) as conninfo,
+    ):
         version = await server_version(conninfo)
         print(f"machine: {_machine()}; {version} ({server.where})", file=out)
         if profile_names is not None:

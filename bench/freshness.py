@@ -22,30 +22,23 @@ temporary directory. ``--quick`` runs a tiny size, for the smoke test.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TextIO
 
 import attrs
-import psycopg
 import structlog
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
+from bench.harness import BENCH_DATABASE_PREFIX, bench_server
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
+from turnkeeper.adapters.postgres.databases import scratch_database
 from turnkeeper.adapters.postgres.events import payload_json
-from turnkeeper.adapters.postgres.migrations import migrate
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
 from turnkeeper.adapters.system import SystemClock, UuidV7Generator
 from turnkeeper.adapters.tokens import JwtSigner
@@ -58,8 +51,6 @@ from turnkeeper.domain.messaging import MessageDraft
 from turnkeeper.domain.ratelimit import RL_MESSAGE, SECONDS_PER_MINUTE, TOLERANCE
 from turnkeeper.domain.world import Level, Principal, PrincipalKind, ResourceKind, thread_target_key
 
-#: The environment variable naming an external server (as for `turnkeeper serve`).
-ENV_DATABASE_URL = "TURNKEEPER_DATABASE_URL"
 #: The concurrency levels the report compares.
 CONCURRENCY = (1, 8)
 #: A rate-limit bucket no benchmark worker empties.
@@ -391,52 +382,6 @@ def report(results: Sequence[Measurement], out: TextIO) -> None:
         )
 
 
-# -- the database ----------------------------------------------------------------------------
-
-
-async def _admin(server: str, statement: sql.Composed) -> None:
-    async with await psycopg.AsyncConnection.connect(server, autocommit=True) as conn:
-        await conn.execute(statement)
-
-
-@contextlib.asynccontextmanager
-async def scratch_database(server_conninfo: str) -> AsyncIterator[str]:
-    """A new, migrated database on a server, dropped afterwards.
-
-    Args:
-        server_conninfo: any conninfo of the server (the role needs CREATEDB).
-
-    Yields:
-        The conninfo of the scratch database.
-    """
-    name = f"turnkeeper_bench_{uuid.uuid4().hex[:12]}"
-    await _admin(server_conninfo, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        conninfo = make_conninfo(server_conninfo, dbname=name)
-        await migrate(conninfo)
-        yield conninfo
-    finally:
-        await _admin(
-            server_conninfo,
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)),
-        )
-
-
-@contextlib.asynccontextmanager
-async def _server() -> AsyncIterator[tuple[str, str]]:
-    external = os.environ.get(ENV_DATABASE_URL)
-    if external:
-        yield external, "PostgreSQL from TURNKEEPER_DATABASE_URL"
-        return
-    base = Path(tempfile.mkdtemp(prefix="turnkeeper-bench-"))
-    server = EmbeddedPostgres.start(base / "data", cleanup_mode="delete")
-    try:
-        yield server.conninfo, "embedded PostgreSQL"
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
-
-
 async def main_async(argv: Sequence[str], out: TextIO) -> int:
     """Run the benchmark from the command line.
 
@@ -454,9 +399,12 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
     size = QUICK if "--quick" in argv else FULL
     # One record per send would swamp the report: only warnings and errors here.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    async with _server() as (server, where), scratch_database(server) as conninfo:
+    async with (
+        bench_server() as server,
+        scratch_database(server.conninfo, prefix=BENCH_DATABASE_PREFIX) as conninfo,
+    ):
         results = await run(conninfo, size)
-    print(f"freshness gate: sends per second, service vs raw psycopg ({where})", file=out)
+    print(f"freshness gate: sends per second, service vs raw psycopg ({server.where})", file=out)
     report(results, out)
     return 0
 

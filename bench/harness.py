@@ -1,7 +1,8 @@
 """The shared machinery of the benchmarks: database, traced pool, drivers and memory.
 
-- `scratch_database` and `bench_server`: a migrated scratch database on
-  ``TURNKEEPER_DATABASE_URL`` or on an embedded server in a temporary directory.
+- `bench_server`: ``TURNKEEPER_DATABASE_URL`` or an embedded server in a temporary
+  directory, on which the benchmarks run in a
+  `turnkeeper.adapters.postgres.databases.scratch_database`.
 - `open_traced_pool`: the pool of both sides of every benchmark (the service and the raw
   psycopg loop). Its connections count their statements: every statement the generated
   query functions run goes through `TracingCursor`, every COMMIT through
@@ -22,7 +23,6 @@ import re
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
@@ -30,15 +30,13 @@ from typing import Any, TypeVar, cast
 
 import attrs
 import psycopg
-from psycopg import IsolationLevel, sql
+from psycopg import IsolationLevel
 from psycopg.abc import Params, Query
-from psycopg.conninfo import make_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
-from turnkeeper.adapters.postgres.migrations import migrate
 from turnkeeper.adapters.postgres.uow import PREPARE_THRESHOLD, Conn
 
 #: The environment variable naming an external server (as for `turnkeeper serve`).
@@ -344,32 +342,8 @@ def memory(data_dir: Path | None) -> Memory:
 # -- the database ----------------------------------------------------------------------------
 
 
-async def _admin(server: str, statement: sql.Composed) -> None:
-    async with await psycopg.AsyncConnection.connect(server, autocommit=True) as conn:
-        await conn.execute(statement)
-
-
-@contextlib.asynccontextmanager
-async def scratch_database(server_conninfo: str) -> AsyncIterator[str]:
-    """A new, migrated database on a server, dropped afterwards.
-
-    Args:
-        server_conninfo: any conninfo of the server (the role needs CREATEDB).
-
-    Yields:
-        The conninfo of the scratch database.
-    """
-    name = f"turnkeeper_bench_{uuid.uuid4().hex[:12]}"
-    await _admin(server_conninfo, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        conninfo = make_conninfo(server_conninfo, dbname=name)
-        await migrate(conninfo)
-        yield conninfo
-    finally:
-        await _admin(
-            server_conninfo,
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)),
-        )
+#: The start of every benchmark database's name.
+BENCH_DATABASE_PREFIX = "turnkeeper_bench_"
 
 
 @attrs.frozen(kw_only=True)
@@ -427,6 +401,7 @@ async def server_version(conninfo: str) -> str:
 
 
 __all__ = [
+    "BENCH_DATABASE_PREFIX",
     "STATEMENT_NAMES",
     "Memory",
     "Server",
@@ -438,7 +413,6 @@ __all__ = [
     "gather_limited",
     "memory",
     "open_traced_pool",
-    "scratch_database",
     "server_version",
     "statement_name",
     "traced",
