@@ -27,15 +27,7 @@ class MemoryFreshnessRepository:
         self._t = tables
 
     async def compare_and_allocate(self, thread_id: uuid.UUID, seen_seq: int) -> int | None:
-        """Allocate the next seq only when the thread's frontier is `seen_seq`.
-
-        Args:
-            thread_id: the thread.
-            seen_seq: the frontier the sender saw.
-
-        Returns:
-            ``seen_seq + 1``, or None when the frontier is elsewhere.
-        """
+        """The next seq when the thread's frontier is `seen_seq`, else None."""
         thread = self._t.threads.get(thread_id)
         if thread is None or thread.latest_seq != seen_seq:
             return None
@@ -43,17 +35,7 @@ class MemoryFreshnessRepository:
         return seen_seq + 1
 
     async def frontier(self, thread_id: uuid.UUID) -> ThreadFrontier:
-        """The raw frontier of a thread.
-
-        Args:
-            thread_id: the thread.
-
-        Returns:
-            ``latest_seq`` and ``has_restricted``.
-
-        Raises:
-            NotFound: for an unknown thread.
-        """
+        """The raw frontier of a thread (`NotFound` for an unknown one)."""
         thread = self._t.threads.get(thread_id)
         if thread is None:
             raise NotFound()
@@ -68,18 +50,7 @@ class MemoryFreshnessRepository:
         through_seq: int,
         batch: int,
     ) -> VisibleWindow:
-        """One newest-first batch of the visibility check.
-
-        Args:
-            thread_id: the thread.
-            viewer_id: the sender.
-            after_seq: the lower bound (exclusive).
-            through_seq: the upper bound (inclusive).
-            batch: the most messages to look at.
-
-        Returns:
-            What the batch saw.
-        """
+        """One newest-first batch of the visibility check."""
         window = sorted(
             (
                 m

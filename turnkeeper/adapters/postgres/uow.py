@@ -16,9 +16,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TypeVar
 
 import psycopg
 from psycopg import IsolationLevel
@@ -68,19 +67,9 @@ from turnkeeper.application.ports import (
 #: Seconds a unit waits for a free pooled connection before `StoreUnavailable`.
 POOL_ACQUIRE_TIMEOUT_SECONDS = 30.0
 
-R = TypeVar("R")
-
-#: Builds a repository on a unit's connection (for repositories whose tables come with
-#: later migrations: runs, agent feed).
-RepositoryBuilder = Callable[[Conn], R]
-
 
 class UnitClosed(RuntimeError):
     """A unit of work was used after it committed."""
-
-
-class RepositoryNotWired(NotImplementedError):
-    """The factory was built without a builder for this repository."""
 
 
 class PostgresUnitOfWork:
@@ -88,26 +77,18 @@ class PostgresUnitOfWork:
 
     Args:
         conn: a pooled connection, idle, not in autocommit mode.
-        runs: builds the runs repository on `conn` (None: the built-in one).
-        agent_feed: builds the agent feed repository on `conn` (None: the built-in one).
     """
 
-    def __init__(
-        self,
-        conn: Conn,
-        *,
-        runs: RepositoryBuilder[RunRepository] | None = None,
-        agent_feed: RepositoryBuilder[AgentFeedRepository] | None = None,
-    ) -> None:
+    def __init__(self, conn: Conn) -> None:
         self._conn = conn
-        self._runs = (runs or PostgresRunRepository)(conn)
-        self._agent_feed = (agent_feed or PostgresAgentFeedRepository)(conn)
-        self.followups: FollowupRepository = PostgresFollowupRepository(conn)
         self._events = PostgresEventLog(conn)
         principals = PostgresPrincipalRepository(conn)
+        agent_feed = PostgresAgentFeedRepository(conn)
+        agent_feed.principal_changed = principals.forget
         self.principals: PrincipalRepository = principals
-        if isinstance(self._agent_feed, PostgresAgentFeedRepository):
-            self._agent_feed.principal_changed = principals.forget
+        self.runs: RunRepository = PostgresRunRepository(conn)
+        self.agent_feed: AgentFeedRepository = agent_feed
+        self.followups: FollowupRepository = PostgresFollowupRepository(conn)
         self.spaces: SpaceRepository = PostgresSpaceRepository(conn)
         self.channels: ChannelRepository = PostgresChannelRepository(conn)
         self.threads: ThreadRepository = PostgresThreadRepository(conn)
@@ -123,28 +104,6 @@ class PostgresUnitOfWork:
     def connection(self) -> Conn:
         """The unit's connection, for adapters that run further generated statements."""
         return self._conn
-
-    @property
-    def runs(self) -> RunRepository:
-        """The runs repository of this unit.
-
-        Raises:
-            RepositoryNotWired: when the factory got no runs builder.
-        """
-        if self._runs is None:
-            raise RepositoryNotWired("PostgresUnitOfWorkFactory was built without `runs`")
-        return self._runs
-
-    @property
-    def agent_feed(self) -> AgentFeedRepository:
-        """The agent feed repository of this unit.
-
-        Raises:
-            RepositoryNotWired: when the factory got no agent_feed builder.
-        """
-        if self._agent_feed is None:
-            raise RepositoryNotWired("PostgresUnitOfWorkFactory was built without `agent_feed`")
-        return self._agent_feed
 
     async def commit(self) -> None:
         """Write the buffered events, then COMMIT.
@@ -180,14 +139,9 @@ class PostgresUnitOfWork:
 class PostgresUnitOfWorkFactory:
     """Opens PostgreSQL units of work; satisfies `turnkeeper.application.ports.UnitOfWorkFactory`.
 
-    The conversation core's repositories are built in; the runs and agent-feed
-    repositories (whose tables come with their own migrations) are plugged in as builders.
-
     Args:
         pool: an open pool (see `create_pool`).
         acquire_timeout: seconds to wait for a pooled connection.
-        runs: builds the runs repository on a unit's connection.
-        agent_feed: builds the agent feed repository on a unit's connection.
     """
 
     def __init__(
@@ -195,13 +149,9 @@ class PostgresUnitOfWorkFactory:
         pool: AsyncConnectionPool[Conn],
         *,
         acquire_timeout: float = POOL_ACQUIRE_TIMEOUT_SECONDS,
-        runs: RepositoryBuilder[RunRepository] | None = None,
-        agent_feed: RepositoryBuilder[AgentFeedRepository] | None = None,
     ) -> None:
         self._pool = pool
         self._acquire_timeout = acquire_timeout
-        self._runs = runs
-        self._agent_feed = agent_feed
 
     def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:
         """A new unit; leaving the context without `commit()` rolls back.
@@ -231,7 +181,7 @@ class PostgresUnitOfWorkFactory:
                     await conn.set_autocommit(read_only)
                 if conn.isolation_level != IsolationLevel.READ_COMMITTED:
                     await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
-                unit = PostgresUnitOfWork(conn, runs=self._runs, agent_feed=self._agent_feed)
+                unit = PostgresUnitOfWork(conn)
                 try:
                     yield unit
                 finally:
