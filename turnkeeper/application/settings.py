@@ -58,6 +58,22 @@ class Settings:
         token_cache_seconds: ``auth.token_cache_seconds``, how long a process trusts a
             resolved API token without looking it up again (0: look it up every time).
         token_cache_size: ``auth.token_cache_size``, resolved tokens one process keeps.
+        request_timeout: ``database.request_timeout``, seconds one unit of work may take,
+            waiting for a pooled connection included (beyond: 503 ``unavailable``).
+        reconnect_max_wait: ``database.reconnect_max_wait``, the longest pause in seconds
+            between two attempts of the pool to reconnect to a lost database (also the
+            ``Retry-After`` of a 503 ``unavailable``).
+        readiness_timeout: ``database.readiness_timeout``, seconds /readyz waits for the
+            database before it answers 503.
+        header_timeout: ``http.header_timeout``, seconds a connection may take to send
+            the headers of a request before the server closes it.
+        max_connections: ``http.max_connections``, HTTP connections one process keeps
+            open at most.
+        max_json_depth: ``http.max_json_depth``, deepest nesting of arrays and objects
+            in a request body.
+        max_client_id_length: ``message.max_client_id_length``, characters of a client
+            id (``client_msg_id``, ``client_message_id``) at most.
+        max_handle_length: ``principal.max_handle_length``, characters of a handle at most.
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
@@ -83,6 +99,14 @@ class Settings:
     jobs_interval: int = attrs.field(default=5, validator=_positive)
     token_cache_seconds: int = attrs.field(default=10, validator=_non_negative)
     token_cache_size: int = attrs.field(default=10000, validator=_positive)
+    request_timeout: int = attrs.field(default=5, validator=_positive)
+    reconnect_max_wait: int = attrs.field(default=2, validator=_positive)
+    readiness_timeout: int = attrs.field(default=2, validator=_positive)
+    header_timeout: int = attrs.field(default=10, validator=_positive)
+    max_connections: int = attrs.field(default=1000, validator=_positive)
+    max_json_depth: int = attrs.field(default=32, validator=_positive)
+    max_client_id_length: int = attrs.field(default=256, validator=_positive)
+    max_handle_length: int = attrs.field(default=64, validator=_positive)
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -142,4 +166,12 @@ SETTING_KEYS: dict[str, str] = {
     "jobs.interval": "jobs_interval",
     "auth.token_cache_seconds": "token_cache_seconds",
     "auth.token_cache_size": "token_cache_size",
+    "database.request_timeout": "request_timeout",
+    "database.reconnect_max_wait": "reconnect_max_wait",
+    "database.readiness_timeout": "readiness_timeout",
+    "http.header_timeout": "header_timeout",
+    "http.max_connections": "max_connections",
+    "http.max_json_depth": "max_json_depth",
+    "message.max_client_id_length": "max_client_id_length",
+    "principal.max_handle_length": "max_handle_length",
 }

@@ -59,7 +59,7 @@ def create_app(
         >>> app = create_app(services, services.settings)  # doctest: +SKIP
         >>> uvicorn.run(app)  # doctest: +SKIP
     """
-    check = ReadinessCheck(readiness)
+    check = ReadinessCheck(readiness, retry_after=settings.reconnect_max_wait)
 
     def provide_services() -> Services:
         return services
