@@ -12,7 +12,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from turnkeeper.adapters.http.admin import admin_router
 from turnkeeper.adapters.http.agent_send import agent_send_router
-from turnkeeper.adapters.http.bodies import refuse_duplicate_members
+from turnkeeper.adapters.http.body_guard import body_guard
 from turnkeeper.adapters.http.conversation import conversation_router
 from turnkeeper.adapters.http.correlation import CorrelatedApp
 from turnkeeper.adapters.http.dependencies import provide_principal
@@ -48,7 +48,8 @@ def create_app(
 
     Args:
         services: the services (memory or PostgreSQL underneath).
-        settings: for ``http.max_body_bytes``.
+        settings: for ``http.max_body_bytes``, ``http.max_json_depth`` and
+            ``database.reconnect_max_wait`` (the ``Retry-After`` of /readyz).
         readiness: answers /readyz: None when ready, else the reason.
 
     Returns:
@@ -97,7 +98,8 @@ def create_app(
             "readiness": Provide(provide_readiness, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
-        before_request=refuse_duplicate_members,
+        # Depth, duplicated members and NUL characters, before Litestar decodes a body.
+        before_request=body_guard(settings.max_json_depth),
         openapi_config=openapi,
         # http.max_body_bytes: Litestar refuses a longer body with 413 before decoding.
         request_max_body_size=settings.max_body_bytes,
