@@ -15,10 +15,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn, TextIO
 
 import structlog
-import uvicorn
 
 from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
+from turnkeeper.adapters.http.server import guarded_server
 from turnkeeper.adapters.logging import configure_logging
 from turnkeeper.adapters.postgres.embedded import EmbeddedServerMissing
 from turnkeeper.adapters.postgres.invariants import check_database
@@ -222,16 +222,7 @@ async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> No
     elif owner is not None and config.owner_token is None:
         _print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
     app = create_app(backend.services, config.settings, backend.readiness)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=args.host,
-            port=args.port,
-            log_config=None,  # adapters.logging owns the format
-            access_log=False,  # the HTTP adapter logs every request itself
-            lifespan="on",
-        )
-    )
+    server = guarded_server(app, host=args.host, port=args.port, settings=config.settings)
     jobs = None if args.no_jobs else asyncio.create_task(run_jobs_forever(backend.services))
     try:
         await server.serve()
