@@ -13,6 +13,12 @@ principal. This file keeps what schemathesis does not send: bodies that are no J
 document at all (invalid UTF-8, lone surrogates, truncated, empty), duplicated keys,
 nesting far beyond any schema, and a body over ``http.max_body_bytes`` (see
 docs/reliability.md).
+
+Last, hostile strings member by member, over HTTP on the memory adapter and on
+PostgreSQL: a NUL character in every string member a client writes, an 8,000-character
+client id or handle, and a member nested 10,000 deep each answer 400
+``validation_failed`` at the member's pointer, store nothing, and the same body without
+the hostile member is accepted.
 """
 
 from __future__ import annotations
