@@ -32,6 +32,7 @@ from turnkeeper.adapters.wiring import (
 )
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import build_demo_world
+from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.services.admin import NewPrincipal
 
 EXIT_OK = 0
@@ -159,6 +160,9 @@ async def run_jobs_forever(services: Services) -> None:
             ended = await services.runs.run_jobs_once()
             if any(ended.values()):
                 log.info("jobs_pass", **ended)
+        except StoreUnavailable:
+            # Expected while the database is down: one line, no stack, every pass.
+            log.warning("jobs_pass_unavailable")
         except Exception:
             log.exception("jobs_pass_failed")
         await asyncio.sleep(services.settings.jobs_interval)
