@@ -147,9 +147,7 @@ def sever(conn: Conn) -> None:
 
 
 @asynccontextmanager
-async def connection_within(
-    pool: AsyncConnectionPool[Conn], seconds: float
-) -> AsyncIterator[Conn]:
+async def connection_within(pool: AsyncConnectionPool[Conn], seconds: float) -> AsyncIterator[Conn]:
     """A pooled connection whose use ends at the latest `seconds` after this call.
 
     Waiting for the connection counts. At the deadline the connection is severed
