@@ -128,3 +128,21 @@ def test_content_limit_counts_utf8_bytes(content: str, limit: int) -> None:
         assert codes == {("/content", "too_long")}
     else:
         assert codes == set()
+
+
+@given(st.text(min_size=1, max_size=40), st.integers(min_value=1, max_value=30))
+def test_client_id_limit_counts_characters(client_id: str, limit: int) -> None:
+    draft = MessageDraft(client_msg_id=client_id, content="hallo")
+    try:
+        check_create_rules(
+            draft,
+            author_kind=PrincipalKind.PERSON,
+            kind=None,
+            max_content_bytes=MAX_BYTES,
+            max_client_id_length=limit,
+        )
+    except ValidationFailed as exc:
+        codes = {(e.pointer, e.code) for e in exc.errors}
+    else:
+        codes = set()
+    assert (("/client_msg_id", "too_long") in codes) == (len(client_id) > limit)

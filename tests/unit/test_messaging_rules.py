@@ -326,3 +326,31 @@ def test_origin_comes_from_the_principal_kind(kind: PrincipalKind, origin: Origi
 
 def test_no_principal_kind_gets_the_system_origin() -> None:
     assert Origin.SYSTEM not in {origin_for(k) for k in PrincipalKind}
+
+
+@pytest.mark.parametrize(
+    ("client_id", "prefix", "expected"),
+    [
+        ("c" * 8, "", set()),
+        ("c" * 9, "", {fe("/client_msg_id", "too_long")}),
+        ("ä" * 8, "", set()),  # characters, not bytes
+        ("c" * 9, "/first_message", {fe("/first_message/client_msg_id", "too_long")}),
+    ],
+)
+def test_a_client_id_longer_than_the_limit_is_too_long(
+    client_id: str, prefix: str, expected: set[FieldError]
+) -> None:
+    found: set[FieldError] = set()
+    try:
+        check_create_rules(
+            draft(client_msg_id=client_id),
+            author_kind=PERSON,
+            kind=None,
+            max_content_bytes=MAX,
+            max_client_id_length=8,
+            pointer_prefix=prefix,
+            first_message=bool(prefix),
+        )
+    except ValidationFailed as exc:
+        found = set(exc.errors)
+    assert found == expected

@@ -15,10 +15,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn, TextIO
 
 import structlog
-import uvicorn
 
 from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
+from turnkeeper.adapters.http.server import guarded_server
 from turnkeeper.adapters.logging import configure_from_settings
 from turnkeeper.adapters.observability.tracing import OtelTracing, process_tracing
 from turnkeeper.adapters.postgres.embedded import EmbeddedServerMissing
@@ -33,6 +33,7 @@ from turnkeeper.adapters.wiring import (
 )
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import build_demo_world
+from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.services.admin import NewPrincipal
 
 EXIT_OK = 0
@@ -172,6 +173,9 @@ async def run_jobs_forever(services: Services) -> None:
             ended = await services.runs.run_jobs_once()
             if any(ended.values()):
                 log.info("jobs_pass", **ended)
+        except StoreUnavailable:
+            # Expected while the database is down: one line, no stack, every pass.
+            log.warning("jobs_pass_unavailable")
         except Exception:
             log.exception("jobs_pass_failed")
         await asyncio.sleep(services.settings.jobs_interval.total_seconds())
@@ -238,16 +242,7 @@ async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> No
     elif owner is not None and config.owner_token is None:
         _print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
     app = create_app(backend.services, config.settings, backend.readiness)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=args.host,
-            port=args.port,
-            log_config=None,  # adapters.logging owns the format
-            access_log=False,  # the HTTP adapter logs every request itself
-            lifespan="on",
-        )
-    )
+    server = guarded_server(app, host=args.host, port=args.port, settings=config.settings)
     jobs = None if args.no_jobs else asyncio.create_task(run_jobs_forever(backend.services))
     try:
         await server.serve()

@@ -22,14 +22,13 @@ from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.migrations import is_current
+from turnkeeper.adapters.postgres.pool import PoolPolicy, connection_within
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
 from turnkeeper.adapters.system import SystemClock, UuidV7Generator
 from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.application.bootstrap import Services, build_services
 from turnkeeper.application.settings import Settings
 
-#: Seconds /readyz waits for a connection before it calls the database unreachable.
-READINESS_TIMEOUT_SECONDS = 2.0
 #: Folder of the embedded server's cluster inside the data directory.
 EMBEDDED_SUBDIR = "pgdata"
 #: File in the data directory holding the invocation token key when none is configured.
@@ -126,19 +125,22 @@ def database(config: Config) -> Iterator[str]:
         server.stop()
 
 
-def postgres_readiness(pool: AsyncConnectionPool) -> Readiness:
+def postgres_readiness(pool: AsyncConnectionPool, settings: Settings) -> Readiness:
     """The /readyz check of a PostgreSQL backend.
 
     Args:
         pool: the backend's pool.
+        settings: for ``database.readiness_timeout``, the bound of the whole check
+            (waiting for a connection included, also when the database is frozen).
 
     Returns:
         A check answering None, ``database_unreachable`` or ``migrations_pending``.
     """
+    bound = settings.readiness_timeout.total_seconds()
 
     async def check() -> str | None:
         try:
-            async with pool.connection(timeout=READINESS_TIMEOUT_SECONDS) as conn:
+            async with connection_within(pool, bound) as conn:
                 current = await is_current(conn)
         except Exception:  # any failure to talk to the database means "not ready"
             return "database_unreachable"
@@ -162,12 +164,13 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
     Raises:
         StoreUnavailable: when no connection can be opened.
     """
+    policy = PoolPolicy.from_settings(settings)
     pool = await create_pool(
-        conninfo, min_size=settings.pool_min_size, max_size=settings.pool_max_size
+        conninfo, min_size=settings.pool_min_size, max_size=settings.pool_max_size, policy=policy
     )
     try:
         services = build_services(
-            PostgresUnitOfWorkFactory(pool),
+            PostgresUnitOfWorkFactory(pool, policy=policy),
             settings,
             SystemClock(),
             UuidV7Generator(),
@@ -175,6 +178,6 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
         )
         if settings.metrics_enabled:
             attach_metrics(services.telemetry, pool_stats=pool.get_stats)
-        yield Backend(services=services, readiness=postgres_readiness(pool))
+        yield Backend(services=services, readiness=postgres_readiness(pool, settings))
     finally:
         await pool.close()

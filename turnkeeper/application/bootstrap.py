@@ -86,7 +86,7 @@ def build_services(
         tx=tx,
         uow=uow,
         identity=IdentityService(tx, clock, settings),
-        admin=AdminService(tx, clock, ids),
+        admin=AdminService(tx, clock, ids, settings),
         conversation=ConversationService(tx, bus, clock, ids, settings),
         runs=RunsService(tx, bus, clock, ids, settings, signer),
         agent_send=AgentSendService(tx, bus, clock, ids, settings),

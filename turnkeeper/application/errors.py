@@ -40,9 +40,22 @@ class DuplicateKey(ApplicationError):
 
 
 class StoreUnavailable(ApplicationError):
-    """The database cannot be reached."""
+    """The database cannot be reached, or did not answer within ``database.request_timeout``.
 
-    code = "internal"
+    Answered 503 ``unavailable`` with ``Retry-After``; the outcome of a unit that was
+    committing is unknown (a retry with the same client id settles it).
+
+    Args:
+        detail: what failed (for logs only, never shown to a client).
+        retry_after: seconds after which a retry may succeed, None when the raiser
+            does not know (the adapter that opened the unit fills it in).
+    """
+
+    code = "unavailable"
+
+    def __init__(self, detail: str, *, retry_after: int | None = None) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 class InvalidToken(ApplicationError):

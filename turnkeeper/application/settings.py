@@ -89,6 +89,22 @@ class Settings:
         metrics_enabled: ``metrics.enabled``, serve ``GET /metrics`` (else it is 404).
         log_level: ``log.level``, the lowest level written (`LOG_LEVELS`).
         log_format: ``log.format``, ``json``, ``console`` or ``auto`` (`LOG_FORMATS`).
+        request_timeout: ``database.request_timeout``, how long one unit of work may take,
+            waiting for a pooled connection included (beyond: 503 ``unavailable``).
+        reconnect_max_wait: ``database.reconnect_max_wait``, the longest pause
+            between two attempts of the pool to reconnect to a lost database (also the
+            ``Retry-After`` of a 503 ``unavailable``).
+        readiness_timeout: ``database.readiness_timeout``, how long /readyz waits for the
+            database before it answers 503.
+        header_timeout: ``http.header_timeout``, how long a connection may take to send
+            the headers of a request before the server closes it.
+        max_connections: ``http.max_connections``, HTTP connections one process keeps
+            open at most.
+        max_json_depth: ``http.max_json_depth``, deepest nesting of arrays and objects
+            in a request body.
+        max_client_id_length: ``message.max_client_id_length``, characters of a client
+            id (``client_msg_id``, ``client_message_id``) at most.
+        max_handle_length: ``principal.max_handle_length``, characters of a handle at most.
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
@@ -129,6 +145,14 @@ class Settings:
         validator=attrs.validators.in_(LOG_FORMATS),
         metadata={CHOICES: LOG_FORMATS},
     )
+    request_timeout: timedelta = attrs.field(default=_seconds(5), validator=_positive_duration)
+    reconnect_max_wait: timedelta = attrs.field(default=_seconds(2), validator=_positive_duration)
+    readiness_timeout: timedelta = attrs.field(default=_seconds(2), validator=_positive_duration)
+    header_timeout: timedelta = attrs.field(default=_seconds(10), validator=_positive_duration)
+    max_connections: int = attrs.field(default=1000, validator=_positive)
+    max_json_depth: int = attrs.field(default=32, validator=_positive)
+    max_client_id_length: int = attrs.field(default=256, validator=_positive)
+    max_handle_length: int = attrs.field(default=64, validator=_positive)
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -177,4 +201,12 @@ SETTING_KEYS: dict[str, str] = {
     "metrics.enabled": "metrics_enabled",
     "log.level": "log_level",
     "log.format": "log_format",
+    "database.request_timeout": "request_timeout",
+    "database.reconnect_max_wait": "reconnect_max_wait",
+    "database.readiness_timeout": "readiness_timeout",
+    "http.header_timeout": "header_timeout",
+    "http.max_connections": "max_connections",
+    "http.max_json_depth": "max_json_depth",
+    "message.max_client_id_length": "max_client_id_length",
+    "principal.max_handle_length": "max_handle_length",
 }

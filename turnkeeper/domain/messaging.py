@@ -143,6 +143,7 @@ def check_create_rules(
     author_kind: PrincipalKind,
     kind: str | None,
     max_content_bytes: int,
+    max_client_id_length: int | None = None,
     pointer_prefix: str = "",
     first_message: bool = False,
 ) -> None:
@@ -153,6 +154,8 @@ def check_create_rules(
         author_kind: the kind of the writing principal.
         kind: the request's ``kind`` member (only ``text`` or absent is accepted).
         max_content_bytes: ``message.max_content_bytes``.
+        max_client_id_length: ``message.max_client_id_length`` (characters; None: no
+            limit).
         pointer_prefix: ``/first_message`` for createThread.
         first_message: True for createThread, where run_id is never accepted.
 
@@ -164,6 +167,9 @@ def check_create_rules(
         errors.append(FieldError(pointer=f"{pointer_prefix}/kind", code="invalid_enum"))
     if not draft.client_msg_id:
         errors.append(FieldError(pointer=f"{pointer_prefix}/client_msg_id", code="required"))
+    elif max_client_id_length is not None and len(draft.client_msg_id) > max_client_id_length:
+        # The client id is a key of a unique index, whose rows have a size limit.
+        errors.append(FieldError(pointer=f"{pointer_prefix}/client_msg_id", code="too_long"))
     if not draft.content.strip():
         errors.append(FieldError(pointer=f"{pointer_prefix}/content", code="required"))
     elif len(draft.content.encode("utf-8")) > max_content_bytes:

@@ -11,6 +11,7 @@ from tests.support.http import ContractClient, bearer, contract_client
 from tests.support.services import memory_services
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.settings import Settings
 
 PROBLEM_KEYS = {"type", "title", "status", "code", "correlation_id"}
@@ -320,4 +321,26 @@ async def test_an_unexpected_error_is_internal_without_details(
     body = assert_problem(response, 500, "internal")
     assert secret not in response.text
     assert "Traceback" not in response.text
+    assert set(body) == PROBLEM_KEYS
+
+
+@pytest.mark.parametrize(("retry_after", "header"), [(3, "3"), (None, "1")])
+async def test_an_unavailable_store_is_503_with_retry_after_and_no_details(
+    client: ContractClient,
+    world: DemoWorld,
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+    retry_after: int | None,
+    header: str,
+) -> None:
+    detail = "connection to server on socket /tmp/example.com failed"
+
+    async def down(*args: object, **kwargs: object) -> None:
+        raise StoreUnavailable(detail, retry_after=retry_after)
+
+    monkeypatch.setattr(services.conversation, "get_thread", down)
+    response = await client.get(f"/v1/threads/{uuid.uuid4()}", headers=bearer(world.owner.token))
+    body = assert_problem(response, 503, "unavailable")
+    assert response.headers["retry-after"] == header
+    assert detail not in response.text
     assert set(body) == PROBLEM_KEYS

@@ -12,9 +12,9 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from turnkeeper.adapters.http.admin import admin_router
 from turnkeeper.adapters.http.agent_send import agent_send_router
+from turnkeeper.adapters.http.body_guard import body_guard
 from turnkeeper.adapters.http.conversation import conversation_router
 from turnkeeper.adapters.http.correlation import CorrelatedApp
-from turnkeeper.adapters.http.decoding import refuse_duplicate_members
 from turnkeeper.adapters.http.dependencies import provide_principal, service_dependencies
 from turnkeeper.adapters.http.openapi import complete_document
 from turnkeeper.adapters.http.operations import (
@@ -50,7 +50,8 @@ def create_app(
 
     Args:
         services: the services (memory or PostgreSQL underneath).
-        settings: for ``http.max_body_bytes``.
+        settings: for ``http.max_body_bytes``, ``http.max_json_depth`` and
+            ``database.reconnect_max_wait`` (the ``Retry-After`` of /readyz).
         readiness: answers /readyz: None when ready, else the reason.
 
     Returns:
@@ -62,7 +63,7 @@ def create_app(
         >>> app = create_app(services, services.settings)  # doctest: +SKIP
         >>> uvicorn.run(app)  # doctest: +SKIP
     """
-    check = ReadinessCheck(readiness)
+    check = ReadinessCheck(readiness, retry_after=int(settings.reconnect_max_wait.total_seconds()))
 
     def provide_readiness() -> ReadinessCheck:
         return check
@@ -101,7 +102,8 @@ def create_app(
             "readiness": Provide(provide_readiness, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
-        before_request=refuse_duplicate_members,
+        # Depth, duplicated members and NUL characters, before Litestar decodes a body.
+        before_request=body_guard(settings.max_json_depth),
         openapi_config=openapi,
         # http.max_body_bytes: Litestar refuses a longer body with 413 before decoding.
         request_max_body_size=settings.max_body_bytes,

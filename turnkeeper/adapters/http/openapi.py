@@ -11,7 +11,17 @@ from collections.abc import Iterator
 
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPI, Operation, Parameter, Schema
+from litestar.openapi.spec import (
+    Example,
+    OpenAPI,
+    OpenAPIHeader,
+    OpenAPIResponse,
+    OpenAPIType,
+    Operation,
+    Parameter,
+    Schema,
+)
+from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
 from turnkeeper.adapters.http.answers import Problem
 from turnkeeper.adapters.http.openapi_links import add_links
@@ -29,11 +39,29 @@ _DESCRIPTIONS: dict[int, str] = {
     413: "payload_too_large: the body exceeds http.max_body_bytes",
     429: "rate_limited: see Retry-After",
     500: "internal",
-    503: "unavailable",
+    503: (
+        "unavailable: the database is unreachable or did not answer within "
+        "database.request_timeout; see Retry-After"
+    ),
 }
 
-#: Problems any authenticated route can answer.
-COMMON = (400, 401, 404, 413, 500)
+#: Problems any authenticated route can answer (every one reads the database, so 503).
+COMMON = (400, 401, 404, 413, 500, 503)
+
+#: Problem statuses whose answer carries ``Retry-After`` (whole seconds).
+RETRY_AFTER_STATUSES = ("429", "503")
+
+#: The example of a 503 answer in the document.
+UNAVAILABLE_EXAMPLE = Example(
+    summary="the database is down, frozen or too slow",
+    value={
+        "type": "urn:turnkeeper:problem:unavailable",
+        "title": "Service unavailable",
+        "status": 503,
+        "code": "unavailable",
+        "correlation_id": "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+    },
+)
 
 
 def problems(*statuses: int) -> dict[int, ResponseSpec]:
@@ -52,9 +80,24 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
             data_container=Problem,
             media_type=PROBLEM_MEDIA_TYPE,
             description=_DESCRIPTIONS[status],
+            examples=[UNAVAILABLE_EXAMPLE] if status == HTTP_503_SERVICE_UNAVAILABLE else None,
         )
         for status in wanted
     }
+
+
+def _retry_after_headers(operation: Operation) -> None:
+    for status in RETRY_AFTER_STATUSES:
+        response = (operation.responses or {}).get(status)
+        if isinstance(response, OpenAPIResponse):
+            response.headers = {
+                **(response.headers or {}),
+                "Retry-After": OpenAPIHeader(
+                    schema=Schema(type=OpenAPIType.INTEGER, minimum=1),
+                    description="seconds after which the request may succeed",
+                    required=True,
+                ),
+            }
 
 
 def _request_bodies(kind: type[Body] = Body) -> Iterator[type[Body]]:
@@ -93,6 +136,7 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
       (a seq or version at most 2**63 - 1) are written exactly.
     - The paging parameters state their bounds: ``after`` and ``after_seq`` at least 0,
       ``limit`` from 1 to ``page.max_limit`` (outside: 400 ``out_of_range``).
+    - Every 429 and 503 answer documents its ``Retry-After`` header.
     - The links between operations (`turnkeeper.adapters.http.openapi_links`).
 
     Args:
@@ -114,6 +158,7 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
         _exact_integer_bounds(kind, schema)
     bounds = {"after": (0, None), "after_seq": (0, None), "limit": (1, settings.page_max_limit)}
     for operation in _operations(openapi):
+        _retry_after_headers(operation)
         for parameter in operation.parameters or ():
             if isinstance(parameter, Parameter) and parameter.param_in == "query":
                 found = bounds.get(parameter.name)

@@ -12,6 +12,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
 from turnkeeper.adapters.http.answers import Health, Problem
+from turnkeeper.adapters.http.openapi import UNAVAILABLE_EXAMPLE
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, NotReady
 
 #: Checks that the process can serve: returns None when ready, else a short reason
@@ -32,11 +33,14 @@ class ReadinessCheck:
     """Holds the readiness callable for the handler (a plain value to inject).
 
     Args:
-        check: the readiness callable.
+        check: the readiness callable; it bounds its own time (a PostgreSQL backend by
+            ``database.readiness_timeout``).
+        retry_after: the ``Retry-After`` of a 503 (``database.reconnect_max_wait``).
     """
 
-    def __init__(self, check: Readiness) -> None:
+    def __init__(self, check: Readiness, *, retry_after: int) -> None:
         self.check = check
+        self.retry_after = retry_after
 
 
 @get("/healthz", tags=["operations"])
@@ -52,7 +56,11 @@ async def healthz() -> Health:
         HTTP_503_SERVICE_UNAVAILABLE: ResponseSpec(
             data_container=Problem,
             media_type=PROBLEM_MEDIA_TYPE,
-            description="unavailable: the database is unreachable or migrations are pending",
+            examples=[UNAVAILABLE_EXAMPLE],
+            description=(
+                "unavailable: the database is unreachable or migrations are pending "
+                "(see Retry-After)"
+            ),
         )
     },
 )
@@ -64,7 +72,7 @@ async def readyz(readiness: NamedDependency[ReadinessCheck]) -> Health:
     """
     reason = await readiness.check()
     if reason is not None:
-        raise NotReady(reason)
+        raise NotReady(reason, retry_after=readiness.retry_after)
     return Health(status="ready")
 
 

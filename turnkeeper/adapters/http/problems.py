@@ -40,6 +40,7 @@ from litestar.status_codes import (
 from turnkeeper.adapters.http.answers import FieldErrorOut, Problem
 from turnkeeper.adapters.http.correlation import correlation_id_of
 from turnkeeper.adapters.http.decoding import decode_failure, malformed_body
+from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.domain.errors import DomainError, RateLimited, ValidationFailed
 
 #: Media type of every error answer.
@@ -84,6 +85,9 @@ _TITLES: dict[str, str] = {
     "unavailable": "Service unavailable",
 }
 
+#: ``Retry-After`` of a 503 whose cause named no time: the shortest wait that is one.
+MIN_RETRY_AFTER_SECONDS = 1
+
 #: Only these statuses show a ``reason``: a 403 or 409 names why (API.md conventions).
 _REASON_STATUSES = frozenset({HTTP_403_FORBIDDEN, HTTP_409_CONFLICT, HTTP_503_SERVICE_UNAVAILABLE})
 
@@ -91,15 +95,17 @@ _log = structlog.get_logger("turnkeeper.http")
 
 
 class NotReady(Exception):
-    """The process cannot serve yet (answered 503 ``unavailable``).
+    """The process cannot serve yet (answered 503 ``unavailable`` with ``Retry-After``).
 
     Args:
         reason: why, for example ``database_unreachable``.
+        retry_after: seconds after which asking again may succeed.
     """
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, retry_after: int = MIN_RETRY_AFTER_SECONDS) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.retry_after = retry_after
 
 
 @attrs.frozen(kw_only=True)
@@ -149,7 +155,10 @@ def problem_for(exc: BaseException) -> ProblemAnswer:
         return _domain_problem(exc)
     if isinstance(exc, NotReady):
         return ProblemAnswer(
-            code="unavailable", status=HTTP_503_SERVICE_UNAVAILABLE, reason=exc.reason
+            code="unavailable",
+            status=HTTP_503_SERVICE_UNAVAILABLE,
+            reason=exc.reason,
+            headers={"Retry-After": str(exc.retry_after)},
         )
     if isinstance(exc, ValidationException):
         return _domain_problem(decode_failure(exc))
@@ -172,6 +181,9 @@ def _domain_problem(exc: DomainError) -> ProblemAnswer:
     headers: dict[str, str] = {}
     if isinstance(exc, RateLimited):
         headers["Retry-After"] = str(exc.retry_after)
+    if isinstance(exc, StoreUnavailable):
+        wait = MIN_RETRY_AFTER_SECONDS if exc.retry_after is None else exc.retry_after
+        headers["Retry-After"] = str(wait)
     if code == "unauthenticated":
         headers["WWW-Authenticate"] = "Bearer"
     errors: tuple[FieldErrorOut, ...] = ()
@@ -236,7 +248,8 @@ def problem_response(answer: ProblemAnswer, correlation_id: str) -> Response[byt
 def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     """Litestar exception handler for every exception.
 
-    Only unexpected errors are logged (with their stack, which never reaches the client).
+    Only unexpected errors are logged with their stack (which never reaches the client);
+    a 503 ``unavailable`` is one warning line.
 
     Args:
         request: the failed request.
@@ -246,6 +259,9 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
         The problem answer.
     """
     answer = problem_for(exc)
-    if answer.status >= HTTP_500_INTERNAL_SERVER_ERROR:
+    if answer.code == "unavailable":
+        # Expected while the database is down: one line each, no stack.
+        _log.warning("unavailable", error_type=type(exc).__name__)
+    elif answer.status >= HTTP_500_INTERNAL_SERVER_ERROR:
         _log.error("unhandled_error", error_type=type(exc).__name__, exc_info=exc)
     return problem_response(answer, correlation_id_of(request.scope))

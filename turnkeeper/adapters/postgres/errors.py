@@ -9,7 +9,8 @@ in `wrap_errors()`, which translates
   race on ``rate_buckets_pkey``) into `RetriableConflict`: the rerun finds the row the
   winner committed and replays it;
 - every other unique violation into `DuplicateKey` naming its constraint;
-- lost or refused connections (and an exhausted pool) into `StoreUnavailable`.
+- lost or refused connections, an exhausted or closed pool, and a statement cancelled by
+  ``statement_timeout`` (see `turnkeeper.adapters.postgres.pool`) into `StoreUnavailable`.
 
 Anything else propagates unchanged: it is a bug, not a condition to handle.
 """
@@ -31,8 +32,10 @@ RACE_CONSTRAINTS = frozenset(
 )
 
 #: SQLSTATEs of the server refusing or dropping connections (class 08, and the shutdown
-#: family of class 57) and of a database that cannot be used right now.
-_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "3D000"})
+#: family of class 57), of a database that cannot be used right now, and of a statement
+#: cancelled by ``statement_timeout`` (57014: the database is too slow for
+#: ``database.request_timeout``).
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "3D000", "57014"})
 
 _RETRIABLE = (
     pg_errors.DeadlockDetected,

@@ -4,7 +4,9 @@ A unit takes a connection from the pool, runs every repository on it, and rolls 
 unless `commit()` was called. `commit()` first writes the unit's buffered events (the
 event seq allocation is deliberately the last statement before COMMIT, see
 `PostgresEventLog`) and then commits. Driver errors leave the unit as application
-errors (`turnkeeper.adapters.postgres.errors`).
+errors (`turnkeeper.adapters.postgres.errors`). A unit ends within
+``database.request_timeout``, waiting for its connection included
+(`turnkeeper.adapters.postgres.pool`).
 
 Example:
     >>> pool = await create_pool(conninfo, min_size=1, max_size=4)  # doctest: +SKIP
@@ -32,6 +34,7 @@ from turnkeeper.adapters.postgres.errors import wrap_errors
 from turnkeeper.adapters.postgres.events import PostgresEventLog
 from turnkeeper.adapters.postgres.freshness import PostgresFreshnessRepository
 from turnkeeper.adapters.postgres.messages import PostgresMessageRepository
+from turnkeeper.adapters.postgres.pool import PoolPolicy, connection_within, open_pool
 from turnkeeper.adapters.postgres.principals import (
     PostgresGrantRepository,
     PostgresPrincipalRepository,
@@ -47,6 +50,7 @@ from turnkeeper.adapters.postgres.spaces import (
     PostgresSpaceRepository,
     PostgresThreadRepository,
 )
+from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.ports import (
     AgentFeedRepository,
     AuditLog,
@@ -63,9 +67,7 @@ from turnkeeper.application.ports import (
     ThreadRepository,
     UnitOfWork,
 )
-
-#: Seconds a unit waits for a free pooled connection before `StoreUnavailable`.
-POOL_ACQUIRE_TIMEOUT_SECONDS = 30.0
+from turnkeeper.application.settings import Settings
 
 
 class UnitClosed(RuntimeError):
@@ -141,17 +143,18 @@ class PostgresUnitOfWorkFactory:
 
     Args:
         pool: an open pool (see `create_pool`).
-        acquire_timeout: seconds to wait for a pooled connection.
+        policy: the time bound of a unit and the ``Retry-After`` of `StoreUnavailable`
+            (None: those of the default settings).
     """
 
     def __init__(
         self,
         pool: AsyncConnectionPool[Conn],
         *,
-        acquire_timeout: float = POOL_ACQUIRE_TIMEOUT_SECONDS,
+        policy: PoolPolicy | None = None,
     ) -> None:
         self._pool = pool
-        self._acquire_timeout = acquire_timeout
+        self._policy = policy or PoolPolicy.from_settings(Settings())
 
     def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:
         """A new unit; leaving the context without `commit()` rolls back.
@@ -175,18 +178,26 @@ class PostgresUnitOfWorkFactory:
 
     @asynccontextmanager
     async def _unit(self, *, read_only: bool = False) -> AsyncIterator[UnitOfWork]:
-        with wrap_errors():
-            async with self._pool.connection(timeout=self._acquire_timeout) as conn:
-                if conn.autocommit != read_only:
-                    await conn.set_autocommit(read_only)
-                if conn.isolation_level != IsolationLevel.READ_COMMITTED:
-                    await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
-                unit = PostgresUnitOfWork(conn)
-                try:
-                    yield unit
-                finally:
-                    # Also after commit: statements run after it opened a new transaction.
-                    await unit.rollback()
+        try:
+            with wrap_errors():
+                async with connection_within(self._pool, self._policy.request_timeout) as conn:
+                    if conn.autocommit != read_only:
+                        await conn.set_autocommit(read_only)
+                    if conn.isolation_level != IsolationLevel.READ_COMMITTED:
+                        await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
+                    unit = PostgresUnitOfWork(conn)
+                    try:
+                        yield unit
+                    finally:
+                        # Also after commit: statements run after it opened a new
+                        # transaction.
+                        await unit.rollback()
+        except StoreUnavailable as exc:
+            # Raised anywhere in the unit (repositories translate driver errors where
+            # they run): only the factory knows when a retry may succeed.
+            if exc.retry_after is None:
+                exc.retry_after = self._policy.retry_after
+            raise
 
 
 #: Executions of a statement on one connection before psycopg prepares it: at once.
@@ -209,7 +220,9 @@ async def _configure(conn: Conn) -> None:
     conn.prepare_threshold = PREPARE_THRESHOLD
 
 
-async def create_pool(conninfo: str, min_size: int, max_size: int) -> AsyncConnectionPool[Conn]:
+async def create_pool(
+    conninfo: str, min_size: int, max_size: int, *, policy: PoolPolicy | None = None
+) -> AsyncConnectionPool[Conn]:
     """Open a connection pool for units of work.
 
     Connections are not pinged before they are handed out (that would cost every unit a
@@ -220,6 +233,8 @@ async def create_pool(conninfo: str, min_size: int, max_size: int) -> AsyncConne
         conninfo: libpq connection string or URI.
         min_size: connections kept open.
         max_size: connections at most.
+        policy: ``statement_timeout``, ``connect_timeout`` and the reconnection bound
+            (None: those of the default settings).
 
     Returns:
         The open pool; close it with ``await pool.close()``.
@@ -227,17 +242,11 @@ async def create_pool(conninfo: str, min_size: int, max_size: int) -> AsyncConne
     Raises:
         StoreUnavailable: when no connection can be opened.
     """
-    pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-        conninfo,
-        min_size=min_size,
-        max_size=max_size,
-        open=False,
-        configure=_configure,
-    )
     with wrap_errors():
-        try:
-            await pool.open(wait=True)
-        except BaseException:
-            await pool.close()
-            raise
-    return pool
+        return await open_pool(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            policy=policy or PoolPolicy.from_settings(Settings()),
+            configure=_configure,
+        )

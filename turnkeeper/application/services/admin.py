@@ -14,6 +14,7 @@ import attrs
 from turnkeeper.application.errors import DuplicateKey
 from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
 from turnkeeper.application.services.identity import hash_token, new_token
+from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.errors import FieldError, NotFound, ValidationFailed
 from turnkeeper.domain.world import (
@@ -58,12 +59,16 @@ class AdminService:
         tx: the transactor.
         clock: time of creation.
         ids: UUIDv7 source.
+        settings: for ``principal.max_handle_length`` (None: the defaults).
     """
 
-    def __init__(self, tx: Transactor, clock: Clock, ids: IdGenerator) -> None:
+    def __init__(
+        self, tx: Transactor, clock: Clock, ids: IdGenerator, settings: Settings | None = None
+    ) -> None:
         self._tx = tx
         self._clock = clock
         self._ids = ids
+        self._settings = settings or Settings()
 
     @staticmethod
     def _require_owner(actor: Principal, action: str) -> None:
@@ -151,6 +156,9 @@ class AdminService:
             raise _invalid("/kind", "invalid_enum")
         if not handle or len(handle.split()) != 1:
             raise _invalid("/handle", "invalid")
+        if len(handle) > self._settings.max_handle_length:
+            # The handle is a key of a unique index, whose rows have a size limit.
+            raise _invalid("/handle", "too_long")
         if kind is PrincipalKind.PERSON and (
             billing_mode is not None or holder_id is not None or supports_followups is not None
         ):

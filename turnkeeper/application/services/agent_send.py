@@ -195,7 +195,8 @@ def check_send(request: AgentSend, *, author: Principal, settings: Settings) -> 
 
     Raises:
         ValidationFailed: with every offending member: ``/freshness`` freshness_required,
-            ``/client_message_id`` client_message_id_required, ``/freshness/target_key``
+            ``/client_message_id`` client_message_id_required or too_long
+            (``message.max_client_id_length``), ``/freshness/target_key``
             target_key_required or target_key_mismatch, ``/freshness/seen_up_to_seq``
             negative, ``/freshness/source_message_ids`` too_many, and ``/content``
             required or too_long.
@@ -203,6 +204,8 @@ def check_send(request: AgentSend, *, author: Principal, settings: Settings) -> 
     errors: list[FieldError] = []
     if not request.client_message_id:
         errors.append(FieldError(pointer="/client_message_id", code="client_message_id_required"))
+    elif len(request.client_message_id) > settings.max_client_id_length:
+        errors.append(FieldError(pointer="/client_message_id", code="too_long"))
     freshness = request.freshness
     if freshness is None:
         if settings.freshness_required_for_agents:
@@ -218,10 +221,12 @@ def check_send(request: AgentSend, *, author: Principal, settings: Settings) -> 
             errors.append(FieldError(pointer="/freshness/source_message_ids", code="too_many"))
     try:
         check_create_rules(
-            _draft(request, client_msg_id=request.client_message_id or "-"),
+            # The client id is checked above, under its own member name.
+            _draft(request, client_msg_id="-"),
             author_kind=author.kind,
             kind=None,
             max_content_bytes=settings.max_content_bytes,
+            max_client_id_length=settings.max_client_id_length,
         )
     except ValidationFailed as failed:
         errors.extend(failed.errors)

@@ -173,6 +173,7 @@ class ConversationService:
             author_kind=actor.kind,
             kind=kind,
             max_content_bytes=self._settings.max_content_bytes,
+            max_client_id_length=self._settings.max_client_id_length,
             pointer_prefix="/first_message",
             first_message=True,
         )
@@ -265,6 +266,7 @@ class ConversationService:
             author_kind=actor.kind,
             kind=kind,
             max_content_bytes=self._settings.max_content_bytes,
+            max_client_id_length=self._settings.max_client_id_length,
         )
         digest = payload_digest(thread_id, draft.content, draft.reply_to_id, draft.restricted_to)
 

@@ -1,0 +1,171 @@
+"""Request body checks before decoding: nesting depth and NUL characters.
+
+Litestar decodes a JSON body into plain Python values before it converts them to the
+route's struct, and that first decoding recurses once per nesting level: a body nested
+ten thousand deep ends in a `RecursionError` (a 500). And PostgreSQL text cannot hold
+U+0000, so a NUL character in any string member would fail deep in the adapter. Both
+are refused here, before anything is decoded or stored, with ``400 validation_failed``:
+
+- code ``too_deep`` when arrays and objects nest deeper than ``http.max_json_depth``
+  (the body's own object counts as one), at the pointer of the top-level member whose
+  value is too deep (the empty pointer when the body itself is an array);
+- code ``invalid_character`` at the pointer of the first string member holding a NUL.
+
+Both checks look at the raw bytes first and decode only a body that may fail them: one
+with more brackets than the depth allows, or one that holds the JSON escape of U+0000 (a raw
+NUL byte is no JSON at all and is refused as malformed). The depth scan is one linear
+pass over the special bytes, without recursion.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from litestar import Request
+
+from turnkeeper.adapters.http.decoding import pointer_token, refuse_duplicate_members
+from turnkeeper.domain.errors import FieldError, ValidationFailed
+
+_METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+_SPECIAL = re.compile(rb'[\\"\[\]{}]')
+_BACKSLASH, _QUOTE, _BRACE = ord("\\"), ord('"'), ord("{")
+_OPENERS = frozenset(b"[{")
+_CLOSERS = frozenset(b"]}")
+_NUL_ESCAPE = b"\\u0000"
+_NUL = "\x00"
+
+#: A ``before_request`` hook of Litestar.
+BeforeRequest = Callable[[Request[Any, Any, Any]], Awaitable[None]]
+
+
+def _member_pointer(raw_name: bytes | None) -> str:
+    if raw_name is None:
+        return ""
+    try:
+        name = json.loads(raw_name)
+    except ValueError:
+        return ""
+    return f"/{pointer_token(name)}" if isinstance(name, str) else ""
+
+
+def too_deep(body: bytes, max_depth: int) -> str | None:
+    """The pointer of the top-level member whose value nests beyond a depth, if any.
+
+    Args:
+        body: the raw request body (JSON or not).
+        max_depth: ``http.max_json_depth``; the body's own object or array is depth 1.
+
+    Returns:
+        ``/<member>`` for a body object, ``""`` for a body array, or None when nothing
+        nests deeper than `max_depth`.
+    """
+    if body.count(b"[") + body.count(b"{") <= max_depth:
+        return None
+    depth = 0
+    in_string = False
+    escaped_at = -1
+    string_start = 0
+    last_string: bytes | None = None  # the last string closed inside the body object
+    member: bytes | None = None
+    object_body = False
+    for match in _SPECIAL.finditer(body):
+        at = match.start()
+        if at == escaped_at:
+            continue
+        char = body[at]
+        if in_string:
+            if char == _BACKSLASH:
+                escaped_at = at + 1
+            elif char == _QUOTE:
+                in_string = False
+                if depth == 1:
+                    last_string = body[string_start : at + 1]
+        elif char == _QUOTE:
+            in_string = True
+            string_start = at
+        elif char in _OPENERS:
+            if depth == 0:
+                object_body = char == _BRACE
+            depth += 1
+            if depth == 2:
+                # In an object, the last string before a nested value is its name.
+                member = last_string if object_body else None
+            if depth > max_depth:
+                return _member_pointer(member)
+        elif char in _CLOSERS and depth > 0:
+            depth -= 1
+    return None
+
+
+def _first_nul(value: Any, pointer: str) -> str | None:
+    if isinstance(value, str):
+        return pointer if _NUL in value else None
+    if isinstance(value, dict):
+        for name, member in value.items():
+            found = _first_nul(member, f"{pointer}/{pointer_token(name)}")
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _first_nul(item, f"{pointer}/{index}")
+            if found is not None:
+                return found
+    return None
+
+
+def nul_member(body: bytes) -> str | None:
+    """The pointer of the first string member that holds U+0000, if any.
+
+    Call it after `too_deep`: the decoding recurses once per level.
+
+    Args:
+        body: the raw request body.
+
+    Returns:
+        The pointer (``/first_message/content``), or None when no string holds a NUL
+        or the body is no JSON (the typed decoder answers that one).
+    """
+    if _NUL_ESCAPE not in body:
+        return None
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return _first_nul(decoded, "")
+
+
+def body_guard(max_depth: int) -> BeforeRequest:
+    """The ``before_request`` hook that refuses hostile bodies before decoding.
+
+    Checks, in order: nesting depth, duplicated members
+    (`turnkeeper.adapters.http.decoding.refuse_duplicate_members`), NUL characters.
+
+    Args:
+        max_depth: ``http.max_json_depth``.
+
+    Returns:
+        The hook.
+    """
+
+    async def guard(request: Request[Any, Any, Any]) -> None:
+        """Refuse a hostile body.
+
+        Raises:
+            ValidationFailed: ``too_deep``, ``duplicate_member`` or ``invalid_character``
+                at the member's pointer.
+        """
+        if request.method not in _METHODS_WITH_BODY:
+            return
+        body = await request.body()
+        pointer = too_deep(body, max_depth)
+        if pointer is not None:
+            raise ValidationFailed([FieldError(pointer=pointer, code="too_deep")])
+        await refuse_duplicate_members(request)
+        pointer = nul_member(body)
+        if pointer is not None:
+            raise ValidationFailed([FieldError(pointer=pointer, code="invalid_character")])
+
+    return guard

@@ -1,0 +1,236 @@
+"""The HTTP server of ``turnkeeper serve``: uvicorn, guarded against slow clients.
+
+uvicorn closes an idle keep-alive connection after ``timeout_keep_alive``, but every byte
+received restarts that timer, and a connection that never completes its first request
+has no timer at all: a client that opens connections and trickles header bytes keeps
+them open forever, until the process runs out of file descriptors and accepts nobody
+(see ADR 0014). `ConnectionGuard` adds the two bounds uvicorn lacks:
+
+- ``http.header_timeout``: a connection must complete the headers of each request within
+  this long after it opened (first request) or after the previous answer ended
+  (keep-alive); bytes received meanwhile do not extend it. Then it is closed.
+- ``http.max_connections``: when a new connection would exceed it, the connection that
+  has waited longest for its headers is closed to make room (the newcomer is closed
+  instead when every other connection is busy with a request). A polite client, which
+  sends its request at once, is served while any number of slow ones queue behind it.
+
+The bound is kept below the process's open file limit (`connection_budget`), so the
+server never stops accepting for lack of a descriptor. Both bounds live in
+`GuardedH11Protocol`, uvicorn's h11 protocol with three hooks; the body of a request
+and the answer are left to uvicorn and the application.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from typing import Any, ClassVar
+
+import h11
+import structlog
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from turnkeeper.application.settings import Settings
+
+#: Descriptors the process needs besides client connections and the database pool: the
+#: listening socket, the event loop, log files and the embedded database's pipes.
+FD_RESERVE = 64
+#: The listen backlog, which is also how many connections asyncio accepts in one pass of
+#: its loop before the guard sees any of them: the budget keeps room for two passes
+#: (the one accepted and the one whose evicted sockets are not closed yet).
+ACCEPT_BACKLOG = 128
+#: Passes of the accept loop the budget keeps room for.
+ACCEPT_PASSES = 2
+
+_log = structlog.get_logger("turnkeeper.http")
+
+
+class ConnectionGuard:
+    """The connections of one server and the ones waiting for request headers.
+
+    Args:
+        header_timeout: ``http.header_timeout`` in seconds.
+        max_connections: open connections at most (see `connection_budget`).
+    """
+
+    def __init__(self, *, header_timeout: float, max_connections: int) -> None:
+        self.header_timeout = header_timeout
+        self.max_connections = max_connections
+        self.open: set[GuardedH11Protocol] = set()
+        # Insertion order is arrival order: the first entry has waited longest.
+        self.waiting: dict[GuardedH11Protocol, asyncio.TimerHandle] = {}
+
+    def opened(self, connection: GuardedH11Protocol) -> None:
+        """A connection was accepted: start its header timer; make room if over the bound.
+
+        Args:
+            connection: the new connection.
+        """
+        self.open.add(connection)
+        self.await_headers(connection)
+        if len(self.open) > self.max_connections:
+            # The newest connection is last in `waiting`: it is the victim only when
+            # no other connection is waiting for its headers.
+            victim = next(iter(self.waiting))
+            victim.drop("connection_limit")
+
+    def await_headers(self, connection: GuardedH11Protocol) -> None:
+        """Start the header timer of a connection between two requests (if not running).
+
+        Args:
+            connection: a connection whose next request has not arrived.
+        """
+        if connection in self.waiting:
+            return
+        loop = asyncio.get_running_loop()
+        self.waiting[connection] = loop.call_later(
+            self.header_timeout, connection.drop, "header_timeout"
+        )
+
+    def headers_received(self, connection: GuardedH11Protocol) -> None:
+        """Stop the header timer: the request's headers are complete.
+
+        Args:
+            connection: the connection.
+        """
+        timer = self.waiting.pop(connection, None)
+        if timer is not None:
+            timer.cancel()
+
+    def closed(self, connection: GuardedH11Protocol) -> None:
+        """Forget a closed (or closing) connection.
+
+        Args:
+            connection: the connection.
+        """
+        self.headers_received(connection)
+        self.open.discard(connection)
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol that reports to a `ConnectionGuard`.
+
+    Built per server by `guarded_protocol`, which sets `guard`.
+    """
+
+    guard: ClassVar[ConnectionGuard]
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Register the connection with the guard (after uvicorn's own setup)."""
+        super().connection_made(transport)
+        self.guard.opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the connection, then let uvicorn clean up."""
+        self.guard.closed(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        """Let uvicorn parse the bytes, then follow the connection's state."""
+        super().data_received(data)
+        self._follow()
+
+    def on_response_complete(self) -> None:
+        """Let uvicorn finish the answer, then follow the connection's state."""
+        super().on_response_complete()
+        self._follow()
+
+    def _follow(self) -> None:
+        if self.transport.is_closing():
+            self.guard.closed(self)
+        elif self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE:
+            # Between two requests: the next one's headers have not arrived yet.
+            self.guard.await_headers(self)
+        else:
+            self.guard.headers_received(self)
+
+    def drop(self, reason: str) -> None:
+        """Close the connection because it is too slow or room is needed.
+
+        Args:
+            reason: ``header_timeout`` or ``connection_limit`` (logged).
+        """
+        self.guard.closed(self)
+        if not self.transport.is_closing():
+            _log.info("http_connection_closed", reason=reason)
+            self.transport.close()
+
+
+def guarded_protocol(guard: ConnectionGuard) -> type[GuardedH11Protocol]:
+    """The protocol class of one server, bound to its guard.
+
+    Args:
+        guard: the server's guard.
+
+    Returns:
+        A subclass of `GuardedH11Protocol` for uvicorn's ``http`` setting.
+    """
+    return type("GuardedH11", (GuardedH11Protocol,), {"guard": guard})
+
+
+def connection_budget(settings: Settings) -> int:
+    """How many connections the process can hold: ``http.max_connections`` if it fits.
+
+    The soft open file limit is raised towards the hard limit when it is too low for
+    ``http.max_connections`` plus the pool, `FD_RESERVE` and two accept passes
+    (`ACCEPT_BACKLOG`); when even the hard limit is too low, the budget is what fits
+    (with a warning).
+
+    Args:
+        settings: for ``http.max_connections`` and ``database.pool_max_size``.
+
+    Returns:
+        The connection bound of the server.
+    """
+    overhead = settings.pool_max_size + FD_RESERVE + ACCEPT_PASSES * ACCEPT_BACKLOG
+    wanted = settings.max_connections + overhead
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass  # keep the soft limit as it is
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return settings.max_connections
+    budget = max(1, soft - overhead)
+    _log.warning(
+        "http_max_connections_lowered",
+        configured=settings.max_connections,
+        budget=budget,
+        open_file_limit=soft,
+    )
+    return budget
+
+
+def guarded_server(app: Any, *, host: str, port: int, settings: Settings) -> uvicorn.Server:
+    """The uvicorn server of ``turnkeeper serve``, with the guard of this module.
+
+    Args:
+        app: the ASGI application.
+        host: the address to listen on.
+        port: the port.
+        settings: for ``http.header_timeout``, ``http.max_connections`` and
+            ``database.pool_max_size``.
+
+    Returns:
+        The server; run it with ``await server.serve()``.
+    """
+    guard = ConnectionGuard(
+        header_timeout=settings.header_timeout.total_seconds(),
+        max_connections=connection_budget(settings),
+    )
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            http=guarded_protocol(guard),
+            backlog=ACCEPT_BACKLOG,
+            log_config=None,  # adapters.logging owns the format
+            access_log=False,  # the HTTP adapter logs every request itself
+            lifespan="on",
+        )
+    )

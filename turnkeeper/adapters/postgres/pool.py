@@ -1,0 +1,224 @@
+"""Time bounds of the PostgreSQL pool: no unit of work outlives ``database.request_timeout``.
+
+A database fails in three ways, and each needs its own bound:
+
+- it refuses or drops connections (killed, restarting): the wait for a pooled connection
+  ends after ``database.request_timeout`` (`psycopg_pool.PoolTimeout`), and a connection
+  lost in use fails its unit at once;
+- it is slow (a lock held for long, a heavy statement): every pooled connection runs with
+  ``statement_timeout`` set to ``database.request_timeout``, so the server cancels the
+  statement (SQLSTATE 57014);
+- it is frozen (SIGSTOP, a hung host or network): a frozen server enforces nothing, so a
+  timer of this process shuts the unit's socket down at the deadline. The driver call
+  that waits on it sees the end of the stream and fails at once as a lost connection;
+  the pool discards the connection and opens another one.
+
+All three leave the unit as `StoreUnavailable` (503 ``unavailable``). Cancelling the
+task at the deadline would not do: psycopg answers a cancellation during a statement by
+sending the server a cancel request and waiting for the statement to end, up to five
+seconds each, which a frozen server never answers.
+
+Reconnection: psycopg_pool retries a lost connection with a doubling pause until its
+``reconnect_timeout``, so after a long outage it could wait a minute between two attempts
+and serve again long after the database came back. The pool's ``reconnect_timeout`` is
+``database.reconnect_max_wait`` instead: an attempt series gives up after that long and
+the next request that finds no connection starts a new series at once, so while requests
+come, no pause between two attempts exceeds ``database.reconnect_max_wait``.
+
+Example:
+    >>> policy = PoolPolicy.from_settings(settings)  # doctest: +SKIP
+    >>> async with connection_within(pool, policy.request_timeout) as conn:
+    ...     await conn.execute("SELECT 1")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import psycopg
+import structlog
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
+from psycopg_pool import AsyncConnectionPool
+
+from turnkeeper.application.settings import Settings
+
+Conn = psycopg.AsyncConnection[Any]
+
+#: Milliseconds in a second (``statement_timeout`` is given in milliseconds).
+_MS_PER_SECOND = 1000
+#: Environment variable libpq reads server options from when the conninfo names none.
+_PGOPTIONS = "PGOPTIONS"
+_OPEN_TRANSACTION = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
+
+_log = structlog.get_logger("turnkeeper.postgres")
+
+
+@attrs.frozen(kw_only=True)
+class PoolPolicy:
+    """The time bounds of a pool and its units of work.
+
+    Attributes:
+        request_timeout: ``database.request_timeout`` in seconds: the longest a unit may
+            take, waiting for its connection included; also each statement's
+            ``statement_timeout``.
+        reconnect_max_wait: ``database.reconnect_max_wait`` in seconds: the pool's
+            ``reconnect_timeout`` (see the module docstring).
+        retry_after: the ``Retry-After`` of a 503 ``unavailable``, whole seconds: by
+            then the pool has tried to reconnect again.
+    """
+
+    request_timeout: float
+    reconnect_max_wait: float
+    retry_after: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PoolPolicy:
+        """The policy of a configuration.
+
+        Args:
+            settings: for ``database.request_timeout`` and ``database.reconnect_max_wait``.
+
+        Returns:
+            The policy.
+        """
+        reconnect = settings.reconnect_max_wait.total_seconds()
+        return cls(
+            request_timeout=settings.request_timeout.total_seconds(),
+            reconnect_max_wait=reconnect,
+            retry_after=math.ceil(reconnect),
+        )
+
+    def connection_kwargs(self, conninfo: str) -> dict[str, str]:
+        """Connection parameters that bound every statement and connection attempt.
+
+        Server options the conninfo (or ``PGOPTIONS``) gives are kept; a smaller
+        ``connect_timeout`` of the conninfo is kept too.
+
+        Args:
+            conninfo: the libpq connection string or URI of the pool.
+
+        Returns:
+            ``options`` with ``-c statement_timeout=<ms>`` added, and ``connect_timeout``.
+        """
+        given = conninfo_to_dict(conninfo)
+        options = str(given.get("options") or os.environ.get(_PGOPTIONS, ""))
+        statement_ms = math.ceil(self.request_timeout * _MS_PER_SECOND)
+        connect = math.ceil(self.request_timeout)
+        if given.get("connect_timeout"):
+            connect = min(connect, int(str(given["connect_timeout"])))
+        return {
+            "options": f"{options} -c statement_timeout={statement_ms}".strip(),
+            "connect_timeout": str(connect),
+        }
+
+
+def sever(conn: Conn) -> None:
+    """Shut a connection's socket down so that every wait on it ends at once.
+
+    The descriptor stays open (psycopg and the pool close it as for any lost
+    connection), so no other socket can reuse its number while the event loop still
+    watches it.
+
+    Args:
+        conn: a connection whose unit passed its deadline.
+    """
+    if conn.closed:
+        return
+    _log.warning("database_deadline_passed")
+    try:
+        descriptor = conn.pgconn.socket
+    except psycopg.OperationalError:
+        return
+    # A duplicate descriptor: closing it leaves the connection's own one open, while
+    # shutdown acts on the socket that both name.
+    with socket.socket(fileno=os.dup(descriptor)) as duplicate:
+        try:
+            duplicate.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            return  # already disconnected: every wait on it ends anyway
+
+
+@asynccontextmanager
+async def connection_within(pool: AsyncConnectionPool[Conn], seconds: float) -> AsyncIterator[Conn]:
+    """A pooled connection whose use ends at the latest `seconds` after this call.
+
+    Waiting for the connection counts. At the deadline the connection is severed
+    (`sever`): the statement in progress and every later one fail with
+    `psycopg.OperationalError`. The connection goes back to the pool idle (an open
+    transaction is rolled back within the deadline), so that returning it never waits
+    on the database.
+
+    Args:
+        pool: the pool.
+        seconds: the bound.
+
+    Yields:
+        The connection.
+
+    Raises:
+        psycopg_pool.PoolTimeout: when no connection was free in time.
+        psycopg.OperationalError: when the deadline passed during the block.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    async with pool.connection(timeout=seconds) as conn:
+        timer = loop.call_at(deadline, sever, conn)
+        try:
+            yield conn
+        finally:
+            try:
+                if conn.info.transaction_status in _OPEN_TRANSACTION:
+                    await conn.rollback()
+            except psycopg.Error:
+                pass  # a broken connection: the pool discards it on return
+            finally:
+                timer.cancel()
+
+
+async def open_pool(
+    conninfo: str,
+    *,
+    min_size: int,
+    max_size: int,
+    policy: PoolPolicy,
+    configure: Callable[[Conn], Awaitable[None]] | None = None,
+) -> AsyncConnectionPool[Conn]:
+    """Create and open a pool whose connections follow a policy.
+
+    Args:
+        conninfo: libpq connection string or URI.
+        min_size: connections kept open.
+        max_size: connections at most.
+        policy: the time bounds (``statement_timeout``, ``connect_timeout`` and the
+            reconnection bound).
+        configure: the pool's ``configure`` callback for new connections.
+
+    Returns:
+        The open pool.
+
+    Raises:
+        psycopg.OperationalError: when the pool cannot open its first connections.
+    """
+    pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+        conninfo,
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        configure=configure,
+        kwargs=policy.connection_kwargs(conninfo),
+        reconnect_timeout=policy.reconnect_max_wait,
+    )
+    try:
+        await pool.open(wait=True)
+    except BaseException:
+        await pool.close()
+        raise
+    return pool
