@@ -11,6 +11,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import attrs
@@ -22,6 +23,7 @@ from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.migrations import is_current
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
+from turnkeeper.adapters.postgres.wakeup import PostgresEventWaker
 from turnkeeper.adapters.system import SystemClock, UuidV7Generator
 from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.application.bootstrap import Services, build_services
@@ -161,9 +163,15 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
     pool = await create_pool(
         conninfo, min_size=settings.pool_min_size, max_size=settings.pool_max_size
     )
+    # One LISTEN connection for the life of the process: commits of every process wake
+    # this one's long-polls and streams.
+    waker = PostgresEventWaker(
+        conninfo, check_interval=timedelta(seconds=settings.stream_heartbeat_seconds)
+    )
     try:
+        await waker.start()
         services = build_services(
-            PostgresUnitOfWorkFactory(pool),
+            PostgresUnitOfWorkFactory(pool, waker=waker),
             settings,
             SystemClock(),
             UuidV7Generator(),
@@ -171,4 +179,5 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
         )
         yield Backend(services=services, readiness=postgres_readiness(pool))
     finally:
+        await waker.aclose()
         await pool.close()

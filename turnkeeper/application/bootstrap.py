@@ -14,9 +14,11 @@ from turnkeeper.application.services.admin import AdminService
 from turnkeeper.application.services.agent_send import AgentSendService
 from turnkeeper.application.services.conversation import ConversationService
 from turnkeeper.application.services.identity import IdentityService
+from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.services.runs import RunsService
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import Transactor
+from turnkeeper.application.wakeup import EventWaker, PollingWaker, ProvidesWaker
 
 
 @attrs.frozen(kw_only=True)
@@ -35,6 +37,7 @@ class Services:
         conversation: threads, messages, history, events.
         runs: trigger acceptance, agent feed, run lifecycle, jobs.
         agent_send: agent sends through the freshness gate.
+        live: long-polls and event streams.
     """
 
     settings: Settings
@@ -48,6 +51,7 @@ class Services:
     conversation: ConversationService
     runs: RunsService
     agent_send: AgentSendService
+    live: LiveDelivery
 
 
 def build_services(
@@ -56,6 +60,8 @@ def build_services(
     clock: Clock,
     ids: IdGenerator,
     signer: TokenSigner,
+    *,
+    waker: EventWaker | None = None,
 ) -> Services:
     """Build every service over the given ports.
 
@@ -65,12 +71,18 @@ def build_services(
         clock: the time source.
         ids: the UUIDv7 source.
         signer: signs and verifies invocation tokens.
+        waker: wakes waiting readers after commits; when None, the factory's own
+            (`ProvidesWaker`), else a `PollingWaker`.
 
     Returns:
         The services, with the in-transaction subscribers registered.
     """
     bus = EventBus()
     tx = Transactor(uow, settings, clock)
+    if waker is None:
+        waker = uow.waker if isinstance(uow, ProvidesWaker) else PollingWaker()
+    conversation = ConversationService(tx, bus, clock, ids, settings)
+    runs = RunsService(tx, bus, clock, ids, settings, signer)
     return Services(
         settings=settings,
         clock=clock,
@@ -80,7 +92,8 @@ def build_services(
         uow=uow,
         identity=IdentityService(tx, clock, settings),
         admin=AdminService(tx, clock, ids),
-        conversation=ConversationService(tx, bus, clock, ids, settings),
-        runs=RunsService(tx, bus, clock, ids, settings, signer),
+        conversation=conversation,
+        runs=runs,
         agent_send=AgentSendService(tx, bus, clock, ids, settings),
+        live=LiveDelivery(conversation, runs, waker, clock, settings),
     )

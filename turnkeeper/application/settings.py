@@ -58,6 +58,12 @@ class Settings:
         token_cache_seconds: ``auth.token_cache_seconds``, how long a process trusts a
             resolved API token without looking it up again (0: look it up every time).
         token_cache_size: ``auth.token_cache_size``, resolved tokens one process keeps.
+        stream_max_wait_seconds: ``stream.max_wait_seconds``, the longest ``wait`` a
+            long-poll may ask for.
+        stream_heartbeat_seconds: ``stream.heartbeat_seconds``, seconds between two
+            heartbeat comments of an idle event stream.
+        stream_max_per_principal: ``stream.max_per_principal``, event streams one
+            principal may hold open on one server process.
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
@@ -83,6 +89,9 @@ class Settings:
     jobs_interval: int = attrs.field(default=5, validator=_positive)
     token_cache_seconds: int = attrs.field(default=10, validator=_non_negative)
     token_cache_size: int = attrs.field(default=10000, validator=_positive)
+    stream_max_wait_seconds: int = attrs.field(default=60, validator=_positive)
+    stream_heartbeat_seconds: int = attrs.field(default=15, validator=_positive)
+    stream_max_per_principal: int = attrs.field(default=8, validator=_positive)
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -142,4 +151,7 @@ SETTING_KEYS: dict[str, str] = {
     "jobs.interval": "jobs_interval",
     "auth.token_cache_seconds": "token_cache_seconds",
     "auth.token_cache_size": "token_cache_size",
+    "stream.max_wait_seconds": "stream_max_wait_seconds",
+    "stream.heartbeat_seconds": "stream_heartbeat_seconds",
+    "stream.max_per_principal": "stream_max_per_principal",
 }
