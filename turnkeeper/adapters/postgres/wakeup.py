@@ -191,6 +191,8 @@ class PostgresEventWaker:
             # Readers fall back to polling until the connection is back.
             self._hub.signal_all()
             await asyncio.sleep(self._interval.total_seconds())
+            if not self._keep and self._hub.listeners == 0:
+                return
 
     async def _listen_once(self) -> None:
         """Hold one connection until it fails, the waker closes, or nobody listens."""
