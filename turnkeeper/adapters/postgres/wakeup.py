@@ -156,6 +156,11 @@ class PostgresEventWaker:
                 await task
 
     @property
+    def listeners(self) -> int:
+        """Readers listening in this process now."""
+        return self._hub.listeners
+
+    @property
     def listening(self) -> bool:
         """True while the dedicated connection LISTENs."""
         return self._listening.is_set()
