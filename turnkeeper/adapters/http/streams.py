@@ -123,7 +123,7 @@ async def stream_events(
     services: NamedDependency[Services],
     after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC)] = None,
     last_event_id: Annotated[
-        str | None, HeaderParameter(header=LAST_EVENT_ID, description=_HEADER_DOC)
+        str | None, HeaderParameter(name=LAST_EVENT_ID, description=_HEADER_DOC)
     ] = None,
 ) -> ServerSentEvent:
     """The shared events the caller may read, as they are committed."""
@@ -138,7 +138,7 @@ async def stream_agent_events(
     services: NamedDependency[Services],
     after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC)] = None,
     last_event_id: Annotated[
-        str | None, HeaderParameter(header=LAST_EVENT_ID, description=_HEADER_DOC)
+        str | None, HeaderParameter(name=LAST_EVENT_ID, description=_HEADER_DOC)
     ] = None,
 ) -> ServerSentEvent:
     """The agent's personal events as they are committed, a fresh token per delivery."""
