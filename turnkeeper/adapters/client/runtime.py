@@ -42,6 +42,8 @@ from turnkeeper.adapters.client.models import (
     SendResult,
     ThreadTarget,
 )
+from turnkeeper.adapters.client.runs import RunCalls
+from turnkeeper.adapters.client.stream import EventStreamCalls
 from turnkeeper.domain.freshness import (
     AcceptedChunk,
     SendState,
@@ -65,7 +67,7 @@ def _log() -> Any:
 Id = str | uuid.UUID
 
 
-class AgentRuntimeClient:
+class AgentRuntimeClient(RunCalls, EventStreamCalls):
     """An agent's client of the turnkeeper HTTP API, one per agent session.
 
     Args:
