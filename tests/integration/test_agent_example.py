@@ -1,17 +1,16 @@
 """The example agent of docs/agents.md runs as printed against a served turnkeeper.
 
-The application runs in a uvicorn server on a loopback port (as ``turnkeeper serve``
-runs it), over the memory store with the demo world. The example agent follows its
-stream; a person's post mentioning it must end, within a bound, with the agent's answer
-in the thread and the run completed, and a follow-up written while it waits for input
-must resume the run.
+The application runs in a uvicorn server on a loopback port (`tests.live_server`, as
+``turnkeeper serve`` runs it), over the memory store with the demo world. The example
+agent follows its stream; a person's post mentioning it must end, within a bound, with
+the agent's answer in the thread and the run completed, and a follow-up written while
+it waits for input must resume the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,11 +18,9 @@ from types import ModuleType
 
 import attrs
 import pytest
-import uvicorn
 
 from tests.fakes import TEST_KEY, FakeClock, SequentialIds
-from turnkeeper.adapters.http import create_app
-from turnkeeper.adapters.http.shutdown import StreamClosingServer
+from tests.live_server import served_app
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.application.bootstrap import Services, build_services
@@ -47,7 +44,9 @@ def _example() -> ModuleType:
 
 
 @attrs.define
-class Served:
+class World:
+    """The served application, its services and the demo world."""
+
     url: str
     services: Services
     world: DemoWorld
@@ -58,36 +57,14 @@ class Served:
         return thread_id
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
-async def served() -> AsyncIterator[Served]:
+async def served() -> AsyncIterator[World]:
     services = build_services(
         MemoryUnitOfWorkFactory(), Settings(), FakeClock(), SequentialIds(), JwtSigner(TEST_KEY)
     )
     world = await build_demo_world(services)
-    port = _free_port()
-    config = uvicorn.Config(
-        create_app(services, services.settings),
-        host="127.0.0.1",
-        port=port,
-        log_config=None,
-        lifespan="on",
-    )
-    server = StreamClosingServer(config, services.live)
-    task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(BOUND_SECONDS):
-        while not server.started:
-            await asyncio.sleep(0.01)
-    try:
-        yield Served(url=f"http://127.0.0.1:{port}", services=services, world=world)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, BOUND_SECONDS)
+    async with served_app(services) as app:
+        yield World(url=app.url, services=services, world=world)
 
 
 def test_the_page_includes_the_file() -> None:
@@ -95,7 +72,7 @@ def test_the_page_includes_the_file() -> None:
     assert '--8<-- "docs/examples/agent.py"' in page
 
 
-async def test_the_example_agent_answers_a_mention_live(served: Served) -> None:
+async def test_the_example_agent_answers_a_mention_live(served: World) -> None:
     agent = asyncio.create_task(
         _example().serve(served.url, served.world.agents["lotse"].token, handled=1)
     )
@@ -120,7 +97,7 @@ async def test_the_example_agent_answers_a_mention_live(served: Served) -> None:
 
 
 async def test_the_example_agent_resumes_a_run_on_the_followup_that_answers(
-    served: Served,
+    served: World,
 ) -> None:
     alex = served.world.principal("alex")
     lotse = served.world.principal("lotse")

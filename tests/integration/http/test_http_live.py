@@ -13,7 +13,6 @@ import asyncio
 import io
 import json
 import logging
-import socket
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -21,13 +20,11 @@ import attrs
 import httpx
 import pytest
 import structlog
-import uvicorn
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 
 from tests.contract.openapi import assert_no_null
 from tests.integration.http.support import ContractClient, bearer
-from turnkeeper.adapters.http import create_app
-from turnkeeper.adapters.http.shutdown import StreamClosingServer
+from tests.live_server import Served, served_app
 from turnkeeper.adapters.logging import configure_logging
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
@@ -50,44 +47,10 @@ def settings() -> Settings:
     )
 
 
-# -- a served application -----------------------------------------------------------------
-
-
-@attrs.define
-class Served:
-    """The application served on a loopback port."""
-
-    url: str
-    server: StreamClosingServer
-    spec: dict[str, Any]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 async def served(services: Services, world: DemoWorld) -> AsyncIterator[Served]:
-    app = create_app(services, services.settings)
-    port = _free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on")
-    server = StreamClosingServer(config, services.live)
-    task = asyncio.create_task(server.serve())
-    url = f"http://127.0.0.1:{port}"
-    async with asyncio.timeout(BOUND_SECONDS), httpx.AsyncClient() as http:
-        while True:
-            try:
-                spec = (await http.get(f"{url}/openapi.json")).json()
-                break
-            except httpx.TransportError:
-                await asyncio.sleep(0.01)
-    try:
-        yield Served(url=url, server=server, spec=spec)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, BOUND_SECONDS)
+    async with served_app(services) as app:
+        yield app
 
 
 @attrs.frozen
