@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -102,6 +103,8 @@ async def run_mcp(
     from turnkeeper import __version__
     from turnkeeper.adapters.mcp.server import build_server, serve_http, serve_stdio
 
+    # httpx logs every request at info, long-polls included; the client logs what matters.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     metrics = ClientMetrics()
     if args.metrics_port is not None:
         start_http_server(args.metrics_port, addr=args.host, registry=metrics.registry)

@@ -210,8 +210,9 @@ class ToolHandlers:
 
     async def _wait(self, session: McpSession, args: WaitArgs) -> ToolAnswer:
         client = session.client
-        # Each wait is an input boundary: queued follow-ups come here.
-        await client.heartbeat(Capabilities(followups=FollowupMode.QUEUE))
+        # Steer: every follow-up of a running run becomes an event, which the model
+        # takes in its next wait_for_work (queue would hold it until await_input).
+        await client.heartbeat(Capabilities(followups=FollowupMode.STEER))
         seconds = args.timeout.total_seconds()
         deadline = self._monotonic() + seconds
         step = self._settings.stream_max_wait.total_seconds()

@@ -135,7 +135,10 @@ def _message_block(message: HistoryMessage) -> str:
     )
     when = message.created_at.isoformat().replace("+00:00", "Z")
     head = f"[seq {message.thread_seq}] @{message.author_handle} ({what}) at {when}:"
-    return f"{head}\n{message.content}"
+    if message.kind == "run" and message.run_id is not None:
+        # A run's anchor has no text of its own: say what it stands for.
+        return f"{head}\n(run {message.run_id} began here)"
+    return f"{head}\n{message.content or '(no text)'}"
 
 
 def invocation_text(run: Run) -> str:
