@@ -302,6 +302,26 @@ async def test_server_shutdown_ends_open_streams_cleanly(
     assert all(m.comment == "heartbeat" for m in received)
 
 
+async def test_the_stream_gauge_counts_the_open_streams(
+    served: Served, services: Services, world: DemoWorld
+) -> None:
+    opened = asyncio.Event()
+    closed = asyncio.Event()
+    services.live.stream_count_hooks.append(lambda count: (opened if count else closed).set())
+    gauge = "turnkeeper_event_stream_clients 1.0"
+    async with (
+        httpx.AsyncClient(base_url=served.url, timeout=BOUND_SECONDS) as http,
+        http.stream(
+            "GET", "/v1/events/stream?after=1000000", headers=bearer(world.people["sam"].token)
+        ),
+    ):
+        await asyncio.wait_for(opened.wait(), BOUND_SECONDS)
+        assert gauge in (await http.get("/metrics")).text
+    await asyncio.wait_for(closed.wait(), BOUND_SECONDS)
+    async with httpx.AsyncClient(base_url=served.url, timeout=BOUND_SECONDS) as http:
+        assert "turnkeeper_event_stream_clients 0.0" in (await http.get("/metrics")).text
+
+
 # -- logging ------------------------------------------------------------------------------
 
 

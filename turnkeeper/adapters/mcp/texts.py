@@ -64,7 +64,7 @@ def partial_held_text(thread: str) -> str:
         The instruction: read, then resend the same content only if the rest is needed.
     """
     return (
-        f"Only part of your message was posted to {thread}: new messages arrived there "
+        f"Only part of your message was posted to {thread}, as new messages arrived there "
         "before the rest. Call read_history with the same target to read them. If the "
         "rest is still needed, call send_message again with the same content; the part "
         "already posted is not posted twice."
@@ -251,7 +251,7 @@ def problem_text(problem: ClientProblem) -> str:
         parts.append(f"Offending members: {members}.")
     if problem.code == "rate_limited":
         wait = f"{problem.retry_after} seconds" if problem.retry_after else "a moment"
-        parts.append(f"Too many requests: wait {wait}, then try again.")
+        parts.append(f"Wait {wait}, then try again.")
     elif problem.reason == "run_not_active":
         parts.append("The run has ended: send again to post the message outside it.")
     elif problem.code in _HINTS:
