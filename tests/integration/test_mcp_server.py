@@ -140,7 +140,7 @@ async def test_a_send_after_read_history_is_sent(stage: Stage, transport: str) -
             "send_message", {"target": stage.target, "content": "Yes, Alex."}
         )
     assert not sent.is_error
-    assert text_of(sent).startswith("Posted as message ")
+    assert text_of(sent).startswith("Sent as message ")
     assert stage.served.recorder.states == ["sent"]
     assert await stage.agent_contents() == ["Yes, Alex."]
 
@@ -168,7 +168,7 @@ async def test_a_newer_unread_message_holds_the_send_until_it_is_read(
         sent = await client.call_tool(
             "send_message", {"target": stage.target, "content": "Good, thanks."}
         )
-    assert text_of(sent).startswith("Posted as message ")
+    assert text_of(sent).startswith("Sent as message ")
     assert stage.served.recorder.states == ["held", "sent"]
     assert await stage.agent_contents() == ["Good, thanks."]
 
@@ -205,7 +205,7 @@ async def test_a_held_part_stops_a_long_answer_and_a_resend_replays_the_posted_p
         assert "Wait, one more thing." in text_of(read)
         resent = await client.call_tool("send_message", answer)
     assert not resent.is_error
-    assert "the first 1 had been posted before" in text_of(resent)
+    assert "the first 1 had been sent before" in text_of(resent)
     assert stage.served.recorder.states == ["sent", "held", "already_sent", "sent", "sent"]
     assert await stage.agent_contents() == list(PARTS)
     assert "".join(PARTS) == LONG_ANSWER
@@ -303,5 +303,5 @@ async def test_http_sessions_keep_their_own_frontiers(stage: Stage) -> None:
         unread = await other.call_tool("send_message", {"target": stage.target, "content": "Hm?"})
         read = await reader.call_tool("send_message", {"target": stage.target, "content": "Yes."})
     assert text_of(unread).startswith("Not sent:")
-    assert text_of(read).startswith("Posted as message ")
+    assert text_of(read).startswith("Sent as message ")
     assert stage.served.recorder.states == ["held", "sent"]

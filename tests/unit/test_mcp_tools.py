@@ -242,20 +242,20 @@ def _chunk(index: int, *, replayed: bool = False) -> AcceptedChunk:
 @pytest.mark.parametrize(
     ("chunks", "text"),
     [
-        ([_chunk(0)], f"Posted as message m0 (seq 10) in thread {THREAD}."),
+        ([_chunk(0)], f"Sent as message m0 (seq 10) in thread {THREAD}."),
         (
             [_chunk(0, replayed=True)],
-            f"Already posted before as message m0 in thread {THREAD}; nothing was posted again.",
+            f"Already sent before as message m0 in thread {THREAD}; nothing was posted again.",
         ),
-        ([_chunk(0), _chunk(1)], f"Posted in 2 parts in thread {THREAD} (messages m0, m1)."),
+        ([_chunk(0), _chunk(1)], f"Sent in 2 parts in thread {THREAD} (messages m0, m1)."),
         (
             [_chunk(0, replayed=True), _chunk(1), _chunk(2)],
-            f"Posted the remaining 2 of 3 parts in thread {THREAD}; the first 1 had been "
-            "posted before (messages m0, m1, m2).",
+            f"Sent the remaining 2 of 3 parts in thread {THREAD}; the first 1 had been "
+            "sent before (messages m0, m1, m2).",
         ),
         (
             [_chunk(0, replayed=True), _chunk(1, replayed=True)],
-            "Already posted before in 2 parts (m0, m1); nothing was posted again.",
+            "Already sent before in 2 parts (m0, m1); nothing was posted again.",
         ),
     ],
 )

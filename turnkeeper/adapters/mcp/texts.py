@@ -87,20 +87,18 @@ def sent_text(thread_id: str, accepted: Sequence[AcceptedChunk]) -> str:
         (only,) = accepted
         if only.replayed:
             return (
-                f"Already posted before as message {only.message_id} in thread {thread_id}; "
+                f"Already sent before as message {only.message_id} in thread {thread_id}; "
                 "nothing was posted again."
             )
-        return (
-            f"Posted as message {only.message_id} (seq {only.accepted_seq}) in thread {thread_id}."
-        )
+        return f"Sent as message {only.message_id} (seq {only.accepted_seq}) in thread {thread_id}."
     if replayed == len(accepted):
-        return f"Already posted before in {len(accepted)} parts ({ids}); nothing was posted again."
+        return f"Already sent before in {len(accepted)} parts ({ids}); nothing was posted again."
     if replayed:
         return (
-            f"Posted the remaining {len(accepted) - replayed} of {len(accepted)} parts in thread "
-            f"{thread_id}; the first {replayed} had been posted before (messages {ids})."
+            f"Sent the remaining {len(accepted) - replayed} of {len(accepted)} parts in thread "
+            f"{thread_id}; the first {replayed} had been sent before (messages {ids})."
         )
-    return f"Posted in {len(accepted)} parts in thread {thread_id} (messages {ids})."
+    return f"Sent in {len(accepted)} parts in thread {thread_id} (messages {ids})."
 
 
 def history_text(page: HistoryPage, *, after_seq: int, page_limit: int) -> str:
