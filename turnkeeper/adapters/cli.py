@@ -1,4 +1,4 @@
-"""The ``turnkeeper`` command line: serve, migrate, jobs, demo-world, check.
+"""The ``turnkeeper`` command line: serve, migrate, jobs, demo-world, check, mcp.
 
 Exit codes: 0 success (also after Ctrl-C), 2 bad usage or configuration (one line on
 standard error), 1 anything else (one line on standard error).
@@ -20,6 +20,8 @@ from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
 from turnkeeper.adapters.http.server import guarded_server
 from turnkeeper.adapters.logging import configure_from_settings
+from turnkeeper.adapters.mcp.command import add_command as add_mcp_command
+from turnkeeper.adapters.mcp.command import run_mcp
 from turnkeeper.adapters.observability.tracing import OtelTracing, process_tracing
 from turnkeeper.adapters.postgres.embedded import EmbeddedServerMissing
 from turnkeeper.adapters.postgres.invariants import check_database
@@ -82,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--once", action="store_true", help="one pass, then exit")
     commands.add_parser("demo-world", help="create the demo world and print its tokens")
     commands.add_parser("check", help="check the database's invariants (exit 1 on a violation)")
+    add_mcp_command(commands)
     return parser
 
 
@@ -108,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "jobs": _jobs,
         "demo-world": _demo_world,
         "check": _check,
+        "mcp": run_mcp,
     }
     try:
         return asyncio.run(handlers[args.command](args, config))

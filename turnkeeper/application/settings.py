@@ -11,6 +11,7 @@ from datetime import timedelta
 import attrs
 
 from turnkeeper.domain.errors import FieldError, ValidationFailed
+from turnkeeper.domain.logical_sends import MAX_UTF8_CHAR_BYTES
 
 
 def _positive(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -21,6 +22,11 @@ def _positive(instance: object, attribute: attrs.Attribute[int], value: int) -> 
 def _non_negative(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
     if value < 0:
         raise ValueError(f"{attribute.name} must not be negative")
+
+
+def _holds_a_character(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < MAX_UTF8_CHAR_BYTES:
+        raise ValueError(f"{attribute.name} must be at least {MAX_UTF8_CHAR_BYTES}")
 
 
 def _positive_duration(
@@ -105,6 +111,20 @@ class Settings:
         max_client_id_length: ``message.max_client_id_length``, characters of a client
             id (``client_msg_id``, ``client_message_id``) at most.
         max_handle_length: ``principal.max_handle_length``, characters of a handle at most.
+        stream_max_wait: ``stream.max_wait_seconds``, the longest ``wait`` a long-poll
+            may ask for.
+        stream_heartbeat: ``stream.heartbeat_seconds``, the pause between two heartbeat
+            comments of an idle event stream.
+        stream_max_per_principal: ``stream.max_per_principal``, event streams one
+            principal may hold open on one server process.
+        mcp_chunk_bytes: ``mcp.chunk_bytes``, the most UTF-8 bytes of one message that
+            ``turnkeeper mcp`` posts for ``send_message``; longer content goes in parts.
+        mcp_wait: ``mcp.wait_seconds``, how long ``wait_for_work`` waits when the call
+            names no ``timeout_seconds``.
+        mcp_max_wait: ``mcp.max_wait_seconds``, the longest ``timeout_seconds`` a
+            ``wait_for_work`` call may ask for.
+        mcp_max_sessions: ``mcp.max_sessions``, MCP sessions one ``turnkeeper mcp --http``
+            process keeps (the least recently used is closed first).
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
@@ -153,6 +173,13 @@ class Settings:
     max_json_depth: int = attrs.field(default=32, validator=_positive)
     max_client_id_length: int = attrs.field(default=256, validator=_positive)
     max_handle_length: int = attrs.field(default=64, validator=_positive)
+    stream_max_wait: timedelta = attrs.field(default=_seconds(60), validator=_positive_duration)
+    stream_heartbeat: timedelta = attrs.field(default=_seconds(15), validator=_positive_duration)
+    stream_max_per_principal: int = attrs.field(default=8, validator=_positive)
+    mcp_chunk_bytes: int = attrs.field(default=4000, validator=_holds_a_character)
+    mcp_wait: timedelta = attrs.field(default=_seconds(30), validator=_positive_duration)
+    mcp_max_wait: timedelta = attrs.field(default=_seconds(300), validator=_positive_duration)
+    mcp_max_sessions: int = attrs.field(default=100, validator=_positive)
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -209,4 +236,11 @@ SETTING_KEYS: dict[str, str] = {
     "http.max_json_depth": "max_json_depth",
     "message.max_client_id_length": "max_client_id_length",
     "principal.max_handle_length": "max_handle_length",
+    "stream.max_wait_seconds": "stream_max_wait",
+    "stream.heartbeat_seconds": "stream_heartbeat",
+    "stream.max_per_principal": "stream_max_per_principal",
+    "mcp.chunk_bytes": "mcp_chunk_bytes",
+    "mcp.wait_seconds": "mcp_wait",
+    "mcp.max_wait_seconds": "mcp_max_wait",
+    "mcp.max_sessions": "mcp_max_sessions",
 }

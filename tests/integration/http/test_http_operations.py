@@ -50,7 +50,9 @@ async def test_readyz_answers_503_with_the_reason_otherwise(services: Services) 
     assert response.status_code == 503
     body = response.json()
     assert (body["code"], body["reason"]) == ("unavailable", "migrations_pending")
-    assert response.headers["retry-after"] == str(int(services.settings.reconnect_max_wait.total_seconds()))
+    assert response.headers["retry-after"] == str(
+        int(services.settings.reconnect_max_wait.total_seconds())
+    )
 
 
 async def test_the_openapi_document_and_the_docs_page_are_served(client: ContractClient) -> None:

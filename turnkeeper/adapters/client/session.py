@@ -42,6 +42,11 @@ class ApiSession:
         """The server's base URL."""
         return str(self._http.base_url)
 
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The underlying httpx client (for streams and long-polls with their own timeouts)."""
+        return self._http
+
     async def request(
         self,
         method: str,

@@ -27,6 +27,7 @@ from turnkeeper.adapters.http.operations import (
 )
 from turnkeeper.adapters.http.problems import handle_exception
 from turnkeeper.adapters.http.runs import runs_router
+from turnkeeper.adapters.http.streams import document_streams, streams_router
 from turnkeeper.adapters.observability.http import ObservedApp, metrics_endpoint
 from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.application.bootstrap import Services
@@ -70,7 +71,13 @@ def create_app(
 
     v1 = Router(
         path="/v1",
-        route_handlers=[admin_router(), conversation_router(), runs_router(), agent_send_router()],
+        route_handlers=[
+            admin_router(),
+            conversation_router(),
+            runs_router(),
+            agent_send_router(),
+            streams_router(),
+        ],
         dependencies={"principal": Provide(provide_principal)},
         security=[{BEARER_SCHEME: []}],
     )
@@ -92,6 +99,12 @@ def create_app(
         create_examples=False,
     )
     metrics = attach_metrics(services.telemetry) if settings.metrics_enabled else None
+    if (
+        metrics is not None
+        and metrics.event_stream_clients.set not in services.live.stream_count_hooks
+    ):
+        # The gauge follows the event streams open on this process.
+        services.live.stream_count_hooks.append(metrics.event_stream_clients.set)
     app = ObservedApp(
         metrics=metrics,
         telemetry=services.telemetry,
@@ -113,5 +126,5 @@ def create_app(
     )
     # Completed now rather than on the first request, so that /openapi.json and the page
     # under /docs serve the same document.
-    complete_document(app.openapi_schema, settings)
+    document_streams(complete_document(app.openapi_schema, settings))
     return app

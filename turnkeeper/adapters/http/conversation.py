@@ -26,6 +26,7 @@ from turnkeeper.adapters.http.answers import (
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import MessageCreate, ThreadCreate, given
 from turnkeeper.application.services.conversation import ConversationService
+from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.domain.world import Principal
 
 T = TypeVar("T")
@@ -132,12 +133,18 @@ async def close_thread(
 @get("/events", responses=problems())
 async def list_events(
     principal: NamedDependency[Principal],
-    conversation: NamedDependency[ConversationService],
+    live: NamedDependency[LiveDelivery],
     after: Annotated[int, QueryParameter(description="cursor: next_after of a page")] = 0,
     limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
+    wait: Annotated[
+        float | None,
+        QueryParameter(
+            description="long-poll: seconds to wait for one event, stream.max_wait_seconds"
+        ),
+    ] = None,
 ) -> EventPage:
     """The shared events after a cursor that the caller may read."""
-    page = await conversation.list_events(principal, after=after, limit=limit)
+    page = await live.wait_events(principal, after=after, limit=limit, wait=wait)
     return EventPage.of(page)
 
 

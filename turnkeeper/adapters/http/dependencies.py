@@ -39,7 +39,7 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
         services: the services (memory or PostgreSQL underneath).
 
     Returns:
-        ``identity``, ``admin``, ``conversation``, ``runs`` and ``agent_send``.
+        ``identity``, ``admin``, ``conversation``, ``runs``, ``agent_send`` and ``live``.
     """
     return {
         "identity": _constant(services.identity),
@@ -47,6 +47,7 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
         "conversation": _constant(services.conversation),
         "runs": _constant(services.runs),
         "agent_send": _constant(services.agent_send),
+        "live": _constant(services.live),
     }
 
 

@@ -25,6 +25,7 @@ from turnkeeper.adapters.http.requests import (
     given,
 )
 from turnkeeper.adapters.http.run_answers import AgentEventPage, Run
+from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.services.runs import RunsService, RunView
 from turnkeeper.domain.runs import RunState
 from turnkeeper.domain.world import Principal
@@ -117,14 +118,21 @@ async def patch_run(
 @get("/agent/events", responses=problems(403))
 async def poll_agent_events(
     principal: NamedDependency[Principal],
-    runs: NamedDependency[RunsService],
+    live: NamedDependency[LiveDelivery],
     after: Annotated[
         int | None, QueryParameter(description="cursor; the acknowledged position if absent")
     ] = None,
     limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
+    wait: Annotated[
+        float | None,
+        QueryParameter(
+            description="long-poll: seconds to wait for one event, stream.max_wait_seconds"
+        ),
+    ] = None,
 ) -> AgentEventPage:
     """The agent's personal events, with a fresh invocation token per delivery."""
-    return AgentEventPage.of(await runs.poll(principal, after=after, limit=limit))
+    page = await live.wait_agent_events(principal, after=after, limit=limit, wait=wait)
+    return AgentEventPage.of(page)
 
 
 @post("/agent/events/ack", status_code=HTTP_204_NO_CONTENT, responses=problems(403))

@@ -50,6 +50,7 @@ from turnkeeper.adapters.postgres.spaces import (
     PostgresSpaceRepository,
     PostgresThreadRepository,
 )
+from turnkeeper.adapters.postgres.wakeup import PostgresEventWaker
 from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.ports import (
     AgentFeedRepository,
@@ -145,6 +146,8 @@ class PostgresUnitOfWorkFactory:
         pool: an open pool (see `create_pool`).
         policy: the time bound of a unit and the ``Retry-After`` of `StoreUnavailable`
             (None: those of the default settings).
+        waker: wakes this process's readers on commits of any process; one on the
+            pool's database, listening while readers wait, when None.
     """
 
     def __init__(
@@ -152,9 +155,25 @@ class PostgresUnitOfWorkFactory:
         pool: AsyncConnectionPool[Conn],
         *,
         policy: PoolPolicy | None = None,
+        waker: PostgresEventWaker | None = None,
     ) -> None:
         self._pool = pool
         self._policy = policy or PoolPolicy.from_settings(Settings())
+        self._waker = waker
+
+    @property
+    def waker(self) -> PostgresEventWaker:
+        """The waker of this database (`turnkeeper.application.wakeup.ProvidesWaker`).
+
+        Raises:
+            TypeError: when none was given and the pool computes its conninfo.
+        """
+        if self._waker is None:
+            conninfo = self._pool.conninfo
+            if not isinstance(conninfo, str):
+                raise TypeError("a pool with a computed conninfo needs an explicit waker")
+            self._waker = PostgresEventWaker(conninfo)
+        return self._waker
 
     def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:
         """A new unit; leaving the context without `commit()` rolls back.

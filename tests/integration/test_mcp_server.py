@@ -1,0 +1,307 @@
+"""``turnkeeper mcp`` with the MCP SDK's own client, against a served turnkeeper on PostgreSQL.
+
+The runtime side of the freshness gate (seed message-freshness-gate 4.3 to 4.5, 6), each
+scenario over stdio (the client spawns ``turnkeeper mcp``) and over streamable HTTP
+(``turnkeeper mcp --http``): a send after read_history is sent; a newer unread message
+holds it, with guidance free of seqs, keys and ids, and the next send is held without a
+request until the thread is read; a long answer goes in parts, and a part held by a
+person's post stops the rest (partial_held, counted on the metrics port) until a resend
+of the same content replays the stored parts as already_sent; a run's invocation and
+follow-up reach wait_for_work. Tool errors carry the problem's title and code. The
+server records the state of every agent send (`tests.support.mcp.SendRecorder`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import attrs
+import httpx
+import pytest
+from mcp import Client
+from psycopg_pool import AsyncConnectionPool
+
+from tests.live_server import free_port
+from tests.support.mcp import (
+    CALL_TIMEOUT_SECONDS,
+    TRANSPORTS,
+    Served,
+    mcp_client,
+    mcp_environment,
+    mcp_http_process,
+    served_recorded,
+    text_of,
+)
+from tests.support.services import services_over
+from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory
+from turnkeeper.adapters.postgres.wakeup import PostgresEventWaker
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.messaging import Message, MessageDraft, Origin
+from turnkeeper.domain.runs import RunState
+
+#: Small parts, so that a short answer goes in three messages.
+CHUNK_BYTES = 20
+LONG_ANSWER = "First part here. Second part here. Third part here."
+PARTS = ("First part here. ", "Second part here. ", "Third part here.")
+#: How long wait_for_work may wait for work that is already there.
+WAIT_SECONDS = 10
+
+
+@attrs.define
+class Stage:
+    """A served turnkeeper on PostgreSQL with the demo world."""
+
+    services: Services
+    world: DemoWorld
+    served: Served
+
+    @property
+    def thread(self) -> uuid.UUID:
+        thread_id = self.world.channels["eskalation"].main_thread_id
+        assert thread_id is not None
+        return thread_id
+
+    @property
+    def target(self) -> str:
+        return str(self.thread)
+
+    @property
+    def token(self) -> str:
+        return self.world.agents["lotse"].token
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return mcp_environment(self.served.url, self.token, extra)
+
+    async def post(self, content: str, cid: str, *, mention: bool = False) -> Message:
+        mentions = (self.world.principal("lotse").id,) if mention else ()
+        posted = await self.services.conversation.create_message(
+            self.world.principal("alex"),
+            self.thread,
+            MessageDraft(client_msg_id=cid, content=content, mentions=mentions),
+        )
+        return posted.message
+
+    async def agent_contents(self) -> list[str]:
+        history = await self.services.conversation.list_messages(
+            self.world.principal("alex"), self.thread
+        )
+        return [m.content for m in history.messages if m.origin is Origin.AGENT]
+
+
+async def _stage(
+    pg_pool: AsyncConnectionPool[Conn], pg_conninfo: str, settings: Settings
+) -> AsyncIterator[Stage]:
+    waker = PostgresEventWaker(pg_conninfo)
+    await waker.start()
+    try:
+        services = services_over(PostgresUnitOfWorkFactory(pg_pool, waker=waker), settings)
+        world = await build_demo_world(services)
+        async with served_recorded(services) as served:
+            yield Stage(services=services, world=world, served=served)
+    finally:
+        await waker.aclose()
+
+
+@pytest.fixture
+async def stage(pg_pool: AsyncConnectionPool[Conn], pg_conninfo: str) -> AsyncIterator[Stage]:
+    async for made in _stage(pg_pool, pg_conninfo, Settings()):
+        yield made
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+def assert_guidance_only(text: str, stage: Stage) -> None:
+    """Held guidance: the thread in words and what to do, no seq, key or id."""
+    assert "read_history" in text
+    assert not any(ch.isdigit() for ch in text), text
+    for word in ("seq", "key", "chunk", "thread:", stage.target):
+        assert word not in text.lower(), word
+
+
+async def test_a_send_after_read_history_is_sent(stage: Stage, transport: str) -> None:
+    await stage.post("Is the invoice paid?", "q-1")
+    async with mcp_client(transport, stage.env()) as client:
+        read = await client.call_tool("read_history", {"target": stage.target})
+        assert not read.is_error
+        assert "@alex" in text_of(read)
+        assert "Is the invoice paid?" in text_of(read)
+        assert isinstance(read.structured_content, dict)
+        (message,) = read.structured_content["messages"]
+        assert message["author"]["handle"] == "alex"
+        assert message["seq"] == read.structured_content["covers_through_seq"]
+        sent = await client.call_tool(
+            "send_message", {"target": stage.target, "content": "Yes, Alex."}
+        )
+    assert not sent.is_error
+    assert text_of(sent).startswith("Sent as message ")
+    assert stage.served.recorder.states == ["sent"]
+    assert await stage.agent_contents() == ["Yes, Alex."]
+
+
+async def test_a_newer_unread_message_holds_the_send_until_it_is_read(
+    stage: Stage, transport: str
+) -> None:
+    await stage.post("Is the invoice paid?", "q-1")
+    async with mcp_client(transport, stage.env()) as client:
+        await client.call_tool("read_history", {"target": stage.target})
+        await stage.post("Never mind, it is.", "q-2")
+        answer = {"target": stage.target, "content": "Not yet, Alex."}
+        held = await client.call_tool("send_message", answer)
+        assert not held.is_error
+        assert held.structured_content is None
+        assert text_of(held).startswith("Not sent:")
+        assert 'the thread "Eskalation"' in text_of(held)
+        assert_guidance_only(text_of(held), stage)
+        # The session knows of the unread message: no request until it is read.
+        again = await client.call_tool("send_message", answer)
+        assert text_of(again) == text_of(held)
+        assert stage.served.recorder.states == ["held"]
+        read = await client.call_tool("read_history", {"target": stage.target, "after_seq": 1})
+        assert "Never mind, it is." in text_of(read)
+        sent = await client.call_tool(
+            "send_message", {"target": stage.target, "content": "Good, thanks."}
+        )
+    assert text_of(sent).startswith("Sent as message ")
+    assert stage.served.recorder.states == ["held", "sent"]
+    assert await stage.agent_contents() == ["Good, thanks."]
+
+
+async def test_a_held_part_stops_a_long_answer_and_a_resend_replays_the_posted_parts(
+    stage: Stage, transport: str
+) -> None:
+    metrics_port = free_port()
+
+    async def person_writes_after_the_first_part(number: int, state: str) -> None:
+        if number == 1:
+            await stage.post("Wait, one more thing.", "q-2")
+
+    await stage.post("Summarise the case, please.", "q-1")
+    env = stage.env(TURNKEEPER_MCP__CHUNK_BYTES=str(CHUNK_BYTES))
+    args = ("--metrics-port", str(metrics_port))
+    answer = {"target": stage.target, "content": LONG_ANSWER}
+    async with mcp_client(transport, env, args=args) as client:
+        await client.call_tool("read_history", {"target": stage.target})
+        stage.served.recorder.after_send = person_writes_after_the_first_part
+        partial = await client.call_tool("send_message", answer)
+        stage.served.recorder.after_send = None
+        assert not partial.is_error
+        assert partial.structured_content is None
+        assert text_of(partial).startswith("Only part of your message was posted")
+        assert_guidance_only(text_of(partial), stage)
+        assert stage.served.recorder.states == ["sent", "held"]
+        assert await stage.agent_contents() == [PARTS[0]]
+        async with httpx.AsyncClient() as http:
+            exposed = (await http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+        assert 'turnkeeper_agent_send_partial_held_total{target_type="thread"} 1.0' in exposed
+
+        read = await client.call_tool("read_history", {"target": stage.target, "after_seq": 2})
+        assert "Wait, one more thing." in text_of(read)
+        resent = await client.call_tool("send_message", answer)
+    assert not resent.is_error
+    assert "the first 1 had been sent before" in text_of(resent)
+    assert stage.served.recorder.states == ["sent", "held", "already_sent", "sent", "sent"]
+    assert await stage.agent_contents() == list(PARTS)
+    assert "".join(PARTS) == LONG_ANSWER
+
+
+async def test_an_invocation_and_a_followup_of_the_run_reach_wait_for_work(
+    stage: Stage, transport: str
+) -> None:
+    async with mcp_client(transport, stage.env()) as client:
+        idle = await client.call_tool("wait_for_work", {"timeout_seconds": 0})
+        assert text_of(idle).startswith("No work arrived")
+        asked = await stage.post("Can you check the invoice?", "q-1", mention=True)
+        work = await client.call_tool("wait_for_work", {"timeout_seconds": WAIT_SECONDS})
+        assert isinstance(work.structured_content, dict)
+        assert work.structured_content["event"] == "invocation"
+        assert work.structured_content["thread_id"] == stage.target
+        assert work.structured_content["message_id"] == str(asked.id)
+        run_id = work.structured_content["run_id"]
+        assert run_id in text_of(work)
+        alex = stage.world.principal("alex")
+        view = await stage.services.runs.get(alex, uuid.UUID(run_id))
+        assert view.run.state is RunState.RUNNING
+
+        await client.call_tool("read_history", {"target": stage.target})
+        await client.call_tool("send_message", {"target": stage.target, "content": "Checking."})
+        assert stage.served.recorder.run_ids == [run_id]
+
+        followup = await stage.post("It is invoice seven.", "q-2", mention=True)
+        more = await client.call_tool("wait_for_work", {"timeout_seconds": WAIT_SECONDS})
+        assert isinstance(more.structured_content, dict)
+        assert more.structured_content == {
+            "event": "followup",
+            "run_id": run_id,
+            "thread_id": stage.target,
+            "message_id": str(followup.id),
+        }
+        view = await stage.services.runs.get(alex, uuid.UUID(run_id))
+        assert view.followups == {followup.id: "delivered"}
+
+        finished = await client.call_tool("finish_run", {"run_id": run_id, "state": "completed"})
+    assert text_of(finished) == f"Run {run_id} ended: completed."
+    view = await stage.services.runs.get(alex, uuid.UUID(run_id))
+    assert view.run.state is RunState.COMPLETED
+
+
+async def test_tool_errors_carry_the_problem_title_and_code_and_no_token(
+    stage: Stage, transport: str
+) -> None:
+    unknown = str(uuid.uuid4())
+    async with mcp_client(transport, stage.env()) as client:
+        missing = await client.call_tool("read_history", {"target": unknown})
+        no_run = await client.call_tool("finish_run", {"run_id": unknown, "state": "failed"})
+        bad = await client.call_tool("send_message", {"target": "general", "content": ""})
+        nothing = await client.call_tool("hand_over", {})
+    for result in (missing, no_run, bad, nothing):
+        assert result.is_error
+        assert stage.token not in text_of(result)
+        assert "Traceback" not in text_of(result)
+    assert text_of(missing).startswith("Not found (not_found).")
+    assert text_of(no_run).startswith("Not found (not_found).")
+    assert text_of(bad) == (
+        "Invalid arguments (target: must be an id (a UUID); content: must not be empty)."
+    )
+    assert "send_message" in text_of(nothing)
+
+
+async def test_a_rate_limited_send_is_a_tool_error_with_the_wait(
+    pg_pool: AsyncConnectionPool[Conn], pg_conninfo: str
+) -> None:
+    # One message in the bucket and no refill: the agent's second message is refused.
+    limited = Settings(rl_message_burst=1, rl_message_per_minute=0)
+    async for stage in _stage(pg_pool, pg_conninfo, limited):
+        async with mcp_client("stdio", stage.env()) as client:
+            await client.call_tool("read_history", {"target": stage.target})
+            first = await client.call_tool(
+                "send_message", {"target": stage.target, "content": "One."}
+            )
+            second = await client.call_tool(
+                "send_message", {"target": stage.target, "content": "Two."}
+            )
+        assert not first.is_error
+        assert second.is_error
+        assert "(rate_limited)" in text_of(second)
+        assert "then try again" in text_of(second)
+
+
+async def test_http_sessions_keep_their_own_frontiers(stage: Stage) -> None:
+    await stage.post("Is the invoice paid?", "q-1")
+    async with (
+        mcp_http_process(stage.env()) as url,
+        Client(url, mode="legacy", read_timeout_seconds=CALL_TIMEOUT_SECONDS) as reader,
+        Client(url, mode="legacy", read_timeout_seconds=CALL_TIMEOUT_SECONDS) as other,
+    ):
+        await reader.call_tool("read_history", {"target": stage.target})
+        unread = await other.call_tool("send_message", {"target": stage.target, "content": "Hm?"})
+        read = await reader.call_tool("send_message", {"target": stage.target, "content": "Yes."})
+    assert text_of(unread).startswith("Not sent:")
+    assert text_of(read).startswith("Sent as message ")
+    assert stage.served.recorder.states == ["held", "sent"]

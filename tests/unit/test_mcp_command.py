@@ -1,0 +1,138 @@
+"""``turnkeeper mcp`` as a command, and the session state it keeps per MCP session.
+
+Without the ``mcp`` extra, or without its URL or token, the command exits 2 with one
+line; the command line imports no part of the SDK until the command runs. A session
+reuses the logical id of a pending send only for the same content, and the registry
+closes the least recently used session beyond its bound.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from turnkeeper.adapters.cli import EXIT_USAGE, main
+from turnkeeper.adapters.client import AgentRuntimeClient
+from turnkeeper.adapters.client.session import ApiSession
+from turnkeeper.adapters.mcp import command
+from turnkeeper.adapters.mcp.command import ENV_AGENT_TOKEN, ENV_URL, MISSING_EXTRA
+from turnkeeper.adapters.mcp.session import DEFAULT_SESSION, McpSession, SessionRegistry
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_URL = "http://turnkeeper.example.com"
+THREAD = "01900000-0000-7000-8000-00000000000d"
+
+
+def test_without_the_extra_the_command_exits_2_naming_the_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(command, "mcp_available", lambda: False)
+    monkeypatch.setenv(ENV_URL, BASE_URL)
+    monkeypatch.setenv(ENV_AGENT_TOKEN, "tk_example")
+    assert main(["mcp"]) == EXIT_USAGE
+    assert capsys.readouterr().err.splitlines() == [MISSING_EXTRA]
+    assert "pip install 'turnkeeper[mcp]'" in MISSING_EXTRA
+
+
+def test_a_process_without_the_sdk_exits_2_with_one_line() -> None:
+    # `sys.modules[name] = None` makes the SDK unimportable, as if it were not installed.
+    code = (
+        "import sys; sys.modules['mcp'] = None; "
+        "from turnkeeper.adapters.cli import main; raise SystemExit(main(['mcp']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), ENV_URL: BASE_URL, ENV_AGENT_TOKEN: "tk_example"},
+        check=False,
+    )
+    assert done.returncode == EXIT_USAGE
+    assert done.stderr.splitlines() == [MISSING_EXTRA]
+
+
+@pytest.mark.parametrize(
+    ("environment", "named"),
+    [
+        ({ENV_AGENT_TOKEN: "tk_example"}, ENV_URL),
+        ({ENV_URL: "turnkeeper.example.com", ENV_AGENT_TOKEN: "tk_example"}, ENV_URL),
+        ({ENV_URL: BASE_URL}, ENV_AGENT_TOKEN),
+        ({ENV_URL: BASE_URL, ENV_AGENT_TOKEN: "  "}, ENV_AGENT_TOKEN),
+    ],
+)
+def test_without_url_or_token_the_command_exits_2_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    environment: dict[str, str],
+    named: str,
+) -> None:
+    monkeypatch.delenv(ENV_URL, raising=False)
+    monkeypatch.delenv(ENV_AGENT_TOKEN, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert main(["mcp"]) == EXIT_USAGE
+    (line,) = capsys.readouterr().err.splitlines()
+    assert named in line
+    assert "tk_example" not in line
+
+
+def test_the_command_line_loads_no_part_of_the_sdk() -> None:
+    code = "import sys, turnkeeper.adapters.cli; print('mcp' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.strip() == "False"
+
+
+def _session() -> McpSession:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("no request expected")
+
+    transport = httpx.MockTransport(refuse)
+    return McpSession(
+        AgentRuntimeClient(BASE_URL, "tk_example", transport=transport),
+        ApiSession(BASE_URL, "tk_example", transport=transport),
+    )
+
+
+def test_a_resend_of_the_same_content_reuses_the_pending_logical_id() -> None:
+    session = _session()
+    first = session.logical_id_for(THREAD, "Done, Alex.")
+    session.keep_pending(THREAD, first, "Done, Alex.")
+    assert session.logical_id_for(THREAD, "Done, Alex.") == first
+    assert session.logical_id_for(THREAD, "Done, Sam.") != first
+    session.pending.pop(THREAD)
+    assert session.logical_id_for(THREAD, "Done, Alex.") != first
+
+
+def test_a_run_is_forgotten_once_it_ended() -> None:
+    session = _session()
+    session.take_run(THREAD, "run-1")
+    assert session.runs == {THREAD: "run-1"}
+    session.drop_run("run-1")
+    assert session.runs == {}
+
+
+async def test_the_registry_keeps_one_session_per_key_and_closes_the_oldest() -> None:
+    made: list[McpSession] = []
+
+    def factory() -> McpSession:
+        made.append(_session())
+        return made[-1]
+
+    registry = SessionRegistry(factory, max_sessions=2)
+    default = await registry.session(None)
+    assert await registry.session(DEFAULT_SESSION) is default
+    first = await registry.session("a")
+    await registry.session(None)  # the default is used again: "a" is the oldest now
+    await registry.session("b")
+    assert len(registry) == 2
+    assert await registry.session("a") is not first
+    assert len(made) == 4
+    await registry.aclose()
+    assert len(registry) == 0

@@ -1,0 +1,337 @@
+"""The tool handlers of ``turnkeeper mcp``: each tool call made into runtime client calls.
+
+`ToolHandlers.call` checks a call's arguments, runs the tool for one `McpSession` and
+answers a `ToolAnswer`: text for the model (`turnkeeper.adapters.mcp.texts`), an error
+flag, and for reads a structured copy. A server problem becomes a tool error with the
+problem's title and code; an unforeseen failure becomes a generic tool error and one log
+line with the exception's type only (never content, a token or a stack trace).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import structlog
+
+from turnkeeper.adapters.client import (
+    AgentEvent,
+    AnswerInvalid,
+    Capabilities,
+    ClientProblem,
+    ClientUnavailable,
+    FollowupAck,
+    FollowupMode,
+    HistoryPage,
+    RunState,
+)
+from turnkeeper.adapters.mcp import texts
+from turnkeeper.adapters.mcp.session import McpSession
+from turnkeeper.adapters.mcp.tools import (
+    ArgumentError,
+    AwaitArgs,
+    FinishArgs,
+    HistoryArgs,
+    SendArgs,
+    ToolArgs,
+    ToolSpec,
+    WaitArgs,
+    parse_arguments,
+    tool_specs,
+)
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.logical_sends import LogicalSendState
+
+#: The logger of every record of the tool server.
+LOGGER_NAME = "turnkeeper.mcp"
+#: The agent event types wait_for_work hands to the model.
+INVOCATION = "agent.invocation"
+FOLLOWUP = "agent.followup"
+CANCEL_REQUESTED = "run.cancel_requested"
+
+
+def _log() -> Any:
+    return structlog.get_logger(LOGGER_NAME)
+
+
+@attrs.frozen(kw_only=True)
+class ToolAnswer:
+    """What one tool call answers.
+
+    Attributes:
+        text: the answer for the model.
+        is_error: True for a tool error (bad arguments, a problem of the server).
+        structured: a structured copy for hosts that read one (reads and waits only).
+        outcome: a short word for the log line (``sent``, ``held``, a problem code ...).
+    """
+
+    text: str = attrs.field(repr=False)
+    is_error: bool = False
+    structured: Mapping[str, Any] | None = attrs.field(default=None, repr=False)
+    outcome: str = "ok"
+
+
+class ToolHandlers:
+    """The five tools over the runtime client of each session.
+
+    Args:
+        settings: ``mcp.*`` (chunk size, waits), ``page.*`` (read_history bounds) and
+            ``stream.max_wait_seconds`` (the longest single long-poll).
+        monotonic: the time source of wait_for_work's deadline.
+    """
+
+    def __init__(
+        self, settings: Settings, *, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._settings = settings
+        self._monotonic = monotonic
+        self._specs = {str(spec.name): spec for spec in tool_specs(settings)}
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The tools, as the server lists them."""
+        return tuple(self._specs.values())
+
+    async def call(
+        self, session: McpSession, name: str, arguments: Mapping[str, Any]
+    ) -> ToolAnswer:
+        """Run one tool call for a session.
+
+        Args:
+            session: the calling session's state.
+            name: the tool's name.
+            arguments: the call's arguments as the host sent them.
+
+        Returns:
+            The answer; a tool error for an unknown tool, bad arguments, a problem of
+            the server, an unreachable server or an unforeseen failure.
+        """
+        spec = self._specs.get(name)
+        if spec is None:
+            answer = ToolAnswer(
+                text=f"There is no tool {name!r}; the tools are {', '.join(self._specs)}.",
+                is_error=True,
+                outcome="unknown_tool",
+            )
+        else:
+            answer = await self._guarded(session, spec, arguments)
+        _log().info("mcp_tool", tool=name, outcome=answer.outcome, is_error=answer.is_error)
+        return answer
+
+    async def _guarded(
+        self, session: McpSession, spec: ToolSpec, arguments: Mapping[str, Any]
+    ) -> ToolAnswer:
+        try:
+            return await self._run(session, parse_arguments(spec, arguments, self._settings))
+        except ArgumentError as exc:
+            return ToolAnswer(
+                text=f"Invalid arguments ({exc}).", is_error=True, outcome="invalid_arguments"
+            )
+        except ClientProblem as problem:
+            return ToolAnswer(text=texts.problem_text(problem), is_error=True, outcome=problem.code)
+        except ClientUnavailable:
+            return ToolAnswer(text=texts.UNAVAILABLE_TEXT, is_error=True, outcome="unavailable")
+        except AnswerInvalid:
+            return ToolAnswer(
+                text=texts.ANSWER_INVALID_TEXT, is_error=True, outcome="answer_invalid"
+            )
+        except Exception as exc:  # the model gets no detail; the log gets the type only
+            _log().error("mcp_tool_failed", tool=str(spec.name), error=type(exc).__name__)
+            return ToolAnswer(text=texts.INTERNAL_TEXT, is_error=True, outcome="internal")
+
+    async def _run(self, session: McpSession, args: ToolArgs) -> ToolAnswer:
+        match args:
+            case SendArgs():
+                return await self._send(session, args)
+            case HistoryArgs():
+                return await self._read(session, args)
+            case WaitArgs():
+                return await self._wait(session, args)
+            case AwaitArgs():
+                run = await session.client.await_input(args.run_id, args.question)
+                return ToolAnswer(text=texts.awaiting_text(run), outcome=run.state.value)
+            case FinishArgs():
+                run = await session.client.finish(args.run_id, args.state, args.reason)
+                session.drop_run(run.id)
+                return ToolAnswer(text=texts.finished_text(run), outcome=run.state.value)
+
+    # -- send_message -------------------------------------------------------------------
+
+    async def _send(self, session: McpSession, args: SendArgs) -> ToolAnswer:
+        async with session.lock:
+            logical_id = session.logical_id_for(args.target, args.content)
+            run_id = session.runs.get(args.target)
+            try:
+                result = await session.client.send_logical(
+                    args.target,
+                    logical_id,
+                    args.content,
+                    self._settings.mcp_chunk_bytes,
+                    run_id=run_id,
+                )
+            except (ClientProblem, ClientUnavailable) as exc:
+                # Some parts may be stored: resending the same content must replay them.
+                session.keep_pending(args.target, logical_id, args.content)
+                ended = isinstance(exc, ClientProblem) and exc.reason == "run_not_active"
+                if run_id is not None and ended:
+                    # The run ended: the next send posts outside it.
+                    session.drop_run(run_id)
+                raise
+        if result.state in (LogicalSendState.SENT, LogicalSendState.ALREADY_SENT):
+            session.pending.pop(args.target, None)
+            return ToolAnswer(
+                text=texts.sent_text(args.target, result.accepted), outcome=result.state.value
+            )
+        session.keep_pending(args.target, logical_id, args.content)
+        thread = texts.thread_words(await session.thread_title(args.target))
+        guidance = (
+            texts.partial_held_text(thread)
+            if result.state is LogicalSendState.PARTIAL_HELD
+            else texts.held_text(thread)
+        )
+        # Text only: a held result carries no structured state (seed section 6).
+        return ToolAnswer(text=guidance, outcome=result.state.value)
+
+    # -- read_history -------------------------------------------------------------------
+
+    async def _read(self, session: McpSession, args: HistoryArgs) -> ToolAnswer:
+        async with session.lock:
+            page = await session.client.read_history(args.target, args.after_seq, args.limit)
+        limit = args.limit if args.limit is not None else self._settings.page_default_limit
+        return ToolAnswer(
+            text=texts.history_text(page, after_seq=args.after_seq, page_limit=limit),
+            structured=_history_document(page),
+            outcome=f"{len(page.messages)}_messages",
+        )
+
+    # -- wait_for_work ------------------------------------------------------------------
+
+    async def _wait(self, session: McpSession, args: WaitArgs) -> ToolAnswer:
+        client = session.client
+        # Steer: every follow-up of a running run becomes an event, which the model
+        # takes in its next wait_for_work (queue would hold it until await_input).
+        await client.heartbeat(Capabilities(followups=FollowupMode.STEER))
+        seconds = args.timeout.total_seconds()
+        deadline = self._monotonic() + seconds
+        step = self._settings.stream_max_wait.total_seconds()
+        while True:
+            remaining = max(0.0, deadline - self._monotonic())
+            page = await client.wait_events(wait=min(remaining, step), limit=1)
+            if page.events:
+                event = page.events[0]
+                answer = await self._work(session, event)
+                # Handled (or nothing to do with it): it is not delivered again.
+                await client.ack(event.seq)
+                if answer is not None:
+                    return answer
+                continue
+            if self._monotonic() >= deadline:
+                return ToolAnswer(
+                    text=texts.idle_text(int(seconds)),
+                    structured={"event": "none"},
+                    outcome="idle",
+                )
+
+    async def _work(self, session: McpSession, event: AgentEvent) -> ToolAnswer | None:
+        if event.run_id is None:
+            return None
+        if event.type == INVOCATION and event.invocation_token is not None:
+            return await self._invocation(session, event.run_id, event.invocation_token)
+        if event.type == FOLLOWUP:
+            return await self._followup(session, event)
+        if event.type == CANCEL_REQUESTED:
+            return ToolAnswer(
+                text=texts.cancel_text(event.run_id, event.thread_id),
+                structured=_work_document("cancel_requested", event.run_id, event.thread_id),
+                outcome="cancel_requested",
+            )
+        return None
+
+    async def _invocation(self, session: McpSession, run_id: str, token: str) -> ToolAnswer | None:
+        client = session.client
+        try:
+            run = await client.start(run_id, token)
+        except ClientProblem as problem:
+            if problem.status != 409:
+                # A superseded or expired delivery: a newer one is on its way, if any.
+                _log().info("mcp_invocation_skipped", run_id=run_id, code=problem.code)
+                return None
+            # Not queued any more: started before this delivery was acknowledged.
+            run = await client.get_run(run_id)
+            if run.state not in (RunState.RUNNING, RunState.WAITING_INPUT):
+                return None
+        session.take_run(run.thread_id, run.id)
+        return ToolAnswer(
+            text=texts.invocation_text(run),
+            structured=_work_document(
+                "invocation", run.id, run.thread_id, run.triggering_message_id
+            ),
+            outcome="invocation",
+        )
+
+    async def _followup(self, session: McpSession, event: AgentEvent) -> ToolAnswer | None:
+        client = session.client
+        assert event.run_id is not None  # checked by _work
+        run = await client.get_run(event.run_id)
+        if not run.active:
+            return None
+        if run.state is RunState.WAITING_INPUT and event.invocation_token is not None:
+            run = await client.resume(run.id, event.invocation_token)
+        if event.message_id is not None:
+            try:
+                run = await client.patch_followups(
+                    run.id, {event.message_id: FollowupAck.DELIVERED.value}
+                )
+            except ClientProblem as problem:
+                # Acknowledged before (a redelivery): the model still hears of it.
+                _log().info("mcp_followup_ack_skipped", run_id=run.id, code=problem.code)
+        session.take_run(run.thread_id, run.id)
+        return ToolAnswer(
+            text=texts.followup_text(run, event.message_id or "unknown"),
+            structured=_work_document("followup", run.id, run.thread_id, event.message_id),
+            outcome="followup",
+        )
+
+
+def _history_document(page: HistoryPage) -> dict[str, Any]:
+    messages = []
+    for message in page.messages:
+        document: dict[str, Any] = {
+            "id": message.id,
+            "seq": message.thread_seq,
+            "author": {
+                "id": message.author_id,
+                "kind": message.author_kind,
+                "handle": message.author_handle,
+            },
+            "origin": message.origin,
+            "kind": message.kind,
+            "content": message.content,
+            "created_at": message.created_at.isoformat().replace("+00:00", "Z"),
+        }
+        if message.reply_to_id is not None:
+            document["reply_to_id"] = message.reply_to_id
+        if message.run_id is not None:
+            document["run_id"] = message.run_id
+        messages.append(document)
+    return {
+        "target": page.thread_id,
+        "messages": messages,
+        "covers_through_seq": page.covers_through_seq,
+    }
+
+
+def _work_document(
+    kind: str, run_id: str, thread_id: str | None, message_id: str | None = None
+) -> dict[str, Any]:
+    document = {"event": kind, "run_id": run_id}
+    if thread_id is not None:
+        document["thread_id"] = thread_id
+    if message_id is not None:
+        document["message_id"] = message_id
+    return document
+
+
+__all__ = ["LOGGER_NAME", "ToolAnswer", "ToolHandlers"]

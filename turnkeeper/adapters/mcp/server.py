@@ -1,0 +1,132 @@
+"""The MCP server of ``turnkeeper mcp``, on the low-level `Server` of the official SDK.
+
+The low-level server (not the decorator-based ``MCPServer``) because the tools' schemas
+and descriptions are written for the model by hand (`turnkeeper.adapters.mcp.tools`) and
+every answer, errors included, is our own text: no argument dump of a validation library
+and no prefix reaches the model (ADR 0018). This is the only module that imports the SDK
+(extra ``turnkeeper[mcp]``).
+
+Transports: stdio (`serve_stdio`, one session per process) and streamable HTTP
+(`serve_http`, on uvicorn, one session per ``Mcp-Session-Id``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp.types as types
+import uvicorn
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+
+from turnkeeper.adapters.mcp.handlers import ToolHandlers
+from turnkeeper.adapters.mcp.session import SessionRegistry
+from turnkeeper.adapters.mcp.tools import INSTRUCTIONS
+
+#: The server's name in the MCP handshake.
+SERVER_NAME = "turnkeeper"
+#: The path of the streamable HTTP endpoint.
+HTTP_PATH = "/mcp"
+
+
+def session_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The session a request belongs to: its ``Mcp-Session-Id``, when it has one.
+
+    Args:
+        ctx: the request's context (``request`` is the HTTP request on streamable HTTP).
+
+    Returns:
+        The header's value; None over stdio and for requests without one.
+    """
+    headers = getattr(ctx.request, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get(MCP_SESSION_ID_HEADER)
+    return value if isinstance(value, str) and value else None
+
+
+def build_server(handlers: ToolHandlers, sessions: SessionRegistry, version: str) -> Server[Any]:
+    """The MCP server with the five tools.
+
+    Args:
+        handlers: runs the tool calls.
+        sessions: the sessions' states.
+        version: the server's version in the handshake.
+
+    Returns:
+        The low-level SDK server (serve it with `serve_stdio` or `serve_http`).
+    """
+    tools = [
+        types.Tool(
+            name=str(spec.name),
+            title=spec.title,
+            description=spec.description,
+            input_schema=dict(spec.input_schema),
+            annotations=types.ToolAnnotations(
+                title=spec.title, read_only_hint=spec.read_only, open_world_hint=False
+            ),
+        )
+        for spec in handlers.specs
+    ]
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        session = await sessions.session(session_key(ctx))
+        answer = await handlers.call(session, params.name, params.arguments or {})
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=answer.text)],
+            is_error=answer.is_error,
+            structured_content=dict(answer.structured) if answer.structured else None,
+        )
+
+    return Server(
+        SERVER_NAME,
+        version=version,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve one session over standard input and output until the input ends.
+
+    Args:
+        server: the MCP server.
+    """
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def serve_http(server: Server[Any], *, host: str, port: int, max_sessions: int) -> None:
+    """Serve streamable HTTP at ``http://<host>:<port>/mcp`` until stopped (SIGINT, SIGTERM).
+
+    Args:
+        server: the MCP server.
+        host: the address to listen on (on a loopback address the SDK refuses other
+            ``Host`` and ``Origin`` headers, against DNS rebinding).
+        port: the port.
+        max_sessions: sessions the SDK keeps open at once (``mcp.max_sessions``).
+    """
+    app = server.streamable_http_app(
+        streamable_http_path=HTTP_PATH, host=host, max_sessions=max_sessions
+    )
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,  # adapters.logging owns the format
+        access_log=False,
+        lifespan="on",
+    )
+    await uvicorn.Server(config).serve()
+
+
+__all__ = ["HTTP_PATH", "SERVER_NAME", "build_server", "serve_http", "serve_stdio", "session_key"]
