@@ -406,12 +406,16 @@ def _ignore(at: float, event: dict[str, Any]) -> None:
 async def _end_run(http: httpx.AsyncClient, url: str, token: str, event: dict[str, Any]) -> None:
     run_id = event["payload"]["run_id"]
     headers = _bearer(token)
-    await http.post(
+    started = await http.post(
         f"{url}/v1/runs/{run_id}/start",
         json={"invocation_token": event["invocation_token"]},
         headers=headers,
     )
-    await http.post(f"{url}/v1/runs/{run_id}/finish", json={"state": "completed"}, headers=headers)
+    started.raise_for_status()
+    finished = await http.post(
+        f"{url}/v1/runs/{run_id}/finish", json={"state": "completed"}, headers=headers
+    )
+    finished.raise_for_status()
 
 
 async def _idle(http: httpx.AsyncClient, world: World, process: Process, size: LiveSize) -> IdleRow:
