@@ -26,31 +26,26 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
 import httpx
 
-#: The console script of this environment.
-TURNKEEPER = Path(sys.executable).with_name("turnkeeper")
-#: The owner's token of the benchmark servers.
-OWNER_TOKEN = "tk-owner-bench-example.com-0123456789"  # noqa: S105 (a test fixture)
-#: The invocation token key shared by both processes.
-SIGNING_KEY = "bench-signing-key-example.com-0123456789abcdef0123"
-#: No rate limit gets in the way of the poster.
-RATE_BURST = 1000000
-#: Seconds a server may take to become ready, and a command to end.
-START_SECONDS = 60.0
-#: Seconds between two readiness polls.
-READY_POLL_SECONDS = 0.05
+from bench.live_servers import (
+    OWNER_TOKEN,
+    START_SECONDS,
+    TURNKEEPER,
+    Process,
+    processes,
+    server_env,
+)
+
 #: Seconds one delivery may take before the sample counts as lost.
 DELIVERY_TIMEOUT_SECONDS = 10.0
 #: The long-poll's ``wait``.
@@ -98,104 +93,6 @@ QUICK = LiveSize(
 MODES = ("stream", "long-poll", "poll 5 Hz")
 
 
-# -- the server processes -------------------------------------------------------------------
-
-
-@attrs.define
-class Process:
-    """One ``turnkeeper serve`` process."""
-
-    env: dict[str, str]
-    log: Path
-    port: int
-    popen: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        """The base URL (loopback only)."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        """Start the process (output into its log file)."""
-        args = [str(TURNKEEPER), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
-        with self.log.open("wb") as out:
-            self.popen = subprocess.Popen(  # noqa: S603 (our own console script)
-                [*args, "--no-jobs"], env=self.env, stdout=out, stderr=subprocess.STDOUT
-            )
-
-    async def ready(self) -> None:
-        """Wait until /readyz answers 200 (within `START_SECONDS`)."""
-        deadline = time.monotonic() + START_SECONDS
-        async with httpx.AsyncClient() as http:
-            while time.monotonic() < deadline:
-                assert self.popen is not None
-                assert self.popen.poll() is None, self.log.read_text()
-                with contextlib.suppress(httpx.TransportError):
-                    if (await http.get(f"{self.url}/readyz")).status_code == 200:
-                        return
-                await asyncio.sleep(READY_POLL_SECONDS)
-        raise RuntimeError(f"server on port {self.port} not ready")
-
-    def stop(self) -> None:
-        """SIGTERM, and SIGKILL when the process does not end in time."""
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout=START_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-
-    def cpu_seconds(self) -> float:
-        """User plus system CPU time of the process so far."""
-        assert self.popen is not None
-        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
-
-    def rss_kib(self) -> int:
-        """Resident memory of the process."""
-        assert self.popen is not None
-        for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _env(conninfo: str, data_dir: Path, max_streams: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
-    env.update(
-        {
-            "TURNKEEPER_DATABASE_URL": conninfo,
-            "TURNKEEPER_OWNER_TOKEN": OWNER_TOKEN,
-            "TURNKEEPER_SIGNING_KEY": SIGNING_KEY,
-            "TURNKEEPER_DATA_DIR": str(data_dir),
-            "TURNKEEPER_RATELIMIT__RL__MESSAGE__BURST": str(RATE_BURST),
-            "TURNKEEPER_STREAM__MAX_PER_PRINCIPAL": str(max_streams),
-        }
-    )
-    return env
-
-
-@contextlib.contextmanager
-def processes(conninfo: str, folder: Path, max_streams: int) -> Iterator[tuple[Process, Process]]:
-    """Processes A and B on the database, stopped when the block ends."""
-    env = _env(conninfo, folder, max_streams)
-    started = [Process(env=env, log=folder / f"serve-{n}.log", port=_free_port()) for n in "ab"]
-    try:
-        for process in started:
-            process.start()
-        yield started[0], started[1]
-    finally:
-        for process in started:
-            process.stop()
-
-
 # -- receivers ------------------------------------------------------------------------------
 
 #: Called with the arrival time and the event document of each agent.invocation.
@@ -209,14 +106,36 @@ def _bearer(token: str) -> dict[str, str]:
 async def _stream(
     http: httpx.AsyncClient, url: str, token: str, after: int, deliver: Deliver
 ) -> None:
-    headers = {**_bearer(token), "Last-Event-ID": str(after)}
-    async with http.stream("GET", f"{url}/v1/agent/events/stream", headers=headers) as answer:
-        answer.raise_for_status()
-        async for line in answer.aiter_lines():
-            if line.startswith("data:"):
-                event = json.loads(line[len("data:") :])
-                if event["type"] == "agent.invocation":
-                    deliver(time.monotonic(), event)
+    cursor = after
+    while True:
+        headers = {**_bearer(token), "Last-Event-ID": str(cursor)}
+        # A dropped connection is reopened where it stopped, as a client does.
+        with contextlib.suppress(httpx.TransportError):
+            async with http.stream(
+                "GET", f"{url}/v1/agent/events/stream", headers=headers
+            ) as answer:
+                answer.raise_for_status()
+                async for line in answer.aiter_lines():
+                    if line.startswith("id:"):
+                        cursor = int(line[len("id:") :])
+                    elif line.startswith("data:"):
+                        event = json.loads(line[len("data:") :])
+                        if event["type"] == "agent.invocation":
+                            deliver(time.monotonic(), event)
+
+
+async def _page(
+    http: httpx.AsyncClient, url: str, token: str, params: dict[str, int]
+) -> dict[str, Any] | None:
+    """One page of the agent feed; None when the connection failed (ask again)."""
+    try:
+        answer = await http.get(f"{url}/v1/agent/events", params=params, headers=_bearer(token))
+    except httpx.TransportError:
+        # A kept-alive connection the server closed meanwhile: ask again, as a client does.
+        return None
+    answer.raise_for_status()
+    page: dict[str, Any] = answer.json()
+    return page
 
 
 async def _long_poll(
@@ -224,12 +143,9 @@ async def _long_poll(
 ) -> None:
     cursor = after
     while True:
-        answer = await http.get(
-            f"{url}/v1/agent/events",
-            params={"after": cursor, "wait": LONG_POLL_WAIT_SECONDS},
-            headers=_bearer(token),
-        )
-        page = answer.json()
+        page = await _page(http, url, token, {"after": cursor, "wait": LONG_POLL_WAIT_SECONDS})
+        if page is None:
+            continue
         for event in page["events"]:
             if event["type"] == "agent.invocation":
                 deliver(time.monotonic(), event)
@@ -241,10 +157,9 @@ async def _poll(
 ) -> None:
     cursor = after
     while True:
-        answer = await http.get(
-            f"{url}/v1/agent/events", params={"after": cursor}, headers=_bearer(token)
-        )
-        page = answer.json()
+        page = await _page(http, url, token, {"after": cursor})
+        if page is None:
+            continue
         for event in page["events"]:
             if event["type"] == "agent.invocation":
                 deliver(time.monotonic(), event)
@@ -372,11 +287,14 @@ async def _latency(
                 latencies.append(max(0.0, arrived - returned) * MS_PER_S)
             await _end_run(http, poster.url, lotse, event)
     finally:
+        failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception()]
         for task in tasks:
             task.cancel()
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if failed:
+            raise RuntimeError(f"{len(failed)} receivers failed") from failed[0].exception()
     return LatencyRow(
         mode=mode,
         agents=agents,
@@ -507,7 +425,7 @@ async def run_live(
     with tempfile.TemporaryDirectory(prefix="turnkeeper-bench-live-") as folder:
         base = Path(folder)
         limit = size.idle_streams + size.many_agents
-        env = _env(conninfo, base, limit)
+        env = server_env(conninfo, base, limit)
         document = await _demo_world(env)
         with processes(conninfo, base, limit) as (a, b):
             await asyncio.gather(a.ready(), b.ready())
@@ -570,4 +488,6 @@ async def main_async(conninfo: str, quick: bool, out: TextIO) -> int:
         conninfo, QUICK if quick else FULL, lambda line: print(line, file=out, flush=True)
     )
     print(format_idle(idle), file=out)
+    # The machine may be shared: the load says how much the figures are worth.
+    print("load average (1, 5, 15 min): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()), file=out)
     return 0
