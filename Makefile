@@ -53,6 +53,7 @@ package: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench --live
 
 clean:
 	rm -rf $(VENV) build site .mypy_cache .ruff_cache .pytest_cache

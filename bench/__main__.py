@@ -1,10 +1,12 @@
-"""``python -m bench [--quick | --scale | --freshness | --profile [name]]``: the benchmarks.
+"""``python -m bench [--quick | --scale | --freshness | --live [--quick] | --profile [name]]``.
 
 - no option: the full suite (`bench.suite`), one table, a few minutes on two cores;
 - ``--quick``: the same at a tiny size (what the smoke test runs);
 - ``--scale``: the growth run (`bench.scale`): 10k threads and 1M messages loaded with
   COPY, then send, history read, event poll and run finish against the small tables;
 - ``--freshness``: the older freshness-gate benchmark (`bench.freshness`);
+- ``--live [--quick]``: live delivery (`bench.live`): delivery latency through streams,
+  long-polls and 5 Hz polling, and the cost of idle streams;
 - ``--profile [name ...]``: pyinstrument profiles of the service and HTTP sides of the
   operations whose name contains one of the names (all without a name), `bench.profile`.
 """
@@ -22,12 +24,16 @@ from typing import TextIO
 import structlog
 
 from bench import freshness, scale
+from bench import live as bench_live
 from bench.harness import BENCH_DATABASE_PREFIX, bench_server, server_version
 from bench.suite import FULL, HEADER, QUICK, format_row, report_details, run_suite
 from turnkeeper.adapters.postgres.databases import scratch_database
 
-_OPTIONS = ("--quick", "--scale", "--freshness", "--profile")
-_USAGE = "usage: python -m bench [--quick | --scale | --freshness | --profile [name ...]]"
+_OPTIONS = ("--quick", "--scale", "--freshness", "--live", "--profile")
+_USAGE = (
+    "usage: python -m bench [--quick | --scale | --freshness | --live [--quick]"
+    " | --profile [name ...]]"
+)
 
 
 def _machine() -> str:
@@ -56,7 +62,8 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
     """
     profile_names = list(argv[1:]) if argv[:1] == ["--profile"] else None
     unknown = [a for a in argv if a not in _OPTIONS]
-    if profile_names is None and (unknown or len(argv) > 1):
+    live = argv[:1] == ["--live"] and argv[1:] in ([], ["--quick"])
+    if profile_names is None and not live and (unknown or len(argv) > 1):
         print(f"{_USAGE} (not understood: {' '.join(argv)})", file=sys.stderr)
         return 2
     if "--freshness" in argv:
@@ -75,6 +82,8 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
 
             await run_profile(conninfo, profile_names, out)
             return 0
+        if live:
+            return await bench_live.main_async(conninfo, "--quick" in argv, out)
         if "--scale" in argv:
             await scale.run_scale(conninfo, out, data_dir=server.data_dir)
             return 0

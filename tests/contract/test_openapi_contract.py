@@ -16,7 +16,7 @@ from tests.support.openapi import (
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.settings import Settings
 
-#: The routes of API.md (Administration, Conversation, /v1/me, Operations).
+#: The routes of API.md (Administration, Conversation, Live delivery, /v1/me, Operations).
 CONTRACT_ROUTES = {
     ("post", "/v1/principals"),
     ("post", "/v1/spaces"),
@@ -33,6 +33,8 @@ CONTRACT_ROUTES = {
     ("get", "/v1/threads/{thread_id}/messages"),
     ("post", "/v1/threads/{thread_id}/close"),
     ("get", "/v1/events"),
+    ("get", "/v1/events/stream"),
+    ("get", "/v1/agent/events/stream"),
     ("get", "/v1/me"),
     ("get", "/healthz"),
     ("get", "/readyz"),

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -48,13 +49,14 @@ from schemathesis.checks import (
 )
 from schemathesis.generation.stateful import APIStateMachine
 
-from tests.support.fakes import FakeClock
+from tests.support.fakes import TEST_KEY, FakeClock, SequentialIds
 from tests.support.http import PRINCIPALS
 from tests.support.openapi import assert_no_null
-from tests.support.services import memory_services
 from turnkeeper.adapters.http import create_app
+from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.memory.store import MemoryStore
-from turnkeeper.application.bootstrap import Services
+from turnkeeper.adapters.tokens import JwtSigner
+from turnkeeper.application.bootstrap import Services, build_services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.events import EventType
@@ -143,6 +145,9 @@ OPERATIONS = (
     "GET /healthz",
     "GET /readyz",
 )
+
+#: The stream routes: in the document, but not fuzzed (an answer that never ends).
+STREAM_PATHS = ("/v1/events/stream", "/v1/agent/events/stream")
 
 #: Answers the stateful run must reach, so that a machine that stopped following the
 #: links (a renamed route, a broken expression) fails instead of passing on 404s: a thread
@@ -309,9 +314,37 @@ async def _seed(services: Services) -> Scenario:
     return scenario
 
 
+class ImmediateWaker:
+    """Long-polls answer at once here: every wait times out immediately.
+
+    A long-poll then reads once per ``stream.heartbeat_seconds`` step of its ``wait`` and
+    answers; the wake-ups themselves are tested in tests/integration/test_live_delivery.
+    """
+
+    @contextlib.contextmanager
+    def listen(self, feed: uuid.UUID | None) -> Iterator[ImmediateWaker]:
+        yield self
+
+    async def wait(self, at_most: object) -> bool:
+        return False
+
+    generation = 0
+    closed = False
+
+    def close(self) -> None:
+        return None
+
+
 @pytest.fixture(scope="module")
 def api() -> Api:
-    services = memory_services(Settings(rl_message_burst=MESSAGE_BURST), FakeClock())
+    services = build_services(
+        MemoryUnitOfWorkFactory(),
+        Settings(rl_message_burst=MESSAGE_BURST),
+        FakeClock(),
+        SequentialIds(),
+        JwtSigner(TEST_KEY),
+        waker=ImmediateWaker(),
+    )
     app = create_app(services, services.settings)
     config = schemathesis.Config.from_dict(
         {
@@ -324,10 +357,9 @@ def api() -> Api:
             "analysis": {"constants": {"enabled": False}},
         }
     )
-    return Api(
-        services=services,
-        schema=schemathesis.openapi.from_asgi("/openapi.json", app, config=config),
-    )
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)
+    # A stream never ends by itself; tests/integration/http/test_http_live.py covers them.
+    return Api(services=services, schema=schema.exclude(path=list(STREAM_PATHS)))
 
 
 # -- what is sent, and the checks of every answer ------------------------------------------------
@@ -601,4 +633,4 @@ def test_the_checks_find_nulls_tokens_content_and_stray_pointers(api: Api, wrong
 def test_the_operations_are_every_operation_of_the_document(api: Api) -> None:
     paths = api.schema.raw_schema["paths"]
     labels = {f"{method.upper()} {path}" for path, item in paths.items() for method in item}
-    assert labels == set(OPERATIONS)
+    assert labels == set(OPERATIONS) | {f"GET {path}" for path in STREAM_PATHS}

@@ -255,7 +255,8 @@ async def test_one_stream_too_many_is_429_rate_limited(served: Served, world: De
 
 
 @pytest.mark.parametrize(
-    ("header", "pointer"), [("abc", "/Last-Event-ID"), ("-3", "/Last-Event-ID")]
+    ("header", "pointer"),
+    [("abc", "/Last-Event-ID"), ("-3", "/Last-Event-ID"), ("--5", "/Last-Event-ID")],
 )
 async def test_a_bad_last_event_id_is_400(
     client: ContractClient, world: DemoWorld, header: str, pointer: str

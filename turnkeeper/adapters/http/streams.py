@@ -16,6 +16,7 @@ stream; the client reconnects with ``Last-Event-ID`` and loses nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -48,6 +49,7 @@ AGENT_STREAM_PATH = "/v1/agent/events/stream"
 
 _log = structlog.get_logger("turnkeeper.http.streams")
 _encoder = msgspec.json.Encoder()
+_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,19}")
 _PageT = TypeVar("_PageT", EventPage, AgentEventPage)
 
 
@@ -67,7 +69,7 @@ def stream_cursor(last_event_id: str | None, after: int | None) -> int | None:
     """
     if last_event_id is not None and last_event_id.strip():
         text = last_event_id.strip()
-        if not text.lstrip("-").isdigit() or not text.isascii():
+        if not _WHOLE_NUMBER.fullmatch(text):
             raise ValidationFailed([FieldError(pointer=f"/{LAST_EVENT_ID}", code="invalid_type")])
         value = int(text)
         if value < 0:

@@ -39,8 +39,6 @@ class MemoryStore:
     def __init__(self) -> None:
         self.tables = Tables()
         self.lock = asyncio.Lock()
-        # Readers waiting for events: woken by every commit that appended some.
-        self.waker = LocalWaker()
 
 
 class _Principals:
@@ -308,8 +306,9 @@ class _Buckets:
 class MemoryUnitOfWork:
     """One unit of work over a `MemoryStore` (a `turnkeeper.application.ports.UnitOfWork`)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryStore, waker: LocalWaker | None = None) -> None:
         self._store = store
+        self._waker = waker
         self._snapshot = store.tables.snapshot()
         tables = store.tables
         self.principals = _Principals(tables)
@@ -332,8 +331,8 @@ class MemoryUnitOfWork:
         feeds = [event.audience_id for event in self.events.pending]
         self.events.flush()
         self.committed = True
-        if feeds:
-            self._store.waker.signal(feeds)
+        if feeds and self._waker is not None:
+            self._waker.signal(feeds)
 
     def rollback(self) -> None:
         """Restore the state the unit started from."""
@@ -350,16 +349,18 @@ class MemoryUnitOfWorkFactory:
 
     def __init__(self, store: MemoryStore | None = None) -> None:
         self.store = store or MemoryStore()
+        # Readers waiting for events: woken by every commit that appended some.
+        self._waker = LocalWaker()
 
     @property
     def waker(self) -> LocalWaker:
-        """The waker of the store's commits (`turnkeeper.application.wakeup.ProvidesWaker`)."""
-        return self.store.waker
+        """The waker of the units' commits (`turnkeeper.application.wakeup.ProvidesWaker`)."""
+        return self._waker
 
     @asynccontextmanager
     async def _unit(self) -> AsyncIterator[UnitOfWork]:
         async with self.store.lock:
-            unit = MemoryUnitOfWork(self.store)
+            unit = MemoryUnitOfWork(self.store, self._waker)
             try:
                 yield unit
             finally:

@@ -163,16 +163,9 @@ class PostgresUnitOfWorkFactory:
 
     @property
     def waker(self) -> PostgresEventWaker:
-        """The waker of this database (`turnkeeper.application.wakeup.ProvidesWaker`).
-
-        Raises:
-            TypeError: when none was given and the pool computes its conninfo.
-        """
+        """The waker of this database (`turnkeeper.application.wakeup.ProvidesWaker`)."""
         if self._waker is None:
-            conninfo = self._pool.conninfo
-            if not isinstance(conninfo, str):
-                raise TypeError("a pool with a computed conninfo needs an explicit waker")
-            self._waker = PostgresEventWaker(conninfo)
+            self._waker = PostgresEventWaker(self._pool.conninfo)
         return self._waker
 
     def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:

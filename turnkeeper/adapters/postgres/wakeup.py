@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
@@ -48,6 +50,9 @@ _ALL_WORD = "all"
 DEFAULT_CHECK_INTERVAL = Settings().stream_heartbeat
 
 _log = structlog.get_logger("turnkeeper.wakeup")
+
+#: A conninfo, or a function (sync or async) that returns one.
+ConnInfo = str | Callable[[], str] | Callable[[], Awaitable[str]]
 
 
 @attrs.frozen(kw_only=True)
@@ -91,13 +96,14 @@ class PostgresEventWaker:
     """Wakes the readers of this process on commits of any process; an `EventWaker`.
 
     Args:
-        conninfo: the database (the pool's conninfo).
+        conninfo: the database: a conninfo, or a function (sync or async) returning one,
+            as `psycopg_pool.AsyncConnectionPool.conninfo` may be.
         check_interval: how often the listening connection checks the event counter,
             and how long it waits between two connection attempts.
     """
 
     def __init__(
-        self, conninfo: str, *, check_interval: timedelta = DEFAULT_CHECK_INTERVAL
+        self, conninfo: ConnInfo, *, check_interval: timedelta = DEFAULT_CHECK_INTERVAL
     ) -> None:
         self._conninfo = conninfo
         self._interval = check_interval
@@ -203,8 +209,12 @@ class PostgresEventWaker:
         """Hold one connection until it fails, the waker closes, or nobody listens."""
         seconds = self._interval.total_seconds()
         async with asyncio.timeout(seconds):
+            conninfo = self._conninfo
+            if callable(conninfo):
+                found = conninfo()
+                conninfo = await found if inspect.isawaitable(found) else found
             conn = await psycopg.AsyncConnection.connect(
-                self._conninfo,
+                conninfo,
                 autocommit=True,
                 application_name=LISTENER_APPLICATION_NAME,
             )
