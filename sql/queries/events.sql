@@ -58,3 +58,14 @@ SELECT * FROM events
 WHERE audience_id = sqlc.arg(audience_id) AND seq > sqlc.arg(after_seq)
 ORDER BY seq
 LIMIT sqlc.arg(max_events);
+
+-- The highest seq allocated so far: the wake-up watchdog of each server process reads it
+-- once per stream.heartbeat_seconds and wakes every reader when it moved past the
+-- notifications the process got.
+-- name: ReadEventCounter :one
+SELECT last_seq FROM event_counter WHERE singleton;
+
+-- Subscribes the process's dedicated connection to the commits that append events
+-- (migration 0004 sends the notifications).
+-- name: ListenForEvents :exec
+LISTEN turnkeeper_events;

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from turnkeeper.adapters.tokens import JwtSigner
 
@@ -61,3 +64,50 @@ class DescendingIds:
 def signer() -> JwtSigner:
     """The invocation token signer of every test's services (key `TEST_KEY`)."""
     return JwtSigner(TEST_KEY)
+
+
+class InstantWaker:
+    """A wake-up port whose waits never block: a wait that would time out moves the clock.
+
+    It listens through a real waker (the memory store's), so a commit since the previous
+    wait still makes the next wait return True; otherwise the wait returns False at once
+    after moving `clock` by the time it was given. A stream over it therefore answers a
+    heartbeat instead of blocking, which lets a test drain a stream without waiting.
+    """
+
+    def __init__(self, inner: Any, clock: FakeClock) -> None:
+        self._inner = inner
+        self._clock = clock
+        self.waits = 0
+
+    @contextlib.contextmanager
+    def listen(self, feed: uuid.UUID | None) -> Iterator[Any]:
+        with self._inner.listen(feed) as listener:
+            yield _InstantListener(self, listener)
+
+    @property
+    def generation(self) -> int:
+        return int(self._inner.generation)
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._inner.closed)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def wait(self, listener: Any, at_most: timedelta) -> bool:
+        self.waits += 1
+        woken = bool(await listener.wait(timedelta(0)))
+        if not woken:
+            self._clock.current += at_most
+        return woken
+
+
+class _InstantListener:
+    def __init__(self, waker: InstantWaker, inner: Any) -> None:
+        self._waker = waker
+        self._inner = inner
+
+    async def wait(self, at_most: timedelta) -> bool:
+        return await self._waker.wait(self._inner, at_most)

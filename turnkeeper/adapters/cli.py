@@ -19,6 +19,7 @@ import uvicorn
 
 from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
+from turnkeeper.adapters.http.shutdown import StreamClosingServer
 from turnkeeper.adapters.logging import configure_from_settings
 from turnkeeper.adapters.observability.tracing import OtelTracing, process_tracing
 from turnkeeper.adapters.postgres.embedded import EmbeddedServerMissing
@@ -238,7 +239,7 @@ async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> No
     elif owner is not None and config.owner_token is None:
         _print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
     app = create_app(backend.services, config.settings, backend.readiness)
-    server = uvicorn.Server(
+    server = StreamClosingServer(
         uvicorn.Config(
             app,
             host=args.host,
@@ -246,7 +247,8 @@ async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> No
             log_config=None,  # adapters.logging owns the format
             access_log=False,  # the HTTP adapter logs every request itself
             lifespan="on",
-        )
+        ),
+        backend.services.live,
     )
     jobs = None if args.no_jobs else asyncio.create_task(run_jobs_forever(backend.services))
     try:

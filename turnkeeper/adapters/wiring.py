@@ -23,6 +23,7 @@ from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.migrations import is_current
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
+from turnkeeper.adapters.postgres.wakeup import PostgresEventWaker
 from turnkeeper.adapters.system import SystemClock, UuidV7Generator
 from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.application.bootstrap import Services, build_services
@@ -165,9 +166,13 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
     pool = await create_pool(
         conninfo, min_size=settings.pool_min_size, max_size=settings.pool_max_size
     )
+    # One LISTEN connection for the life of the process: commits of every process wake
+    # this one's long-polls and streams.
+    waker = PostgresEventWaker(conninfo, check_interval=settings.stream_heartbeat)
     try:
+        await waker.start()
         services = build_services(
-            PostgresUnitOfWorkFactory(pool),
+            PostgresUnitOfWorkFactory(pool, waker=waker),
             settings,
             SystemClock(),
             UuidV7Generator(),
@@ -177,4 +182,5 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
             attach_metrics(services.telemetry, pool_stats=pool.get_stats)
         yield Backend(services=services, readiness=postgres_readiness(pool))
     finally:
+        await waker.aclose()
         await pool.close()

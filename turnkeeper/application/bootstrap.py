@@ -14,10 +14,12 @@ from turnkeeper.application.services.admin import AdminService
 from turnkeeper.application.services.agent_send import AgentSendService
 from turnkeeper.application.services.conversation import ConversationService
 from turnkeeper.application.services.identity import IdentityService
+from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.services.runs import RunsService
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.telemetry import TelemetryHub
 from turnkeeper.application.transactions import Transactor
+from turnkeeper.application.wakeup import EventWaker, PollingWaker, ProvidesWaker
 
 
 @attrs.frozen(kw_only=True)
@@ -37,6 +39,7 @@ class Services:
         runs: trigger acceptance, agent feed, run lifecycle, jobs.
         agent_send: agent sends through the freshness gate.
         telemetry: the sinks of spans and committed changes (metrics, traces).
+        live: long-polls and event streams.
     """
 
     settings: Settings
@@ -51,6 +54,7 @@ class Services:
     runs: RunsService
     agent_send: AgentSendService
     telemetry: TelemetryHub
+    live: LiveDelivery
 
 
 def build_services(
@@ -60,6 +64,8 @@ def build_services(
     ids: IdGenerator,
     signer: TokenSigner,
     telemetry: TelemetryHub | None = None,
+    *,
+    waker: EventWaker | None = None,
 ) -> Services:
     """Build every service over the given ports.
 
@@ -71,6 +77,8 @@ def build_services(
         signer: signs and verifies invocation tokens.
         telemetry: the sinks of spans and committed changes; a new hub without sinks
             when None (the adapters attach Prometheus metrics and traces to it).
+        waker: wakes waiting readers after commits; when None, the factory's own
+            (`ProvidesWaker`), else a `PollingWaker`.
 
     Returns:
         The services, with the in-transaction subscribers registered.
@@ -78,6 +86,10 @@ def build_services(
     bus = EventBus()
     hub = telemetry if telemetry is not None else TelemetryHub()
     tx = Transactor(uow, settings, clock, hub)
+    if waker is None:
+        waker = uow.waker if isinstance(uow, ProvidesWaker) else PollingWaker()
+    conversation = ConversationService(tx, bus, clock, ids, settings)
+    runs = RunsService(tx, bus, clock, ids, settings, signer)
     return Services(
         settings=settings,
         clock=clock,
@@ -87,8 +99,9 @@ def build_services(
         uow=uow,
         identity=IdentityService(tx, clock, settings),
         admin=AdminService(tx, clock, ids),
-        conversation=ConversationService(tx, bus, clock, ids, settings),
-        runs=RunsService(tx, bus, clock, ids, settings, signer),
+        conversation=conversation,
+        runs=runs,
         agent_send=AgentSendService(tx, bus, clock, ids, settings),
         telemetry=hub,
+        live=LiveDelivery(conversation, runs, waker, clock, settings),
     )

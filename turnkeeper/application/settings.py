@@ -89,6 +89,12 @@ class Settings:
         metrics_enabled: ``metrics.enabled``, serve ``GET /metrics`` (else it is 404).
         log_level: ``log.level``, the lowest level written (`LOG_LEVELS`).
         log_format: ``log.format``, ``json``, ``console`` or ``auto`` (`LOG_FORMATS`).
+        stream_max_wait: ``stream.max_wait_seconds``, the longest ``wait`` a long-poll
+            may ask for.
+        stream_heartbeat: ``stream.heartbeat_seconds``, the time between two heartbeat
+            comments of an idle event stream.
+        stream_max_per_principal: ``stream.max_per_principal``, event streams one
+            principal may hold open on one server process.
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
@@ -129,6 +135,9 @@ class Settings:
         validator=attrs.validators.in_(LOG_FORMATS),
         metadata={CHOICES: LOG_FORMATS},
     )
+    stream_max_wait: timedelta = attrs.field(default=_seconds(60), validator=_positive_duration)
+    stream_heartbeat: timedelta = attrs.field(default=_seconds(15), validator=_positive_duration)
+    stream_max_per_principal: int = attrs.field(default=8, validator=_positive)
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -177,4 +186,7 @@ SETTING_KEYS: dict[str, str] = {
     "metrics.enabled": "metrics_enabled",
     "log.level": "log_level",
     "log.format": "log_format",
+    "stream.max_wait_seconds": "stream_max_wait",
+    "stream.heartbeat_seconds": "stream_heartbeat",
+    "stream.max_per_principal": "stream_max_per_principal",
 }

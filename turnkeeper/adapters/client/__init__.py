@@ -1,8 +1,10 @@
 """The runtime side of turnkeeper for agents: an httpx client with the freshness gate.
 
-`AgentRuntimeClient` polls and acknowledges the agent's events, sends heartbeats, reads
-history (surfacing it to the session's freshness frontiers) and sends messages, single
-or chunked, through the freshness gate of DESIGN section 9.
+`AgentRuntimeClient` covers the agent's whole loop: it follows the agent's event stream
+(reconnecting with Last-Event-ID, acknowledging handled events) or long-polls it, moves
+runs (start, await input, resume, finish, follow-up acknowledgements), sends heartbeats,
+reads history (surfacing it to the session's freshness frontiers) and sends messages,
+single or chunked, through the freshness gate of DESIGN section 9.
 """
 
 from turnkeeper.adapters.client.errors import (
@@ -23,6 +25,7 @@ from turnkeeper.adapters.client.models import (
     SendResult,
     ThreadTarget,
 )
+from turnkeeper.adapters.client.runs import FollowupAck, Run, RunState
 from turnkeeper.adapters.client.runtime import AgentRuntimeClient
 
 __all__ = [
@@ -35,10 +38,13 @@ __all__ = [
     "ClientProblem",
     "ClientUnavailable",
     "EventPage",
+    "FollowupAck",
     "FollowupMode",
     "HistoryMessage",
     "HistoryPage",
     "LogicalSendResult",
+    "Run",
+    "RunState",
     "SendResult",
     "ThreadTarget",
 ]

@@ -24,9 +24,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import httpx
 
@@ -41,8 +41,10 @@ from turnkeeper.adapters.client.models import (
     SendResult,
     ThreadTarget,
 )
+from turnkeeper.adapters.client.runs import RunCalls
 from turnkeeper.adapters.client.sends import SendGate, log_logical_send
 from turnkeeper.adapters.client.session import ApiSession
+from turnkeeper.adapters.client.stream import EventStreamCalls
 from turnkeeper.adapters.client.targets import TargetKeys
 from turnkeeper.adapters.observability.client import RuntimeMetrics
 from turnkeeper.adapters.observability.metrics import TARGET_TYPE_THREAD
@@ -57,7 +59,7 @@ from turnkeeper.domain.logical_sends import (
 )
 
 
-class AgentRuntimeClient:
+class AgentRuntimeClient(RunCalls, EventStreamCalls):
     """An agent's client of the turnkeeper HTTP API, one per agent session.
 
     Args:
@@ -82,6 +84,8 @@ class AgentRuntimeClient:
         metrics: RuntimeMetrics | None = None,
     ) -> None:
         self._session = ApiSession(base_url, token, transport=transport, timeout=timeout)
+        # The stream and long-poll calls of `EventStreamCalls` use the raw client.
+        self._http = self._session.http
         self._freshness = freshness if freshness is not None else SessionFreshnessState()
         self._targets = TargetKeys(self._session)
         self._gate = SendGate(self._session, self._freshness, self._targets)
@@ -109,6 +113,17 @@ class AgentRuntimeClient:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Mapping[str, Any] | None = None,
+        params: Mapping[str, int] | None = None,
+    ) -> httpx.Response:
+        # The run calls of `RunCalls` go through the session's error handling.
+        return await self._session.request(method, path, json=json, params=params)
 
     # -- events and heartbeat -----------------------------------------------------------
 

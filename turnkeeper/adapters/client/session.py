@@ -42,6 +42,11 @@ class ApiSession:
         """The server's base URL."""
         return str(self._http.base_url)
 
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The underlying client, for the calls that stream or set their own timeouts."""
+        return self._http
+
     async def request(
         self,
         method: str,

@@ -175,6 +175,20 @@ def _payload_str(payload: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _agent_event(e: _AgentEvent) -> AgentEvent:
+    return AgentEvent(
+        seq=e.seq,
+        type=e.type,
+        created_at=e.created_at,
+        actor_id=e.actor.id,
+        thread_id=_payload_str(e.payload, "thread_id") or e.scope.thread_id,
+        run_id=_payload_str(e.payload, "run_id"),
+        message_id=_payload_str(e.payload, "message_id"),
+        invocation_token=e.invocation_token,
+        redelivered=e.redelivered,
+    )
+
+
 def event_page(response: httpx.Response) -> EventPage:
     """Decode a page of GET /v1/agent/events.
 
@@ -185,23 +199,25 @@ def event_page(response: httpx.Response) -> EventPage:
         The typed page.
     """
     page = decode(response, _EventPage)
-    return EventPage(
-        events=tuple(
-            AgentEvent(
-                seq=e.seq,
-                type=e.type,
-                created_at=e.created_at,
-                actor_id=e.actor.id,
-                thread_id=_payload_str(e.payload, "thread_id") or e.scope.thread_id,
-                run_id=_payload_str(e.payload, "run_id"),
-                message_id=_payload_str(e.payload, "message_id"),
-                invocation_token=e.invocation_token,
-                redelivered=e.redelivered,
-            )
-            for e in page.events
-        ),
-        next_after=page.next_after,
-    )
+    return EventPage(events=tuple(_agent_event(e) for e in page.events), next_after=page.next_after)
+
+
+def agent_event(data: str) -> AgentEvent:
+    """Decode the ``data:`` of one event of GET /v1/agent/events/stream.
+
+    Args:
+        data: the AgentEvent JSON.
+
+    Returns:
+        The typed event.
+
+    Raises:
+        AnswerInvalid: when it is not an AgentEvent.
+    """
+    try:
+        return _agent_event(msgspec.json.decode(data, type=_AgentEvent))
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise AnswerInvalid(f"GET /v1/agent/events/stream: {exc}") from exc
 
 
 def thread_target(response: httpx.Response) -> ThreadTarget:

@@ -27,6 +27,7 @@ from turnkeeper.adapters.http.operations import (
 )
 from turnkeeper.adapters.http.problems import handle_exception
 from turnkeeper.adapters.http.runs import runs_router
+from turnkeeper.adapters.http.streams import document_streams, streams_router
 from turnkeeper.adapters.observability.http import ObservedApp, metrics_endpoint
 from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.application.bootstrap import Services
@@ -72,7 +73,13 @@ def create_app(
 
     v1 = Router(
         path="/v1",
-        route_handlers=[admin_router(), conversation_router(), runs_router(), agent_send_router()],
+        route_handlers=[
+            admin_router(),
+            conversation_router(),
+            runs_router(),
+            agent_send_router(),
+            streams_router(),
+        ],
         dependencies={"principal": Provide(provide_principal)},
         security=[{BEARER_SCHEME: []}],
     )
@@ -114,5 +121,5 @@ def create_app(
     )
     # Completed now rather than on the first request, so that /openapi.json and the page
     # under /docs serve the same document.
-    complete_document(app.openapi_schema, settings)
+    document_streams(complete_document(app.openapi_schema, settings))
     return app

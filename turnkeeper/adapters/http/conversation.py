@@ -169,9 +169,15 @@ async def list_events(
     services: NamedDependency[Services],
     after: Annotated[int, QueryParameter(description="cursor: next_after of a page")] = 0,
     limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
+    wait: Annotated[
+        float | None,
+        QueryParameter(
+            description="long-poll: seconds to wait for one event, stream.max_wait_seconds"
+        ),
+    ] = None,
 ) -> EventPage:
     """The shared events after a cursor that the caller may read."""
-    page = await services.conversation.list_events(principal, after=after, limit=limit)
+    page = await services.live.wait_events(principal, after=after, limit=limit, wait=wait)
     document = {
         "events": [event_document(event) for event in page.events],
         "next_after": page.next_after,

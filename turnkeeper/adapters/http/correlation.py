@@ -3,7 +3,8 @@
 `CorrelatedApp` wraps every HTTP exchange, unknown routes and framework errors included:
 it takes the id from ``X-Correlation-Id`` (or makes one), binds it to the log context,
 adds it to the answer, and writes one log line per request with the method, the route
-template, the status and the duration. Bodies, query strings and headers are never
+template, the status and the duration (at debug for the successful polls, stream reads
+and heartbeats of `QUIET_ROUTES`, at info otherwise). Bodies, query strings and headers are never
 logged, so neither tokens nor message content can reach the log.
 """
 
@@ -27,6 +28,19 @@ _STATE_KEY = "turnkeeper.correlation_id"
 # line breaks or escape sequences into headers and logs.
 _ACCEPTED = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 _MS_PER_S = 1000.0
+#: Routes that clients call in a loop (polls, stream reads, heartbeats): their successful
+#: requests are logged at debug, so that an idle agent does not fill the log.
+QUIET_ROUTES = frozenset(
+    {
+        ("GET", "/v1/events"),
+        ("GET", "/v1/agent/events"),
+        ("GET", "/v1/events/stream"),
+        ("GET", "/v1/agent/events/stream"),
+        ("PUT", "/v1/agent/heartbeat"),
+    }
+)
+#: Statuses from here on are logged at info on every route.
+_LOUD_STATUS = 400
 
 _log = structlog.get_logger("turnkeeper.http")
 
@@ -91,10 +105,13 @@ class CorrelatedApp(Litestar):
             try:
                 await super().__call__(scope, receive, send_with_id)
             finally:
-                _log.info(
+                method = scope.get("method", "")
+                route = scope.get("path_template") or "(unmatched)"
+                quiet = status < _LOUD_STATUS and (method, route) in QUIET_ROUTES
+                (_log.debug if quiet else _log.info)(
                     "http_request",
-                    method=scope.get("method", ""),
-                    route=scope.get("path_template") or "(unmatched)",
+                    method=method,
+                    route=route,
                     status=status,
                     duration_ms=round((time.perf_counter() - started) * _MS_PER_S, 3),
                 )

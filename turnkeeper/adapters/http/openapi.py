@@ -91,7 +91,8 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
       is refused with 400 ``unknown_member`` (API.md conventions); its integer bounds
       (a seq or version at most 2**63 - 1) are written exactly.
     - The paging parameters state their bounds: ``after`` and ``after_seq`` at least 0,
-      ``limit`` from 1 to ``page.max_limit`` (outside: 400 ``out_of_range``).
+      ``limit`` from 1 to ``page.max_limit``, ``wait`` from 0 to
+      ``stream.max_wait_seconds`` (outside: 400 ``out_of_range``).
     - The links between operations (`turnkeeper.adapters.http.openapi_links`).
 
     Args:
@@ -111,7 +112,12 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
             raise LookupError(f"the OpenAPI document has no schema {kind.__name__}")
         schema.additional_properties = False
         _exact_integer_bounds(kind, schema)
-    bounds = {"after": (0, None), "after_seq": (0, None), "limit": (1, settings.page_max_limit)}
+    bounds = {
+        "after": (0, None),
+        "after_seq": (0, None),
+        "limit": (1, settings.page_max_limit),
+        "wait": (0, int(settings.stream_max_wait.total_seconds())),
+    }
     for operation in _operations(openapi):
         for parameter in operation.parameters or ():
             if isinstance(parameter, Parameter) and parameter.param_in == "query":

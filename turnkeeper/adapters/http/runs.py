@@ -30,8 +30,8 @@ from turnkeeper.adapters.http.schemas import (
     given,
 )
 from turnkeeper.application.bootstrap import Services
-from turnkeeper.application.documents import event_document
-from turnkeeper.application.services.runs import FollowupOp, RunView, run_document
+from turnkeeper.application.documents import Document, event_document
+from turnkeeper.application.services.runs import Delivery, FollowupOp, RunView, run_document
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.runs import RunState
 from turnkeeper.domain.world import Principal
@@ -142,6 +142,16 @@ async def patch_run(
     return _run(view)
 
 
+def delivery_document(delivery: Delivery) -> Document:
+    """The AgentEvent document of one delivery (the page's and the stream's)."""
+    document = event_document(delivery.event)
+    if delivery.invocation_token is not None:
+        document["invocation_token"] = delivery.invocation_token
+    if delivery.redelivered:
+        document["redelivered"] = True
+    return document
+
+
 @get("/agent/events", responses=problems(403))
 async def poll_agent_events(
     principal: NamedDependency[Principal],
@@ -150,17 +160,16 @@ async def poll_agent_events(
         int | None, QueryParameter(description="cursor; the acknowledged position if absent")
     ] = None,
     limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
+    wait: Annotated[
+        float | None,
+        QueryParameter(
+            description="long-poll: seconds to wait for one event, stream.max_wait_seconds"
+        ),
+    ] = None,
 ) -> AgentEventPage:
     """The agent's personal events, with a fresh invocation token per delivery."""
-    page = await services.runs.poll(principal, after=after, limit=limit)
-    events = []
-    for delivery in page.deliveries:
-        document = event_document(delivery.event)
-        if delivery.invocation_token is not None:
-            document["invocation_token"] = delivery.invocation_token
-        if delivery.redelivered:
-            document["redelivered"] = True
-        events.append(document)
+    page = await services.live.wait_agent_events(principal, after=after, limit=limit, wait=wait)
+    events = [delivery_document(delivery) for delivery in page.deliveries]
     return answer({"events": events, "next_after": page.next_after}, AgentEventPage)
 
 

@@ -23,6 +23,7 @@ from turnkeeper.adapters.memory.runs import (
     MemoryRunRepository,
 )
 from turnkeeper.adapters.memory.tables import Tables
+from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import DenialRecord, ReaderScope, UnitOfWork
 from turnkeeper.domain.authorization import AccessTarget
@@ -38,6 +39,8 @@ class MemoryStore:
     def __init__(self) -> None:
         self.tables = Tables()
         self.lock = asyncio.Lock()
+        # Readers waiting for events: woken by every commit that appended some.
+        self.waker = LocalWaker()
 
 
 class _Principals:
@@ -325,9 +328,12 @@ class MemoryUnitOfWork:
         self.committed = False
 
     async def commit(self) -> None:
-        """Assign seqs to the unit's events and keep every change."""
+        """Assign seqs to the unit's events, keep every change and wake their readers."""
+        feeds = [event.audience_id for event in self.events.pending]
         self.events.flush()
         self.committed = True
+        if feeds:
+            self._store.waker.signal(feeds)
 
     def rollback(self) -> None:
         """Restore the state the unit started from."""
@@ -344,6 +350,11 @@ class MemoryUnitOfWorkFactory:
 
     def __init__(self, store: MemoryStore | None = None) -> None:
         self.store = store or MemoryStore()
+
+    @property
+    def waker(self) -> LocalWaker:
+        """The waker of the store's commits (`turnkeeper.application.wakeup.ProvidesWaker`)."""
+        return self.store.waker
 
     @asynccontextmanager
     async def _unit(self) -> AsyncIterator[UnitOfWork]:

@@ -659,6 +659,10 @@ WHERE audience_id = %(p1)s AND seq > %(p2)s
 ORDER BY seq
 LIMIT %(p3)s"""
 
+_READ_EVENT_COUNTER = """SELECT last_seq FROM event_counter WHERE singleton"""
+
+_LISTEN_FOR_EVENTS = """LISTEN turnkeeper_events"""
+
 _INSERT_FOLLOWUP = """INSERT INTO run_followups (run_id, message_id, state, created_at, updated_at)
 VALUES (%(p1)s, %(p2)s, 'queued', %(p3)s, %(p3)s)"""
 
@@ -1502,6 +1506,45 @@ async def read_audience_events(
             _READ_AUDIENCE_EVENTS, {"p1": audience_id, "p2": after_seq, "p3": max_events}
         )
         return await cur.fetchall()
+
+
+async def read_event_counter(conn: psycopg.AsyncConnection[Any]) -> int | None:
+    """Run ReadEventCounter (:one, sql/queries/events.sql).
+
+    The highest seq allocated so far: the wake-up watchdog of each server process reads it
+    once per stream.heartbeat_seconds and wakes every reader when it moved past the
+    notifications the process got.
+
+    SQL::
+
+        SELECT last_seq FROM event_counter WHERE singleton
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(_READ_EVENT_COUNTER)
+        return cast("int | None", await cur.fetchone())
+
+
+async def listen_for_events(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Run ListenForEvents (:exec, sql/queries/events.sql).
+
+    Subscribes the process's dedicated connection to the commits that append events
+    (migration 0004 sends the notifications).
+
+    SQL::
+
+        LISTEN turnkeeper_events
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(_LISTEN_FOR_EVENTS)
 
 
 async def insert_followup(

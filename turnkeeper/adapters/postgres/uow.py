@@ -48,6 +48,7 @@ from turnkeeper.adapters.postgres.spaces import (
     PostgresSpaceRepository,
     PostgresThreadRepository,
 )
+from turnkeeper.adapters.postgres.wakeup import PostgresEventWaker
 from turnkeeper.application.ports import (
     AgentFeedRepository,
     AuditLog,
@@ -188,6 +189,8 @@ class PostgresUnitOfWorkFactory:
         acquire_timeout: seconds to wait for a pooled connection.
         runs: builds the runs repository on a unit's connection.
         agent_feed: builds the agent feed repository on a unit's connection.
+        waker: wakes this process's readers on commits of any process; one on the
+            pool's database, listening while readers wait, when None.
     """
 
     def __init__(
@@ -197,11 +200,27 @@ class PostgresUnitOfWorkFactory:
         acquire_timeout: float = POOL_ACQUIRE_TIMEOUT_SECONDS,
         runs: RepositoryBuilder[RunRepository] | None = None,
         agent_feed: RepositoryBuilder[AgentFeedRepository] | None = None,
+        waker: PostgresEventWaker | None = None,
     ) -> None:
         self._pool = pool
         self._acquire_timeout = acquire_timeout
         self._runs = runs
         self._agent_feed = agent_feed
+        self._waker = waker
+
+    @property
+    def waker(self) -> PostgresEventWaker:
+        """The waker of this database (`turnkeeper.application.wakeup.ProvidesWaker`).
+
+        Raises:
+            TypeError: when none was given and the pool computes its conninfo.
+        """
+        if self._waker is None:
+            conninfo = self._pool.conninfo
+            if not isinstance(conninfo, str):
+                raise TypeError("a pool with a computed conninfo needs an explicit waker")
+            self._waker = PostgresEventWaker(conninfo)
+        return self._waker
 
     def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:
         """A new unit; leaving the context without `commit()` rolls back.

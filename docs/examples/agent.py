@@ -1,0 +1,101 @@
+"""A complete turnkeeper agent: it answers every invocation in its thread, live.
+
+Run it against a server (``turnkeeper serve --demo`` prints the agents' tokens):
+
+    TURNKEEPER_URL=http://127.0.0.1:8000 TURNKEEPER_AGENT_TOKEN=tk_... python agent.py
+
+The agent announces its follow-up mode, then follows its event stream. For each
+``agent.invocation`` it starts the run with the delivery's token, reads the thread
+(which surfaces it to the freshness gate), answers with the run's id and finishes. A
+send held by the gate (a person wrote meanwhile) is answered after reading the thread
+again. A follow-up written while the run is busy is acknowledged; one that answers a
+question resumes the run. A cancel request ends the run as cancelled. Events are
+acknowledged once handled; a lost connection or a server restart is resumed with
+``Last-Event-ID``, so nothing is lost and nothing handled twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from turnkeeper.adapters.client import (
+    AgentEvent,
+    AgentRuntimeClient,
+    Capabilities,
+    ClientProblem,
+    FollowupMode,
+    RunState,
+)
+from turnkeeper.domain.freshness import SendState
+
+#: How often a held answer is refreshed and sent again before the run gives up.
+SEND_ATTEMPTS = 3
+
+
+def compose(question: str) -> str:
+    """The agent's "thinking": replace it with a model call."""
+    return f"You wrote {len(question.split())} words. Noted, I am on it."
+
+
+async def answer(client: AgentRuntimeClient, event: AgentEvent) -> None:
+    """Run an invocation: start, read, answer through the freshness gate, finish."""
+    assert event.run_id is not None
+    assert event.invocation_token is not None
+    try:
+        run = await client.start(event.run_id, event.invocation_token)
+    except ClientProblem as problem:
+        # Superseded or no longer queued (a newer delivery, a cancel): nothing to do.
+        print(f"run {event.run_id} not started: {problem.code}")
+        return
+    for attempt in range(SEND_ATTEMPTS):
+        history = await client.read_history(run.thread_id)
+        asked = next((m.content for m in reversed(history.messages) if m.origin == "human"), "")
+        sent = await client.send(run.thread_id, compose(asked), f"{run.id}:answer", run_id=run.id)
+        if sent.state is not SendState.HELD:
+            print(f"run {run.id} answered ({sent.state.value}, attempt {attempt + 1})")
+            await client.finish(run.id, "completed")
+            return
+    await client.finish(run.id, "failed", reason="kept_being_overtaken")
+
+
+async def take_followup(client: AgentRuntimeClient, event: AgentEvent) -> None:
+    """A message written while the run is busy: resume on it, or take it into account."""
+    assert event.run_id is not None
+    assert event.message_id is not None
+    run = await client.get_run(event.run_id)
+    if run.state is RunState.WAITING_INPUT and event.invocation_token is not None:
+        run = await client.resume(run.id, event.invocation_token)
+    if run.active:
+        await client.patch_followups(run.id, {event.message_id: "absorbed"})
+
+
+async def serve(url: str, token: str, *, handled: int | None = None) -> int:
+    """Follow the agent's stream and handle its events.
+
+    Args:
+        url: the turnkeeper server.
+        token: the agent's API token.
+        handled: stop after this many events (None: for ever).
+
+    Returns:
+        How many events were handled.
+    """
+    count = 0
+    async with AgentRuntimeClient(url, token) as client:
+        await client.heartbeat(Capabilities(followups=FollowupMode.QUEUE))
+        async for event in client.events():
+            if event.type == "agent.invocation":
+                await answer(client, event)
+            elif event.type == "agent.followup":
+                await take_followup(client, event)
+            elif event.type == "run.cancel_requested" and event.run_id is not None:
+                await client.finish(event.run_id, "cancelled", reason="requested")
+            count += 1
+            if handled is not None and count >= handled:
+                break
+    return count
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(os.environ["TURNKEEPER_URL"], os.environ["TURNKEEPER_AGENT_TOKEN"]))

@@ -1,0 +1,329 @@
+"""Live delivery over HTTP: long-poll parameters, SSE framing, resume, limit, shutdown.
+
+Streams never end by themselves, and an in-memory ASGI transport hands over an answer
+only once it is complete, so the stream tests run the application in a real uvicorn
+server on a loopback port (`StreamClosingServer`, as ``turnkeeper serve`` does) and read
+it with httpx as it streams. Each ``data:`` line is checked against the published
+schema of the page routes' documents (Event, AgentEvent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+import structlog
+from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
+
+from tests.live_server import Served, served_app
+from tests.support.http import ContractClient, bearer
+from tests.support.openapi import assert_no_null
+from turnkeeper.adapters.logging import configure_logging
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.settings import Settings
+
+#: Bound of a wait for something that must happen at once.
+BOUND_SECONDS = 10.0
+#: The shortest heartbeat the configuration allows (whole seconds).
+HEARTBEAT_SECONDS = 1
+MAX_STREAMS = 2
+MAX_WAIT_SECONDS = 20
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(
+        stream_heartbeat=timedelta(seconds=HEARTBEAT_SECONDS),
+        stream_max_per_principal=MAX_STREAMS,
+        stream_max_wait=timedelta(seconds=MAX_WAIT_SECONDS),
+    )
+
+
+@pytest.fixture
+async def served(services: Services, world: DemoWorld) -> AsyncIterator[Served]:
+    async with served_app(services) as app:
+        yield app
+
+
+@attrs.frozen
+class Message:
+    """One Server-Sent Events message: an event, or a comment."""
+
+    id: str | None = None
+    event: str | None = None
+    data: str | None = None
+    comment: str | None = None
+
+
+async def messages(lines: AsyncIterator[str]) -> AsyncIterator[Message]:
+    """The SSE messages of a stream's lines (fields joined per message)."""
+    fields: dict[str, str] = {}
+    async for line in lines:
+        if line == "":
+            if fields:
+                yield Message(**fields)
+            fields = {}
+        elif line.startswith(":"):
+            fields["comment"] = line[1:].strip()
+        else:
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+
+
+def check_document(spec: dict[str, Any], component: str, body: Any) -> None:
+    """Validate a ``data:`` document against a component schema of /openapi.json."""
+    assert_no_null(body)
+    schema = {"$ref": f"#/components/schemas/{component}", "components": spec["components"]}
+    errors = list(Draft202012Validator(schema, format_checker=FormatChecker()).iter_errors(body))
+    assert not errors, [e.message for e in errors]
+
+
+async def post(client: ContractClient, token: str, thread: object, cid: str, **extra: Any) -> int:
+    answer = await client.post(
+        f"/v1/threads/{thread}/messages",
+        json={"client_msg_id": cid, "content": f"Message {cid}", **extra},
+        headers=bearer(token),
+    )
+    assert answer.status_code == 201
+    return int(answer.json()["thread_seq"])
+
+
+async def first_events(
+    served: Served, path: str, token: str, count: int, headers: dict[str, str] | None = None
+) -> list[Message]:
+    """The first `count` event messages of a stream (comments skipped)."""
+    found: list[Message] = []
+    async with (
+        httpx.AsyncClient(base_url=served.url, timeout=BOUND_SECONDS) as http,
+        http.stream("GET", path, headers={**bearer(token), **(headers or {})}) as answer,
+    ):
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        async with asyncio.timeout(BOUND_SECONDS):
+            async for message in messages(answer.aiter_lines()):
+                if message.comment is None:
+                    found.append(message)
+                if len(found) == count:
+                    break
+    return found
+
+
+# -- long-poll -------------------------------------------------------------------------
+
+
+async def test_a_long_poll_answers_when_a_message_is_posted(
+    served: Served, world: DemoWorld
+) -> None:
+    sam = bearer(world.people["sam"].token)
+    thread = world.channels["allgemein"].main_thread_id
+    async with httpx.AsyncClient(base_url=served.url, timeout=BOUND_SECONDS * 3) as http:
+        end = (await http.get("/v1/events?limit=500", headers=sam)).json()["next_after"]
+        waiting = asyncio.create_task(
+            http.get(f"/v1/events?after={end}&wait={MAX_WAIT_SECONDS}", headers=sam)
+        )
+        # (Whether the post lands before or during the wait, the answer holds it; that the
+        # wait is cut short by the commit is proven in tests/integration/test_live_delivery.)
+        await asyncio.sleep(0)
+        posted = await http.post(
+            f"/v1/threads/{thread}/messages",
+            json={"client_msg_id": "lp", "content": "Long-poll, Sam."},
+            headers=bearer(world.people["alex"].token),
+        )
+        assert posted.status_code == 201
+        answer = await asyncio.wait_for(waiting, BOUND_SECONDS)
+    assert answer.status_code == 200
+    assert answer.json()["events"][0]["type"] == "message.created"
+
+
+@pytest.mark.parametrize("path", ["/v1/events", "/v1/agent/events"])
+@pytest.mark.parametrize("wait", ["-1", str(MAX_WAIT_SECONDS + 1), "nan", "soon"])
+async def test_a_wait_out_of_bounds_is_400_with_its_pointer(
+    client: ContractClient, world: DemoWorld, path: str, wait: str
+) -> None:
+    answer = await client.get(f"{path}?wait={wait}", headers=bearer(world.agents["lotse"].token))
+    assert answer.status_code == 400
+    assert answer.json()["errors"][0]["pointer"] == "/wait"
+
+
+async def test_the_documented_wait_is_bounded_by_the_setting(client: ContractClient) -> None:
+    for path in ("/v1/events", "/v1/agent/events"):
+        parameters = client.spec["paths"][path]["get"]["parameters"]
+        (wait,) = [p for p in parameters if p["name"] == "wait"]
+        assert (wait["schema"]["minimum"], wait["schema"]["maximum"]) == (0, MAX_WAIT_SECONDS)
+
+
+# -- streams ------------------------------------------------------------------------------
+
+
+async def test_a_stream_frames_each_event_as_on_the_page(
+    served: Served, client: ContractClient, world: DemoWorld
+) -> None:
+    alex = world.people["alex"].token
+    await post(client, alex, world.channels["allgemein"].main_thread_id, "sse-1")
+    page = (await client.get("/v1/events", headers=bearer(alex))).json()["events"]
+    streamed = await first_events(served, "/v1/events/stream", alex, len(page))
+    for message, document in zip(streamed, page, strict=True):
+        assert message.id == str(document["seq"])
+        assert message.event == document["type"]
+        assert message.data is not None
+        body = json.loads(message.data)
+        assert body == document
+        check_document(served.spec, "Event", body)
+
+
+async def test_last_event_id_wins_over_after(
+    served: Served, client: ContractClient, world: DemoWorld
+) -> None:
+    alex = world.people["alex"].token
+    thread = world.channels["allgemein"].main_thread_id
+    for cid in ("r1", "r2"):
+        await post(client, alex, thread, cid)
+    seqs = [
+        e["seq"] for e in (await client.get("/v1/events", headers=bearer(alex))).json()["events"]
+    ]
+    resumed = await first_events(
+        served, "/v1/events/stream?after=0", alex, 1, headers={"Last-Event-ID": str(seqs[1])}
+    )
+    assert resumed[0].id == str(seqs[2])
+
+
+async def test_an_agent_stream_carries_the_invocation_with_a_token(
+    served: Served, client: ContractClient, world: DemoWorld
+) -> None:
+    lotse = world.principal("lotse")
+    await post(
+        client,
+        world.people["alex"].token,
+        world.channels["eskalation"].main_thread_id,
+        "inv-1",
+        mentions=[str(lotse.id)],
+    )
+    (message,) = await first_events(
+        served, "/v1/agent/events/stream", world.agents["lotse"].token, 1
+    )
+    assert message.event == "agent.invocation"
+    assert message.data is not None
+    body = json.loads(message.data)
+    check_document(served.spec, "AgentEvent", body)
+    assert body["invocation_token"]
+    assert message.id == str(body["seq"])
+
+
+async def test_an_idle_stream_sends_a_heartbeat_comment(served: Served, world: DemoWorld) -> None:
+    async with (
+        httpx.AsyncClient(base_url=served.url, timeout=BOUND_SECONDS) as http,
+        http.stream(
+            "GET", "/v1/events/stream?after=1000000", headers=bearer(world.people["sam"].token)
+        ) as answer,
+    ):
+        async with asyncio.timeout(BOUND_SECONDS):
+            first = await anext(messages(answer.aiter_lines()))
+    assert first == Message(comment="heartbeat")
+
+
+async def test_one_stream_too_many_is_429_rate_limited(served: Served, world: DemoWorld) -> None:
+    headers = bearer(world.people["alex"].token)
+    async with httpx.AsyncClient(base_url=served.url, timeout=BOUND_SECONDS) as http:
+        async with (
+            http.stream("GET", "/v1/events/stream", headers=headers) as one,
+            http.stream("GET", "/v1/events/stream", headers=headers) as two,
+        ):
+            assert (one.status_code, two.status_code) == (200, 200)
+            refused = await http.get("/v1/events/stream", headers=headers)
+            assert refused.status_code == 429
+            assert refused.headers["content-type"].startswith("application/problem+json")
+            assert refused.json()["code"] == "rate_limited"
+            assert int(refused.headers["Retry-After"]) >= 1
+        # Closed streams free their places (the server sees the disconnect).
+        async with asyncio.timeout(BOUND_SECONDS):
+            while True:
+                again = await http.get("/v1/events?limit=1", headers=headers)
+                assert again.status_code == 200
+                async with http.stream("GET", "/v1/events/stream", headers=headers) as three:
+                    if three.status_code == 200:
+                        break
+                await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("header", "pointer"), [("abc", "/Last-Event-ID"), ("-3", "/Last-Event-ID")]
+)
+async def test_a_bad_last_event_id_is_400(
+    client: ContractClient, world: DemoWorld, header: str, pointer: str
+) -> None:
+    answer = await client.get(
+        "/v1/events/stream",
+        headers={**bearer(world.people["alex"].token), "Last-Event-ID": header},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["errors"][0]["pointer"] == pointer
+
+
+async def test_a_person_may_not_open_the_agent_stream(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    answer = await client.get("/v1/agent/events/stream", headers=bearer(world.people["alex"].token))
+    assert answer.status_code == 403
+
+
+async def test_server_shutdown_ends_open_streams_cleanly(
+    served: Served, services: Services, world: DemoWorld
+) -> None:
+    ended = asyncio.Event()
+    opened = asyncio.Event()
+    services.live.stream_count_hooks.append(lambda count: opened.set() if count else None)
+    received: list[Message] = []
+
+    async def read() -> None:
+        async with (
+            httpx.AsyncClient(base_url=served.url, timeout=BOUND_SECONDS) as http,
+            http.stream(
+                "GET", "/v1/events/stream?after=1000000", headers=bearer(world.people["sam"].token)
+            ) as answer,
+        ):
+            # The stream ends without a transport error: the chunked body is complete.
+            received.extend([m async for m in messages(answer.aiter_lines())])
+            ended.set()
+
+    reader = asyncio.create_task(read())
+    await asyncio.wait_for(opened.wait(), BOUND_SECONDS)
+    served.server.should_exit = True
+    await asyncio.wait_for(reader, BOUND_SECONDS)
+    assert ended.is_set()
+    assert all(m.comment == "heartbeat" for m in received)
+
+
+# -- logging ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def log_lines() -> Iterator[io.StringIO]:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = io.StringIO()
+    configure_logging(json=True, stream=stream)
+    yield stream
+    structlog.reset_defaults()
+    root.handlers[:], root.level = saved
+
+
+async def test_polls_and_heartbeats_log_at_debug_not_info(
+    client: ContractClient, world: DemoWorld, log_lines: io.StringIO
+) -> None:
+    lotse = bearer(world.agents["lotse"].token)
+    await client.get("/v1/events", headers=lotse)
+    await client.get("/v1/agent/events", headers=lotse)
+    await client.put("/v1/agent/heartbeat", json={"capabilities": {}}, headers=lotse)
+    await client.get("/v1/agent/events?limit=0", headers=lotse)  # an error stays at info
+    records = [json.loads(line) for line in log_lines.getvalue().splitlines() if line.strip()]
+    requests = [r for r in records if r.get("event") == "http_request"]
+    assert [(r["route"], r["status"]) for r in requests] == [("/v1/agent/events", 400)]

@@ -1,0 +1,40 @@
+"""Ending the event streams when the server shuts down.
+
+uvicorn stops accepting connections on SIGTERM or SIGINT and then waits until every
+open answer is complete before it sends the lifespan shutdown to the application, so a
+stream (an answer that never completes by itself) would hold the process up until the
+graceful timeout cancels it mid-way. `StreamClosingServer` first ends every stream and
+long-poll of the process (`turnkeeper.application.services.live.LiveDelivery.close`):
+each stream's answer ends cleanly, and its client reconnects elsewhere with
+``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import uvicorn
+
+from turnkeeper.application.services.live import LiveDelivery
+
+
+class StreamClosingServer(uvicorn.Server):
+    """A uvicorn server that ends the process's streams before it waits for answers.
+
+    Args:
+        config: the uvicorn configuration.
+        live: the live delivery service of the served application.
+    """
+
+    def __init__(self, config: uvicorn.Config, live: LiveDelivery) -> None:
+        super().__init__(config)
+        self._live = live
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """End every stream, then shut down as uvicorn does.
+
+        Args:
+            sockets: the listening sockets (uvicorn's argument).
+        """
+        self._live.close()
+        await super().shutdown(sockets)

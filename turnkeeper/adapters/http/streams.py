@@ -1,0 +1,209 @@
+"""Event streams (API.md, Live delivery): ``text/event-stream`` over the live delivery.
+
+``GET /v1/events/stream`` and ``GET /v1/agent/events/stream`` answer Server-Sent Events:
+each event is ``id: <seq>``, ``event: <type>`` and ``data: <Event or AgentEvent JSON>``
+(the very documents of the page routes), and an idle stream sends the comment
+``: heartbeat`` every ``stream.heartbeat_seconds``. The cursor is the ``Last-Event-ID``
+request header when present (a reconnecting EventSource sends it), else ``?after=``,
+else the page route's default (0 for the shared feed, the acknowledged position for
+the agent feed).
+
+Everything that can fail is checked before the answer starts, so it fails as a
+problem+json: the cursor, the caller's kind, ``stream.max_per_principal`` (429
+rate_limited). Once streaming, a failed read (the database went away) ends the
+stream; the client reconnects with ``Last-Event-ID`` and loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+import structlog
+from litestar import Router, get
+from litestar.di import NamedDependency
+from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIType, Operation, Schema
+from litestar.params import HeaderParameter, QueryParameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.runs import delivery_document
+from turnkeeper.adapters.http.schemas import AgentEvent, Event, answer
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.documents import Document, event_document
+from turnkeeper.application.services.conversation import EventPage
+from turnkeeper.application.services.live import Heartbeat, LiveStream
+from turnkeeper.application.services.runs import AgentEventPage
+from turnkeeper.domain.errors import DomainError, FieldError, ValidationFailed
+from turnkeeper.domain.world import Principal
+
+#: The request header of a reconnecting EventSource.
+LAST_EVENT_ID = "Last-Event-ID"
+#: The media type of the answers.
+EVENT_STREAM = "text/event-stream"
+#: The comment of a heartbeat.
+HEARTBEAT_COMMENT = "heartbeat"
+#: The paths of the stream routes below /v1 (for the OpenAPI document and the log).
+SHARED_STREAM_PATH = "/v1/events/stream"
+AGENT_STREAM_PATH = "/v1/agent/events/stream"
+
+_log = structlog.get_logger("turnkeeper.http.streams")
+_encoder = msgspec.json.Encoder()
+_PageT = TypeVar("_PageT", EventPage, AgentEventPage)
+
+
+def stream_cursor(last_event_id: str | None, after: int | None) -> int | None:
+    """The cursor of a stream request: ``Last-Event-ID`` wins over ``?after=``.
+
+    Args:
+        last_event_id: the header, None when absent.
+        after: the query parameter, None when absent.
+
+    Returns:
+        The cursor, or None for the feed's default.
+
+    Raises:
+        ValidationFailed: ``/Last-Event-ID`` invalid_type for a header that is not a
+            whole number, out_of_range for a negative one; ``/after`` out_of_range.
+    """
+    if last_event_id is not None and last_event_id.strip():
+        text = last_event_id.strip()
+        if not text.lstrip("-").isdigit() or not text.isascii():
+            raise ValidationFailed([FieldError(pointer=f"/{LAST_EVENT_ID}", code="invalid_type")])
+        value = int(text)
+        if value < 0:
+            raise ValidationFailed([FieldError(pointer=f"/{LAST_EVENT_ID}", code="out_of_range")])
+        return value
+    if after is not None and after < 0:
+        raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
+    return after
+
+
+def _event_message(document: Document, kind: type[Event]) -> ServerSentEventMessage:
+    data = _encoder.encode(answer(document, kind)).decode("utf-8")
+    return ServerSentEventMessage(data=data, event=str(document["type"]), id=int(document["seq"]))
+
+
+def _shared_messages(page: EventPage) -> list[ServerSentEventMessage]:
+    return [_event_message(event_document(event), Event) for event in page.events]
+
+
+def _agent_messages(page: AgentEventPage) -> list[ServerSentEventMessage]:
+    return [_event_message(delivery_document(d), AgentEvent) for d in page.deliveries]
+
+
+async def _messages(
+    stream: LiveStream[_PageT],
+    encode: Callable[[_PageT], list[ServerSentEventMessage]],
+) -> AsyncIterator[ServerSentEventMessage]:
+    """The SSE messages of a stream; the stream is closed however this ends."""
+    try:
+        async for item in stream:
+            if isinstance(item, Heartbeat):
+                yield ServerSentEventMessage(data=None, comment=HEARTBEAT_COMMENT)
+                continue
+            for message in encode(item):
+                yield message
+    except DomainError as exc:
+        # The answer has started: a problem cannot be sent any more. The client resumes
+        # with Last-Event-ID once the server can read again.
+        _log.warning("event_stream_read_failed", code=exc.code)
+    finally:
+        await stream.aclose()
+
+
+_CURSOR_DOC = "cursor; the Last-Event-ID header wins"
+_HEADER_DOC = "resume after this seq (sent by a reconnecting EventSource)"
+
+
+@get("/events/stream", responses=problems(429), media_type=EVENT_STREAM)
+async def stream_events(
+    principal: NamedDependency[Principal],
+    services: NamedDependency[Services],
+    after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC)] = None,
+    last_event_id: Annotated[
+        str | None, HeaderParameter(name=LAST_EVENT_ID, description=_HEADER_DOC)
+    ] = None,
+) -> ServerSentEvent:
+    """The shared events the caller may read, as they are committed."""
+    cursor = stream_cursor(last_event_id, after)
+    stream = await services.live.open_events(principal, after=cursor or 0)
+    return ServerSentEvent(_messages(stream, _shared_messages))
+
+
+@get("/agent/events/stream", responses=problems(403, 429), media_type=EVENT_STREAM)
+async def stream_agent_events(
+    principal: NamedDependency[Principal],
+    services: NamedDependency[Services],
+    after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC)] = None,
+    last_event_id: Annotated[
+        str | None, HeaderParameter(name=LAST_EVENT_ID, description=_HEADER_DOC)
+    ] = None,
+) -> ServerSentEvent:
+    """The agent's personal events as they are committed, a fresh token per delivery."""
+    cursor = stream_cursor(last_event_id, after)
+    stream = await services.live.open_agent_events(principal, after=cursor)
+    return ServerSentEvent(_messages(stream, _agent_messages))
+
+
+def streams_router() -> Router:
+    """The stream routes, to be mounted under ``/v1``.
+
+    Returns:
+        A new router (one per application).
+    """
+    return Router(
+        path="/", tags=["live delivery"], route_handlers=[stream_events, stream_agent_events]
+    )
+
+
+_FRAMING = (
+    "Server-Sent Events: per event `id: <seq>`, `event: <type>`, `data: <{kind} JSON>`; "
+    "the comment `: heartbeat` every stream.heartbeat_seconds while idle."
+)
+
+
+def document_streams(openapi: OpenAPI) -> OpenAPI:
+    """Describe the 200 answers of the stream routes (Litestar writes no schema for them).
+
+    Each says ``text/event-stream`` with a string schema, and names the JSON document of
+    every ``data:`` line (``x-event-schema``: Event or AgentEvent).
+
+    Args:
+        openapi: the generated document; changed in place.
+
+    Returns:
+        The same document.
+    """
+    for path, kind in ((SHARED_STREAM_PATH, "Event"), (AGENT_STREAM_PATH, "AgentEvent")):
+        item = (openapi.paths or {}).get(path)
+        operation = getattr(item, "get", None)
+        if not isinstance(operation, Operation) or operation.responses is None:
+            continue
+        ok: Any = operation.responses.get("200")
+        if ok is None:
+            continue
+        ok.description = _FRAMING.format(kind=kind)
+        ok.content = {
+            EVENT_STREAM: OpenAPIMediaType(
+                schema=Schema(
+                    type=OpenAPIType.STRING,
+                    description=f"data: lines hold #/components/schemas/{kind}",
+                )
+            )
+        }
+    return openapi
+
+
+__all__ = [
+    "AGENT_STREAM_PATH",
+    "EVENT_STREAM",
+    "LAST_EVENT_ID",
+    "SHARED_STREAM_PATH",
+    "document_streams",
+    "stream_agent_events",
+    "stream_cursor",
+    "stream_events",
+    "streams_router",
+]

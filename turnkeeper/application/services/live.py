@@ -1,0 +1,403 @@
+"""Live delivery: long-polls and event streams over the shared and the agent feeds.
+
+Every read goes through the page use cases (`ConversationService.list_events` and
+`RunsService.poll`), so a long-poll and a stream see exactly the events, order,
+visibility and cursor of the pages, and an agent gets a fresh invocation token per
+delivery. Between reads a reader waits on the wake-up port
+(`turnkeeper.application.wakeup.EventWaker`): its listener is opened before the first
+read, so a commit that lands between a read and the wait still wakes it.
+
+Limits: ``stream.max_wait_seconds`` (the longest ``wait`` of a long-poll),
+``stream.heartbeat_seconds`` (the longest wait of a stream before a heartbeat) and
+``stream.max_per_principal`` (streams per principal on this process).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
+from datetime import timedelta
+from typing import Final, Generic, TypeVar
+
+import attrs
+
+from turnkeeper.application.ports import Clock
+from turnkeeper.application.services.conversation import ConversationService, EventPage
+from turnkeeper.application.services.runs import AgentEventPage, RunsService
+from turnkeeper.application.settings import Settings
+from turnkeeper.application.wakeup import SHARED_FEED, EventWaker, Feed, WakeListener
+from turnkeeper.domain.errors import FieldError, RateLimited, ValidationFailed
+from turnkeeper.domain.world import Principal
+
+PageT = TypeVar("PageT", bound=EventPage | AgentEventPage)
+
+#: Called with the number of open streams of this process whenever it changes.
+StreamCountHook = Callable[[int], None]
+
+
+@attrs.frozen
+class Heartbeat:
+    """A stream item that carries no event: the stream is alive and waited in vain."""
+
+
+#: The one heartbeat item.
+HEARTBEAT: Final = Heartbeat()
+
+
+def _size(page: EventPage | AgentEventPage) -> int:
+    if isinstance(page, EventPage):
+        return len(page.events)
+    return len(page.deliveries)
+
+
+class LiveStream(Generic[PageT]):
+    """An open event stream: pages of new events and heartbeats, until closed.
+
+    Iterate it (``async for item in stream``) for `EventPage` / `AgentEventPage` items
+    with at least one event, and `HEARTBEAT` when a wait of ``stream.heartbeat_seconds``
+    saw nothing. Iteration ends when the process shuts down (`LiveDelivery.close`).
+    Close it with `aclose` (or ``async with``): that frees its place among the
+    principal's streams.
+
+    Args:
+        first: the page read when the stream opened.
+        read: reads the page after a cursor.
+        more: whether a page read after a cursor (None: the feed's default) may have
+            left readable events behind, so that the stream reads again at once.
+        listener: the stream's open listener.
+        exits: closes the listener and frees the stream's place.
+        waker: the wake-up port (generation and closing).
+        clock: the time (heartbeat deadlines).
+        heartbeat: the longest wait before a heartbeat.
+        generation: the waker's generation before the first read.
+        after: the cursor of the first read.
+    """
+
+    def __init__(
+        self,
+        *,
+        first: PageT,
+        read: Callable[[int | None], Awaitable[PageT]],
+        more: Callable[[PageT, int | None], bool],
+        listener: WakeListener,
+        exits: ExitStack,
+        waker: EventWaker,
+        clock: Clock,
+        heartbeat: timedelta,
+        generation: int,
+        after: int | None,
+    ) -> None:
+        self._pending: PageT | None = first
+        self._cursor = first.next_after
+        self._read = read
+        self._more = more
+        self._listener = listener
+        self._exits = exits
+        self._waker = waker
+        self._clock = clock
+        self._heartbeat = heartbeat
+        self._generation = generation
+        self._read_at_once = more(first, after)
+        self._last_sent = clock.now()
+        self._closed = False
+
+    @property
+    def cursor(self) -> int:
+        """The cursor after everything this stream read (resume with it)."""
+        return self._cursor
+
+    def __aiter__(self) -> LiveStream[PageT]:
+        return self
+
+    async def __anext__(self) -> PageT | Heartbeat:
+        """The next page with events, or a heartbeat.
+
+        Raises:
+            StopAsyncIteration: when the stream was closed or the process shuts down.
+        """
+        pending, self._pending = self._pending, None
+        if pending is not None and _size(pending):
+            self._last_sent = self._clock.now()
+            return pending
+        while True:
+            if self._closed or self._waker.closed:
+                raise StopAsyncIteration
+            if not self._read_at_once:
+                waited = self._heartbeat - (self._clock.now() - self._last_sent)
+                woken = await self._listener.wait(max(waited, timedelta(0)))
+                if self._waker.closed:
+                    raise StopAsyncIteration
+                if not woken and self._waker.generation == self._generation:
+                    self._last_sent = self._clock.now()
+                    return HEARTBEAT
+            page = await self._next_page()
+            if _size(page):
+                self._last_sent = self._clock.now()
+                return page
+            if not self._read_at_once and self._clock.now() - self._last_sent >= self._heartbeat:
+                self._last_sent = self._clock.now()
+                return HEARTBEAT
+
+    async def _next_page(self) -> PageT:
+        self._generation = self._waker.generation
+        before = self._cursor
+        page = await self._read(before)
+        self._read_at_once = self._more(page, before)
+        self._cursor = page.next_after
+        return page
+
+    async def aclose(self) -> None:
+        """Close the stream and free its place (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._exits.close()
+
+    async def __aenter__(self) -> LiveStream[PageT]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class LiveDelivery:
+    """Long-polls and streams over the page use cases.
+
+    Args:
+        conversation: the shared feed's pages.
+        runs: the agent feed's pages.
+        waker: the wake-up port of the store.
+        clock: the time (deadlines).
+        settings: ``stream.*`` and ``page.default_limit``.
+    """
+
+    def __init__(
+        self,
+        conversation: ConversationService,
+        runs: RunsService,
+        waker: EventWaker,
+        clock: Clock,
+        settings: Settings,
+    ) -> None:
+        self._conversation = conversation
+        self._runs = runs
+        self._waker = waker
+        self._clock = clock
+        self._settings = settings
+        self._heartbeat = settings.stream_heartbeat
+        self._lock = threading.Lock()
+        self._streams: dict[uuid.UUID, int] = {}
+        self._open = 0
+        #: Called with the number of open streams whenever it changes (for example the
+        #: gauge ``turnkeeper_event_stream_clients``).
+        self.stream_count_hooks: list[StreamCountHook] = []
+
+    @property
+    def waker(self) -> EventWaker:
+        """The wake-up port in use."""
+        return self._waker
+
+    @property
+    def open_streams(self) -> int:
+        """Streams open on this process now."""
+        return self._open
+
+    def wait_time(self, wait: float | None) -> timedelta:
+        """The wait of a long-poll request.
+
+        Args:
+            wait: the request's ``wait`` in seconds; None when absent.
+
+        Returns:
+            The wait (zero when absent: an ordinary page).
+
+        Raises:
+            ValidationFailed: ``/wait`` out_of_range below 0, above
+                ``stream.max_wait_seconds``, or not a finite number.
+        """
+        if wait is None:
+            return timedelta(0)
+        longest = self._settings.stream_max_wait.total_seconds()
+        if not math.isfinite(wait) or not 0 <= wait <= longest:
+            raise ValidationFailed([FieldError(pointer="/wait", code="out_of_range")])
+        return timedelta(seconds=wait)
+
+    # -- long-poll -------------------------------------------------------------------------
+
+    async def wait_events(
+        self,
+        actor: Principal,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        wait: float | None = None,
+    ) -> EventPage:
+        """A page of the shared feed, waiting up to `wait` seconds for one event.
+
+        Raises:
+            ValidationFailed: for a bad cursor, limit or wait.
+        """
+        waited = self.wait_time(wait)
+
+        async def read(cursor: int | None) -> EventPage:
+            return await self._conversation.list_events(actor, after=cursor or 0, limit=limit)
+
+        return await self._long_poll(SHARED_FEED, waited, after, read)
+
+    async def wait_agent_events(
+        self,
+        agent: Principal,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
+        wait: float | None = None,
+    ) -> AgentEventPage:
+        """A page of the agent's feed, waiting up to `wait` seconds for one delivery.
+
+        Raises:
+            AccessDenied: when the caller is not an agent.
+            ValidationFailed: for a bad cursor, limit or wait.
+        """
+        waited = self.wait_time(wait)
+
+        async def read(cursor: int | None) -> AgentEventPage:
+            return await self._runs.poll(agent, after=cursor, limit=limit)
+
+        return await self._long_poll(agent.id, waited, after, read)
+
+    async def _long_poll(
+        self,
+        feed: Feed,
+        wait: timedelta,
+        after: int | None,
+        read: Callable[[int | None], Awaitable[PageT]],
+    ) -> PageT:
+        if not wait:
+            return await read(after)
+        deadline = self._clock.now() + wait
+        # Timed-out waits are counted too, so that a clock standing still (a test's)
+        # cannot make a long-poll wait for ever.
+        budget = wait
+        with self._waker.listen(feed) as listener:
+            generation = self._waker.generation
+            page = await read(after)
+            while not _size(page) and not self._waker.closed:
+                remaining = min(budget, deadline - self._clock.now())
+                if remaining <= timedelta(0):
+                    break
+                step = min(remaining, self._heartbeat)
+                woken = await listener.wait(step)
+                if not woken:
+                    budget -= step
+                    if self._waker.generation == generation:
+                        continue
+                generation = self._waker.generation
+                page = await read(page.next_after)
+        return page
+
+    # -- streams ---------------------------------------------------------------------------
+
+    async def open_events(self, actor: Principal, *, after: int = 0) -> LiveStream[EventPage]:
+        """Open a stream of the shared feed after a cursor.
+
+        Raises:
+            RateLimited: when the principal holds ``stream.max_per_principal`` streams.
+            ValidationFailed: for a bad cursor.
+        """
+        size = self._settings.page_default_limit
+
+        async def read(cursor: int | None) -> EventPage:
+            return await self._conversation.list_events(actor, after=cursor or 0, limit=size)
+
+        def more(page: EventPage, before: int | None) -> bool:
+            # A short page read everything that was readable.
+            return len(page.events) >= size
+
+        return await self._open_stream(actor, SHARED_FEED, after, read, more)
+
+    async def open_agent_events(
+        self, agent: Principal, *, after: int | None = None
+    ) -> LiveStream[AgentEventPage]:
+        """Open a stream of the agent's feed after a cursor (the acknowledged one if None).
+
+        Raises:
+            AccessDenied: when the caller is not an agent.
+            RateLimited: when the agent holds ``stream.max_per_principal`` streams.
+            ValidationFailed: for a bad cursor.
+        """
+        size = self._settings.page_default_limit
+
+        async def read(cursor: int | None) -> AgentEventPage:
+            return await self._runs.poll(agent, after=cursor, limit=size)
+
+        def more(page: AgentEventPage, before: int | None) -> bool:
+            # Undeliverable events are skipped without a trace in the page, so any
+            # page that moved the cursor may have left events behind.
+            if before is None:
+                return bool(page.deliveries)
+            return page.next_after != before
+
+        return await self._open_stream(agent, agent.id, after, read, more)
+
+    async def _open_stream(
+        self,
+        principal: Principal,
+        feed: Feed,
+        after: int | None,
+        read: Callable[[int | None], Awaitable[PageT]],
+        more: Callable[[PageT, int | None], bool],
+    ) -> LiveStream[PageT]:
+        exits = ExitStack()
+        try:
+            self._take_place(principal.id)
+            exits.callback(self._free_place, principal.id)
+            listener = exits.enter_context(self._waker.listen(feed))
+            generation = self._waker.generation
+            first = await read(after)
+        except BaseException:
+            exits.close()
+            raise
+        return LiveStream(
+            first=first,
+            read=read,
+            more=more,
+            listener=listener,
+            exits=exits,
+            waker=self._waker,
+            clock=self._clock,
+            heartbeat=self._heartbeat,
+            generation=generation,
+            after=after,
+        )
+
+    def _take_place(self, principal_id: uuid.UUID) -> None:
+        with self._lock:
+            held = self._streams.get(principal_id, 0)
+            if held >= self._settings.stream_max_per_principal:
+                retry_after = math.ceil(self._settings.stream_heartbeat.total_seconds())
+                raise RateLimited(retry_after=retry_after)
+            self._streams[principal_id] = held + 1
+            self._open += 1
+            count = self._open
+        self._counted(count)
+
+    def _free_place(self, principal_id: uuid.UUID) -> None:
+        with self._lock:
+            held = self._streams.get(principal_id, 0) - 1
+            if held > 0:
+                self._streams[principal_id] = held
+            else:
+                self._streams.pop(principal_id, None)
+            self._open -= 1
+            count = self._open
+        self._counted(count)
+
+    def _counted(self, count: int) -> None:
+        for hook in self.stream_count_hooks:
+            hook(count)
+
+    def close(self) -> None:
+        """End every stream and long-poll of this process (it shuts down)."""
+        self._waker.close()
