@@ -148,6 +148,7 @@ async def test_a_run_is_followed_live_from_post_to_finish(
     # The token travels in a header only: never in an address, never in a log.
     assert requests
     assert all(alex not in request.url for request in requests)
+    assert any(entry.get("event") == "http_request" for entry in logs)
     assert alex not in repr(logs)
     stored = await page.evaluate("sessionStorage.getItem('turnkeeper.console.token')")
     assert stored == alex
