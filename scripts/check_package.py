@@ -4,8 +4,9 @@ Run by ``make test`` (target ``package``). Every step happens in a temporary dir
 outside the checkout, so nothing of the source tree can leak into the installed package:
 
 1. build the sdist and the wheel (``python -m build``);
-2. the wheel's only top-level import name is ``turnkeeper``, with ``py.typed`` and every
-   ``.sql`` file of ``sql/`` inside it as ``turnkeeper/sql``;
+2. the wheel's only top-level import name is ``turnkeeper``, with ``py.typed``, every
+   ``.sql`` file of ``sql/`` inside it as ``turnkeeper/sql``, and the console's pinned
+   files (``GET /console``);
 3. a fresh virtualenv with ``turnkeeper[embedded]`` and mypy: ``turnkeeper migrate`` on an
    embedded PostgreSQL exits 0, ``turnkeeper serve`` answers 200 on /readyz, the embedding
    example runs on memory and PostgreSQL, and ``mypy --strict`` on a small user module
@@ -34,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "embedding.py"
+#: One of the console's pinned files: non-Python files under turnkeeper/ must ship.
+CONSOLE_SCRIPT = "turnkeeper/adapters/http/console/console.js"
 
 #: Seconds `turnkeeper serve` may take to answer 200 on /readyz (it migrates first).
 SERVE_READY_SECONDS = 60.0
@@ -84,7 +87,7 @@ def build(out: Path) -> tuple[Path, Path]:
 
 
 def check_wheel_contents(wheel: Path) -> None:
-    """The wheel holds only `turnkeeper`, with py.typed and every SQL file of sql/."""
+    """The wheel holds only `turnkeeper`, with py.typed, the SQL files and the console."""
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     if tops != {"turnkeeper"}:
@@ -98,6 +101,8 @@ def check_wheel_contents(wheel: Path) -> None:
     missing = sorted(wanted - set(names))
     if missing:
         raise CheckFailed(f"the wheel lacks SQL files: {missing}")
+    if CONSOLE_SCRIPT not in names:
+        raise CheckFailed(f"the wheel lacks the console's pinned files ({CONSOLE_SCRIPT})")
 
 
 def _venv(path: Path, requirements: list[str], cwd: Path) -> Path:

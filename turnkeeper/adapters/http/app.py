@@ -13,6 +13,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from turnkeeper.adapters.http.admin import admin_router
 from turnkeeper.adapters.http.agent_send import agent_send_router
 from turnkeeper.adapters.http.body_guard import body_guard
+from turnkeeper.adapters.http.console import console_router
 from turnkeeper.adapters.http.conversation import conversation_router
 from turnkeeper.adapters.http.correlation import CorrelatedApp
 from turnkeeper.adapters.http.dependencies import provide_principal, service_dependencies
@@ -108,7 +109,7 @@ def create_app(
     app = ObservedApp(
         metrics=metrics,
         telemetry=services.telemetry,
-        route_handlers=[v1, healthz, readyz, openapi_document]
+        route_handlers=[v1, healthz, readyz, openapi_document, console_router()]
         + ([metrics_endpoint] if metrics is not None else []),
         dependencies={
             **service_dependencies(services),
