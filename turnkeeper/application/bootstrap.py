@@ -13,8 +13,10 @@ from turnkeeper.application.ports import Clock, IdGenerator, TokenSigner, UnitOf
 from turnkeeper.application.services.admin import AdminService
 from turnkeeper.application.services.agent_send import AgentSendService
 from turnkeeper.application.services.conversation import ConversationService
+from turnkeeper.application.services.grants import GrantService
 from turnkeeper.application.services.identity import IdentityService
 from turnkeeper.application.services.runs import RunsService
+from turnkeeper.application.services.tokens import TokenService
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import Transactor
 
@@ -32,6 +34,8 @@ class Services:
         uow: the unit-of-work factory (for readiness checks and tests).
         identity: token authentication.
         admin: owner administration.
+        grants: the owner's grants (one level per principal and resource, listed).
+        tokens: the owner's API tokens (issued, listed, revoked).
         conversation: threads, messages, history, events.
         runs: trigger acceptance, agent feed, run lifecycle, jobs.
         agent_send: agent sends through the freshness gate.
@@ -45,6 +49,8 @@ class Services:
     uow: UnitOfWorkFactory
     identity: IdentityService
     admin: AdminService
+    grants: GrantService
+    tokens: TokenService
     conversation: ConversationService
     runs: RunsService
     agent_send: AgentSendService
@@ -80,6 +86,8 @@ def build_services(
         uow=uow,
         identity=IdentityService(tx, clock, settings),
         admin=AdminService(tx, clock, ids),
+        grants=GrantService(tx, clock, ids),
+        tokens=TokenService(tx, clock, ids, settings),
         conversation=ConversationService(tx, bus, clock, ids, settings),
         runs=RunsService(tx, bus, clock, ids, settings, signer),
         agent_send=AgentSendService(tx, bus, clock, ids, settings),

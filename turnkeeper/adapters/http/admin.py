@@ -6,9 +6,14 @@ encodes the document of the answer; authorization is the services' concern.
 
 from __future__ import annotations
 
-from litestar import Router, delete, post, put
+import uuid
+from typing import Annotated
+
+from litestar import Response, Router, delete, get, post, put
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from turnkeeper.adapters.http.dependencies import parse_id
 from turnkeeper.adapters.http.openapi import problems
@@ -20,6 +25,7 @@ from turnkeeper.adapters.http.schemas import (
     ChannelCreate,
     Grant,
     GrantCreate,
+    GrantList,
     OperatorUpdate,
     PrincipalCreate,
     PrincipalCreated,
@@ -146,21 +152,50 @@ async def archive_channel(
     return answer(channel_document(channel), Channel)
 
 
-@post("/grants", status_code=201, responses=problems(403))
+@post(
+    "/grants",
+    status_code=HTTP_201_CREATED,
+    responses={
+        **problems(403),
+        HTTP_200_OK: ResponseSpec(
+            data_container=Grant,
+            description="the pair had a grant: its level is now the one asked for (same id)",
+        ),
+    },
+)
 async def create_grant(
     data: JSONBody[GrantCreate],
     principal: NamedDependency[Principal],
     services: NamedDependency[Services],
-) -> Grant:
-    """Grant a level on a space or channel."""
-    grant = await services.admin.create_grant(
+) -> Response[Grant]:
+    """Grant a level on a space or channel; for a pair that has a grant, change its level."""
+    change = await services.grants.set_grant(
         principal,
         principal_id=data.principal_id,
         resource_kind=ResourceKind(data.resource_kind),
         resource_id=data.resource_id,
         level=Level.parse(data.level),
     )
-    return answer(grant_document(grant), Grant)
+    status = HTTP_201_CREATED if change.created else HTTP_200_OK
+    return Response(answer(grant_document(change.grant), Grant), status_code=status)
+
+
+@get("/grants", responses=problems(403))
+async def list_grants(
+    principal: NamedDependency[Principal],
+    services: NamedDependency[Services],
+    principal_id: Annotated[
+        uuid.UUID | None, QueryParameter(description="only this principal's grants")
+    ] = None,
+    resource_id: Annotated[
+        uuid.UUID | None, QueryParameter(description="only grants on this space or channel")
+    ] = None,
+) -> GrantList:
+    """The grants, filtered by principal, resource, or both."""
+    grants = await services.grants.list_grants(
+        principal, principal_id=principal_id, resource_id=resource_id
+    )
+    return answer({"grants": [grant_document(g) for g in grants]}, GrantList)
 
 
 @delete("/grants/{grant_id:str}", status_code=204, responses=problems(403))
@@ -207,6 +242,7 @@ def admin_router() -> Router:
             set_operator,
             archive_channel,
             create_grant,
+            list_grants,
             delete_grant,
             set_agent_config,
         ],

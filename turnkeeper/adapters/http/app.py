@@ -7,7 +7,6 @@ from importlib import metadata
 from litestar import Router
 from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from turnkeeper.adapters.http.admin import admin_router
@@ -16,6 +15,7 @@ from turnkeeper.adapters.http.bodies import refuse_duplicate_members
 from turnkeeper.adapters.http.conversation import conversation_router
 from turnkeeper.adapters.http.correlation import CorrelatedApp
 from turnkeeper.adapters.http.dependencies import provide_principal
+from turnkeeper.adapters.http.docs_page import docs_assets_router, docs_render_plugin
 from turnkeeper.adapters.http.openapi import complete_document
 from turnkeeper.adapters.http.operations import (
     Readiness,
@@ -27,6 +27,7 @@ from turnkeeper.adapters.http.operations import (
 )
 from turnkeeper.adapters.http.problems import handle_exception
 from turnkeeper.adapters.http.runs import runs_router
+from turnkeeper.adapters.http.tokens import tokens_router
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.settings import Settings
 
@@ -53,7 +54,7 @@ def create_app(
 
     Returns:
         The ASGI application, serving ``/v1``, ``/healthz``, ``/readyz``,
-        ``/openapi.json`` and ``/docs``.
+        ``/openapi.json`` and ``/docs`` (with its assets under ``/docs/assets``).
 
     Example:
         >>> app = create_app(services, services.settings)  # doctest: +SKIP
@@ -69,7 +70,13 @@ def create_app(
 
     v1 = Router(
         path="/v1",
-        route_handlers=[admin_router(), conversation_router(), runs_router(), agent_send_router()],
+        route_handlers=[
+            admin_router(),
+            tokens_router(),
+            conversation_router(),
+            runs_router(),
+            agent_send_router(),
+        ],
         dependencies={"principal": Provide(provide_principal)},
         security=[{BEARER_SCHEME: []}],
     )
@@ -81,7 +88,8 @@ def create_app(
         # path with an HTML page, so it lives under /docs; /openapi.json is served by
         # `openapi_document` at the root.
         path="/docs",
-        render_plugins=[SwaggerRenderPlugin(path="/")],
+        # The page's assets come from the package, not from a CDN (docs_page).
+        render_plugins=[docs_render_plugin()],
         components=Components(
             security_schemes={
                 BEARER_SCHEME: SecurityScheme(type="http", scheme="bearer"),
@@ -91,7 +99,7 @@ def create_app(
         create_examples=False,
     )
     app = CorrelatedApp(
-        route_handlers=[v1, healthz, readyz, openapi_document],
+        route_handlers=[v1, healthz, readyz, openapi_document, docs_assets_router()],
         dependencies={
             "services": Provide(provide_services, sync_to_thread=False),
             "readiness": Provide(provide_readiness, sync_to_thread=False),

@@ -235,6 +235,12 @@ class Grant(Answer):
     created_at: datetime
 
 
+class GrantList(Answer):
+    """Answer of GET /v1/grants."""
+
+    grants: list[Grant]
+
+
 class Thread(Answer):
     """A thread; ``latest_seq`` is the raw frontier."""
 

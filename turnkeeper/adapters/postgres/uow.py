@@ -48,6 +48,7 @@ from turnkeeper.adapters.postgres.spaces import (
     PostgresSpaceRepository,
     PostgresThreadRepository,
 )
+from turnkeeper.adapters.postgres.tokens import PostgresTokenRepository
 from turnkeeper.application.ports import (
     AgentFeedRepository,
     AuditLog,
@@ -62,6 +63,7 @@ from turnkeeper.application.ports import (
     RunRepository,
     SpaceRepository,
     ThreadRepository,
+    TokenRepository,
     UnitOfWork,
 )
 
@@ -106,6 +108,7 @@ class PostgresUnitOfWork:
         self._events = PostgresEventLog(conn)
         principals = PostgresPrincipalRepository(conn)
         self.principals: PrincipalRepository = principals
+        self.tokens: TokenRepository = PostgresTokenRepository(conn)
         if isinstance(self._agent_feed, PostgresAgentFeedRepository):
             self._agent_feed.principal_changed = principals.forget
         self.spaces: SpaceRepository = PostgresSpaceRepository(conn)

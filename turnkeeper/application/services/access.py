@@ -113,3 +113,19 @@ def thread_of(target: AccessTarget) -> Thread:
     if target.thread is None:
         raise NotFound()
     return target.thread
+
+
+def require_owner(actor: Principal, action: str) -> None:
+    """Enforce the owner role of an administrative use case.
+
+    Args:
+        actor: the caller.
+        action: the audited action, for example ``token.create``.
+
+    Raises:
+        AccessDenied: 403 ``forbidden`` with reason ``owner_required`` for anyone else.
+    """
+    if not actor.is_owner:
+        raise AccessDenied(
+            code="forbidden", reason="owner_required", principal_id=actor.id, action=action
+        )
