@@ -71,7 +71,8 @@ class AdminService:
         self._ids = ids
         self._grants = GrantService(tx, clock, ids)
 
-    _require_owner = staticmethod(require_owner)
+    async def _require_owner(self, actor: Principal, action: str) -> None:
+        await require_owner(self._tx, actor, action)
 
     async def _agent(self, uow: UnitOfWork, agent_id: uuid.UUID, pointer: str) -> Principal:
         agent = await uow.principals.get(agent_id)
@@ -159,7 +160,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: for inconsistent members or a taken handle.
         """
-        self._require_owner(actor, "principal.create")
+        await self._require_owner(actor, "principal.create")
         if kind is PrincipalKind.APP:
             raise _invalid("/kind", "invalid_enum")
         if not handle or len(handle.split()) != 1:
@@ -215,7 +216,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: when the operator is not an agent.
         """
-        self._require_owner(actor, "space.create")
+        await self._require_owner(actor, "space.create")
         if not name.strip():
             raise _invalid("/name", "required")
 
@@ -251,7 +252,7 @@ class AdminService:
             NotFound: for an unknown space.
             ValidationFailed: for an operator that does not fit the mode.
         """
-        self._require_owner(actor, "channel.create")
+        await self._require_owner(actor, "channel.create")
         if not name.strip():
             raise _invalid("/name", "required")
         _check_operator(operator_mode, operator_id, "/operator_id")
@@ -293,7 +294,7 @@ class AdminService:
     async def _change_channel(
         self, actor: Principal, channel_id: uuid.UUID, action: str, change: _ChannelChange
     ) -> Channel:
-        self._require_owner(actor, action)
+        await self._require_owner(actor, action)
 
         async def work(uow: UnitOfWork) -> Channel:
             channel = await uow.channels.get(channel_id)
@@ -422,7 +423,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown id or a principal that is not an agent.
         """
-        self._require_owner(actor, "agent.config")
+        await self._require_owner(actor, "agent.config")
 
         async def work(uow: UnitOfWork) -> Principal:
             agent = await uow.principals.get(agent_id)

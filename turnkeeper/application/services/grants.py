@@ -53,7 +53,8 @@ class GrantService:
         self._clock = clock
         self._ids = ids
 
-    _require_owner = staticmethod(require_owner)
+    async def _require_owner(self, actor: Principal, action: str) -> None:
+        await require_owner(self._tx, actor, action)
 
     async def set_grant(
         self,
@@ -85,7 +86,7 @@ class GrantService:
             AccessDenied: for a non-owner.
             ValidationFailed: for an unknown principal or resource, or level none.
         """
-        self._require_owner(actor, "grant.create")
+        await self._require_owner(actor, "grant.create")
         if level is Level.NONE:
             raise _invalid("/level", "invalid_enum")
 
@@ -164,7 +165,7 @@ class GrantService:
         Raises:
             AccessDenied: for a non-owner.
         """
-        self._require_owner(actor, "grant.list")
+        await self._require_owner(actor, "grant.list")
         return await self._tx.read(
             lambda uow: uow.grants.list(principal_id=principal_id, resource_id=resource_id)
         )
@@ -176,7 +177,7 @@ class GrantService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown grant.
         """
-        self._require_owner(actor, "grant.delete")
+        await self._require_owner(actor, "grant.delete")
 
         async def work(uow: UnitOfWork) -> None:
             grant = await uow.grants.get(grant_id)

@@ -205,7 +205,7 @@ class TokenService:
             ValidationFailed: ``/label`` required or too_long.
             NotFound: for an unknown principal.
         """
-        require_owner(actor, "token.create")
+        await require_owner(self._tx, actor, "token.create")
         errors = label_errors(label, max_chars=self._settings.token_label_max_chars)
         if errors:
             raise ValidationFailed(errors)
@@ -233,7 +233,7 @@ class TokenService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown principal.
         """
-        require_owner(actor, "token.list")
+        await require_owner(self._tx, actor, "token.list")
 
         async def work(uow: UnitOfWork) -> list[ApiToken]:
             await self._principal(uow, principal_id)
@@ -256,7 +256,7 @@ class TokenService:
             NotFound: for an unknown principal, a token of another principal, or a
                 token that is revoked already.
         """
-        require_owner(actor, "token.revoke")
+        await require_owner(self._tx, actor, "token.revoke")
 
         async def work(uow: UnitOfWork) -> None:
             token = await uow.tokens.get(token_id)
