@@ -33,6 +33,7 @@ class TokenIssued(Answer):
     """Answer of POST /v1/principals/{principal_id}/tokens: the secret, shown once."""
 
     id: uuid.UUID
+    principal_id: uuid.UUID
     token: str
     created_at: datetime
     label: str | UnsetType = UNSET
@@ -42,6 +43,7 @@ class TokenInfo(Answer):
     """A token as listings show it (never its secret)."""
 
     id: uuid.UUID
+    principal_id: uuid.UUID
     created_at: datetime
     label: str | UnsetType = UNSET
     last_used_at: datetime | UnsetType = UNSET
@@ -56,6 +58,7 @@ class TokenList(Answer):
 def _info(token: ApiToken) -> TokenInfo:
     return TokenInfo(
         id=token.id,
+        principal_id=token.principal_id,
         created_at=token.created_at,
         label=token.label if token.label is not None else UNSET,
         last_used_at=token.last_used_at if token.last_used_at is not None else UNSET,
@@ -80,6 +83,7 @@ async def create_token(
     token = issued.token
     return TokenIssued(
         id=token.id,
+        principal_id=token.principal_id,
         token=issued.secret,
         created_at=token.created_at,
         label=token.label if token.label is not None else UNSET,
