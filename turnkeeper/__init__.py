@@ -148,11 +148,23 @@ if TYPE_CHECKING:
     from turnkeeper.application.services.runs import (
         RunView as RunView,
     )
+    from turnkeeper.application.services.tokens import (
+        IssuedToken as IssuedToken,
+    )
+    from turnkeeper.application.services.tokens import (
+        OwnerTokenRefused as OwnerTokenRefused,
+    )
+    from turnkeeper.application.services.tokens import (
+        TokenService as TokenService,
+    )
     from turnkeeper.application.settings import (
         Settings as Settings,
     )
     from turnkeeper.application.transactions import (
         AccessDenied as AccessDenied,
+    )
+    from turnkeeper.domain.credentials import (
+        ApiToken as ApiToken,
     )
     from turnkeeper.domain.errors import (
         Conflict as Conflict,
@@ -210,18 +222,6 @@ if TYPE_CHECKING:
     )
     from turnkeeper.domain.runs import (
         RunState as RunState,
-    )
-    from turnkeeper.application.services.tokens import (
-        IssuedToken as IssuedToken,
-    )
-    from turnkeeper.application.services.tokens import (
-        OwnerTokenRefused as OwnerTokenRefused,
-    )
-    from turnkeeper.application.services.tokens import (
-        TokenService as TokenService,
-    )
-    from turnkeeper.domain.credentials import (
-        ApiToken as ApiToken,
     )
     from turnkeeper.domain.world import (
         BillingMode as BillingMode,

@@ -85,8 +85,8 @@ async def test_only_the_owner_administers_tokens(client: ContractClient, world: 
         ("GET", _tokens(sam)),
         ("DELETE", f"{_tokens(sam)}/{token['id']}"),
     ):
-        kwargs = {"json": {}} if method == "POST" else {}
-        answer = await client.request(method, url, headers=alex, **kwargs)
+        body: dict[str, object] | None = {} if method == "POST" else None
+        answer = await client.request(method, url, headers=alex, json=body)
         assert answer.status_code == 403, (method, url)
         assert (answer.json()["code"], answer.json()["reason"]) == ("forbidden", "owner_required")
     assert (
