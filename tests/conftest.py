@@ -14,16 +14,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
+from tests.support.database import create_database, database_conninfo, drop_database
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.migrations import migrate
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
@@ -35,58 +32,6 @@ TEST_DATABASE_ENV = "TURNKEEPER_TEST_DATABASE_URL"
 #: Pool bounds of `pg_pool`: small enough that concurrency tests queue on it.
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 10
-
-
-def database_conninfo(server_conninfo: str, dbname: str) -> str:
-    """The conninfo of another database on the same server.
-
-    Args:
-        server_conninfo: any conninfo of the server.
-        dbname: the database.
-
-    Returns:
-        The conninfo with `dbname` replaced.
-    """
-    return make_conninfo(server_conninfo, dbname=dbname)
-
-
-async def _admin(server_conninfo: str, statement: sql.Composed) -> None:
-    # CREATE/DROP DATABASE cannot run inside a transaction block.
-    async with await psycopg.AsyncConnection.connect(server_conninfo, autocommit=True) as conn:
-        await conn.execute(statement)
-
-
-async def create_database(server_conninfo: str, template: str | None = None) -> str:
-    """Create a uniquely named database, optionally cloned from a template.
-
-    Args:
-        server_conninfo: conninfo of the server's admin database.
-        template: the template database, or None for an empty one.
-
-    Returns:
-        The new database's name.
-    """
-    name = f"tk_test_{uuid.uuid4().hex[:16]}"
-    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-    if template is not None:
-        statement = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-            sql.Identifier(name), sql.Identifier(template)
-        )
-    await _admin(server_conninfo, statement)
-    return name
-
-
-async def drop_database(server_conninfo: str, name: str) -> None:
-    """Drop a database, closing connections left open on it.
-
-    Args:
-        server_conninfo: conninfo of the server's admin database.
-        name: the database.
-    """
-    await _admin(
-        server_conninfo,
-        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)),
-    )
 
 
 @pytest.fixture(scope="session")

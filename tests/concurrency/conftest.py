@@ -1,5 +1,5 @@
-"""Concurrency tests reuse the scenario fixtures (memory and PostgreSQL)."""
+"""Concurrency tests run on the scenario fixtures (memory and PostgreSQL)."""
 
-from tests.integration.conftest import clock, services, settings, uow_factory, world
+from tests.support.fixtures import clock, scenario_services, settings, uow_factory, world
 
-__all__ = ["clock", "services", "settings", "uow_factory", "world"]
+__all__ = ["clock", "scenario_services", "settings", "uow_factory", "world"]

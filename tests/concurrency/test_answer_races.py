@@ -13,10 +13,11 @@ import uuid
 
 import pytest
 
+from tests.support.scenario import EVERYTHING, READ_ALL, main_thread
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
-from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
+from turnkeeper.application.ports import UnitOfWorkFactory
 from turnkeeper.application.services.conversation import PostedMessage
 from turnkeeper.application.services.runs import RunView
 from turnkeeper.application.settings import Settings
@@ -40,15 +41,13 @@ def settings() -> Settings:
 
 async def _shared_events(services: Services, after: int) -> list[Event]:
     async with services.uow() as uow:
-        scope = ReaderScope(reader_id=uuid.UUID(int=0), everything=True)
-        return await uow.events.read(scope, after, 100_000)
+        return await uow.events.read(EVERYTHING, after, READ_ALL)
 
 
 async def _open_and_start(services: Services, world: DemoWorld, i: int) -> Run:
     """Alex writes in Allgemein (a new run of Lotse); Lotse polls, acks and starts it."""
     alex, lotse = world.principal("alex"), world.principal("lotse")
-    thread_id = world.channels["allgemein"].main_thread_id
-    assert thread_id is not None
+    thread_id = main_thread(world, "allgemein")
     await services.conversation.create_message(
         alex, thread_id, MessageDraft(client_msg_id=f"trigger-{i}", content=f"question {i}")
     )

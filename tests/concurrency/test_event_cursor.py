@@ -18,6 +18,7 @@ from functools import partial
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from tests.support.locks import backend_pid, wait_until_blocked
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWork, PostgresUnitOfWorkFactory
 from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
 from turnkeeper.domain.events import EventType, NewEvent
@@ -30,8 +31,6 @@ ROUNDS = 5
 WRITERS = 6
 #: Events per writer unit.
 EVENTS_PER_UNIT = 2
-#: Seconds to let blocked writers pile up behind the held unit.
-HOLD_FOR = 0.2
 #: Events the reader asks for per page (small, so it pages a lot).
 PAGE = 3
 #: Upper bound of the random pause of a writer before it commits, in seconds.
@@ -105,13 +104,14 @@ async def _all_markers(factory: UnitOfWorkFactory) -> list[str]:
 
 
 async def test_a_reader_never_skips_an_event_held_in_its_commit(
-    pg_pool: AsyncConnectionPool[Conn], monkeypatch: pytest.MonkeyPatch
+    pg_pool: AsyncConnectionPool[Conn], pg_conninfo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     factory = PostgresUnitOfWorkFactory(pg_pool)
     reader = Reader(factory)
     expected_total = 0
     for round_no in range(ROUNDS):
         gate = asyncio.Event()
+        at_gate = asyncio.Event()
         async with factory() as held:
             assert isinstance(held, PostgresUnitOfWork)
             await held.events.append(_event(f"held-{round_no}"))
@@ -120,20 +120,22 @@ async def test_a_reader_never_skips_an_event_held_in_its_commit(
 
             async def slow_commit(
                 release: asyncio.Event = gate,
+                reached: asyncio.Event = at_gate,
                 commit: Callable[[], Awaitable[None]] = real_commit,
             ) -> None:
                 # The seq is allocated and the row inserted; COMMIT waits for the gate.
+                reached.set()
                 await release.wait()
                 await commit()
 
             monkeypatch.setattr(conn, "commit", slow_commit)
             committing = asyncio.create_task(held.commit())
-            await asyncio.sleep(HOLD_FOR)
+            await at_gate.wait()
             writers = [
                 asyncio.create_task(_write(factory, f"w-{round_no}-{i}")) for i in range(WRITERS)
             ]
-            await asyncio.sleep(HOLD_FOR)
             # The writers queue behind the held unit's counter lock: nothing newer is visible.
+            await wait_until_blocked(pg_conninfo, backend_pid(held), waiters=WRITERS)
             assert not any(w.done() for w in writers)
             before = len(reader.seen)
             await reader.poll()

@@ -23,12 +23,12 @@ from typing import TypeVar
 
 import pytest
 
+from tests.support.scenario import personal_events, shared_events
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
-from turnkeeper.application.ports import ReaderScope
 from turnkeeper.application.services.runs import RunView
 from turnkeeper.application.settings import Settings
-from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.events import EventType
 from turnkeeper.domain.followups import OPEN_STATES, FollowupState
 from turnkeeper.domain.messaging import MessageDraft, TriggerState
 from turnkeeper.domain.runs import RunState
@@ -47,18 +47,6 @@ ROUNDS = {"postgres": 200, "memory": 40}
 #: Rounds of the variant with an open follow-up: about a third of them deadlock on
 #: PostgreSQL, and each deadlock costs the server's deadlock_timeout before the retry.
 ROUNDS_WITH_OPEN_FOLLOWUP = {"postgres": 50, "memory": 20}
-
-
-async def _personal(services: Services, agent_id: uuid.UUID) -> list[Event]:
-    async with services.uow() as uow:
-        return await uow.agent_feed.read(agent_id, 0, 1_000_000)
-
-
-async def _shared(services: Services) -> list[Event]:
-    async with services.uow() as uow:
-        return await uow.events.read(
-            ReaderScope(reader_id=uuid.UUID(int=0), everything=True), 0, 1_000_000
-        )
 
 
 @pytest.fixture
@@ -118,7 +106,7 @@ async def _staggered(slot: int, work: Awaitable[T]) -> T:
 
 async def _one_end_and_rising_versions(services: Services, rounds: int) -> None:
     """One completed event per ended run; each run's versions rise without repeating."""
-    changes = [e for e in await _shared(services) if e.type is EventType.RUN_STATE_CHANGED]
+    changes = [e for e in await shared_events(services) if e.type is EventType.RUN_STATE_CHANGED]
     ends = [e for e in changes if e.payload["state"] == "completed"]
     assert len(ends) == rounds
     assert len({e.resource_id for e in ends}) == rounds
@@ -197,7 +185,7 @@ class TestFollowupRacesRunEnd:
         # Every round gave one agent.invocation for Sam's message.
         sam_invocations = [
             e
-            for e in await _personal(services, lotse.id)
+            for e in (await personal_events(services, world))["lotse"]
             if e.type is EventType.AGENT_INVOCATION and e.actor_id == sam.id
         ]
         assert len(sam_invocations) == ROUNDS[backend]
@@ -260,7 +248,7 @@ class TestFollowupRacesRunEnd:
             # Steer: exactly one agent.followup of the follow-on run names Sam's message.
             followups = [
                 e
-                for e in await _personal(services, lotse.id)
+                for e in (await personal_events(services, world))["lotse"]
                 if e.type is EventType.AGENT_FOLLOWUP
                 and e.payload["message_id"] == str(message_id)
                 and e.payload["run_id"] == str(active.id)

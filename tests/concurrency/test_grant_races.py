@@ -1,64 +1,35 @@
 """Grants of one pair changed by concurrent transactions on PostgreSQL.
 
 A raw transaction holds the pair (its grant row locked, or a first grant inserted and
-not committed yet); the service's grant request is seen waiting for it in
-pg_stat_activity, and once the holder commits, the request ends on the holder's grant:
-same id, the level asked for, and an audit record whose "before" is the holder's level
-(read under the lock, after the holder's commit).
+not committed yet); the service's grant request is seen waiting for it on the server
+(`tests.support.locks.wait_until_blocked`), and once the holder commits, the request
+ends on the holder's grant: same id, the level asked for, and an audit record whose
+"before" is the holder's level (read under the lock, after the holder's commit).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from tests.support.locks import wait_until_blocked
+from tests.support.services import services_over
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory
-from turnkeeper.adapters.tokens import JwtSigner
-from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.services.grants import GrantChange
-from turnkeeper.application.settings import Settings
 from turnkeeper.domain.world import Level, ResourceKind
 
-#: Seconds to wait for the service's transaction to be seen waiting on a lock.
-WAIT_DEADLINE_SECONDS = 10.0
-#: Seconds between two looks at pg_stat_activity.
-POLL_SECONDS = 0.01
 #: The id of the grant the holder inserts.
 HOLDER_GRANT_ID = uuid.UUID("01900000-0000-7000-8000-00000000f001")
 
 
 async def _setup(pool: AsyncConnectionPool[Conn]) -> tuple[Services, DemoWorld]:
-    services = build_services(
-        PostgresUnitOfWorkFactory(pool),
-        Settings(),
-        FakeClock(),
-        SequentialIds(),
-        JwtSigner(TEST_KEY),
-    )
+    services = services_over(PostgresUnitOfWorkFactory(pool))
     return services, await build_demo_world(services)
-
-
-async def _wait_until_blocked(conninfo: str, holder_pid: int) -> None:
-    deadline = time.monotonic() + WAIT_DEADLINE_SECONDS
-    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            cursor = await conn.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND wait_event_type = 'Lock' "
-                "AND %(holder)s = ANY(pg_blocking_pids(pid))",
-                {"holder": holder_pid},
-            )
-            row = await cursor.fetchone()
-            if row is not None and row[0] >= 1:
-                return
-            await asyncio.sleep(POLL_SECONDS)
-    raise AssertionError("the grant request never waited for the holder's transaction")
 
 
 async def _changes(
@@ -87,7 +58,7 @@ async def test_a_level_change_waits_for_the_pairs_grant_and_reads_it_after(
                 level=Level.TRIGGER,
             )
         )
-        await _wait_until_blocked(pg_conninfo, holder.info.backend_pid)
+        await wait_until_blocked(pg_conninfo, holder.info.backend_pid)
         assert not request.done()
         await holder.execute("UPDATE grants SET level = 'write' WHERE id = %s", (grant.id,))
         await holder.commit()
@@ -121,7 +92,7 @@ async def test_two_first_grants_of_a_pair_end_as_one(
             )
         )
         # The request does not see the uncommitted row: its insert waits on the key.
-        await _wait_until_blocked(pg_conninfo, holder.info.backend_pid)
+        await wait_until_blocked(pg_conninfo, holder.info.backend_pid)
         await holder.commit()
     change = await request
     assert (change.created, change.grant.id, change.grant.level, change.before) == (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.support.scenario import main_thread
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.domain.messaging import MessageDraft
@@ -15,8 +16,7 @@ IDENTICAL = 20
 
 
 async def test_concurrent_posts_get_consecutive_seqs(services: Services, world: DemoWorld) -> None:
-    thread_id = world.channels["eskalation"].main_thread_id
-    assert thread_id is not None
+    thread_id = main_thread(world, "eskalation")
     authors = [world.principal(h) for h in ("alex", "robin", "lotse")]
 
     async def post(i: int) -> int:
@@ -38,8 +38,7 @@ async def test_concurrent_posts_get_consecutive_seqs(services: Services, world: 
 
 
 async def test_identical_requests_store_one_message(services: Services, world: DemoWorld) -> None:
-    thread_id = world.channels["eskalation"].main_thread_id
-    assert thread_id is not None
+    thread_id = main_thread(world, "eskalation")
     alex = world.principal("alex")
     same = MessageDraft(client_msg_id="same", content="only once")
     results = await asyncio.gather(

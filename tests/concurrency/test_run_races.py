@@ -6,12 +6,12 @@ import asyncio
 import uuid
 from datetime import timedelta
 
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
+from tests.support.scenario import shared_events
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
-from turnkeeper.application.ports import ReaderScope
 from turnkeeper.domain.errors import InvalidStateTransition
-from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.events import EventType
 from turnkeeper.domain.messaging import MessageDraft, TriggerState
 from turnkeeper.domain.runs import END_STATES, RunState
 
@@ -19,12 +19,6 @@ from turnkeeper.domain.runs import END_STATES, RunState
 ROUNDS = 20
 #: Queued runs the two job runners compete for.
 QUEUED_RUNS = 12
-
-
-async def _events(services: Services) -> list[Event]:
-    async with services.uow() as uow:
-        scope = ReaderScope(reader_id=uuid.UUID(int=0), everything=True)
-        return await uow.events.read(scope, 0, 100_000)
 
 
 async def _idle_thread(services: Services, world: DemoWorld, i: int) -> uuid.UUID:
@@ -95,7 +89,7 @@ async def test_finish_racing_cancel_ends_once(services: Services, world: DemoWor
         assert view.run.state is RunState.COMPLETED
         ends = [
             e
-            for e in await _events(services)
+            for e in await shared_events(services)
             if e.type is EventType.RUN_STATE_CHANGED
             and e.resource_id == run_id
             and e.payload["state"] in {s.value for s in END_STATES}
@@ -103,7 +97,7 @@ async def test_finish_racing_cancel_ends_once(services: Services, world: DemoWor
         assert len(ends) == 1, f"round {i}: {len(ends)} end events"
         versions = [
             e.payload["version"]
-            for e in await _events(services)
+            for e in await shared_events(services)
             if e.type is EventType.RUN_STATE_CHANGED and e.resource_id == run_id
         ]
         assert versions == sorted(versions)
@@ -127,7 +121,7 @@ async def test_two_job_runners_never_end_a_run_twice(
     assert first + second == QUEUED_RUNS
     ends = [
         e
-        for e in await _events(services)
+        for e in await shared_events(services)
         if e.type is EventType.RUN_STATE_CHANGED and e.payload["state"] == "failed"
     ]
     assert len(ends) == QUEUED_RUNS

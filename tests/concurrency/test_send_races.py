@@ -16,10 +16,9 @@ from collections.abc import AsyncIterator
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from tests.support.services import services_over
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
-from turnkeeper.adapters.tokens import JwtSigner
-from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.services.agent_send import AgentSend, SendFreshness, SendOutcome
 from turnkeeper.application.settings import Settings
@@ -52,13 +51,7 @@ async def race_pool(pg_conninfo: str) -> AsyncIterator[AsyncConnectionPool[Conn]
 @pytest.fixture
 def race_services(race_pool: AsyncConnectionPool[Conn]) -> Services:
     settings = Settings(rl_message_burst=BURST, pool_max_size=POOL_SIZE)
-    return build_services(
-        PostgresUnitOfWorkFactory(race_pool),
-        settings,
-        FakeClock(),
-        SequentialIds(),
-        JwtSigner(TEST_KEY),
-    )
+    return services_over(PostgresUnitOfWorkFactory(race_pool), settings)
 
 
 @pytest.fixture

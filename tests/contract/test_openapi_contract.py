@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from tests.contract.openapi import (
+from tests.support.http import ContractClient, bearer
+from tests.support.openapi import (
     assert_matches_openapi,
     assert_no_null,
     response_schema,
     template_for,
 )
-from tests.integration.http.support import ContractClient, bearer
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.settings import Settings
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.contract.openapi import assert_matches_openapi
-from tests.integration.http.support import ContractClient
+from tests.support.http import ContractClient
+from tests.support.openapi import assert_matches_openapi
 from turnkeeper.adapters.http.problems import STATUS_BY_CODE, ProblemAnswer, problem_of
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"

@@ -12,8 +12,8 @@ from typing import Any
 
 import schemathesis
 
-from tests.contract.openapi import Spec
-from tests.integration.http.support import ContractClient
+from tests.support.http import ContractClient
+from tests.support.openapi import Spec
 from turnkeeper.adapters.http.openapi_links import CARRIERS, CONSUMERS
 
 EXPRESSION_PREFIX = "$response.body#"

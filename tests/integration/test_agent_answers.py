@@ -11,21 +11,37 @@ are tested in tests/integration/http.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import attrs
 import pytest
 
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
+from tests.support.openapi import assert_no_null
+from tests.support.scenario import (
+    AGENTS,
+    denials,
+    draft,
+    get_run,
+    invocations,
+    latest_seq,
+    main_thread,
+    message,
+    personal_events,
+    post,
+    runs_of,
+    shared_events,
+    start_delivered,
+    started_run,
+)
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.bus import MessagePosted
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.documents import message_document
-from turnkeeper.application.ports import ReaderScope, UnitOfWork
+from turnkeeper.application.ports import UnitOfWork
 from turnkeeper.application.services.access import thread_target
-from turnkeeper.application.services.runs import Delivery
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.authorization import effective_level
@@ -56,89 +72,12 @@ from turnkeeper.domain.world import (
     TitleSource,
 )
 
-AGENTS = ("lotse", "texter", "assistent")
-
-# -- helpers (as in test_runs.py, plus run_id and whole-world snapshots) -------------------
-
-
-def draft(client_id: str, content: str = "hello", **kw: Any) -> MessageDraft:
-    return MessageDraft(client_msg_id=client_id, content=content, **kw)
-
-
-def main_thread(world: DemoWorld, channel: str) -> uuid.UUID:
-    thread_id = world.channels[channel].main_thread_id
-    assert thread_id is not None
-    return thread_id
-
-
-async def post(
-    services: Services,
-    world: DemoWorld,
-    who: str,
-    where: uuid.UUID,
-    cid: str,
-    *mentions: str,
-    run_id: uuid.UUID | None = None,
-    content: str = "hello",
-) -> Message:
-    posted = await services.conversation.create_message(
-        world.principal(who),
-        where,
-        draft(
-            cid,
-            content,
-            mentions=tuple(world.principal(m).id for m in mentions),
-            run_id=run_id,
-        ),
-    )
-    return posted.message
-
-
-async def message(services: Services, message_id: uuid.UUID) -> Message:
-    async with services.uow() as uow:
-        found = await uow.messages.get(message_id)
-    assert found is not None
-    return found
+# -- helpers (the shared ones are in tests/support/scenario.py) ---------------------------
 
 
 async def stored_by_client_id(services: Services, author: Principal, cid: str) -> Message | None:
     async with services.uow() as uow:
         return await uow.messages.by_client_id(author.id, cid)
-
-
-async def runs_of(services: Services, thread_id: uuid.UUID) -> list[Run]:
-    async with services.uow() as uow:
-        active = await uow.runs.lock_active_in_thread(thread_id)
-    return [active] if active else []
-
-
-async def get_run(services: Services, run_id: uuid.UUID) -> Run:
-    async with services.uow() as uow:
-        run = await uow.runs.get(run_id)
-    assert run is not None
-    return run
-
-
-async def invocations(services: Services, agent: Principal) -> list[Delivery]:
-    page = await services.runs.poll(agent)
-    return [d for d in page.deliveries if d.event.type is EventType.AGENT_INVOCATION]
-
-
-async def start_delivered(services: Services, agent: Principal) -> tuple[Run, str]:
-    """The agent polls its one new invocation and starts that run."""
-    (delivery,) = await invocations(services, agent)
-    assert delivery.invocation_token is not None
-    page_end = delivery.event.seq
-    run_id = uuid.UUID(delivery.event.payload["run_id"])
-    view = await services.runs.start(agent, run_id, delivery.invocation_token)
-    await services.runs.ack(agent, page_end)
-    return view.run, delivery.invocation_token
-
-
-async def started_run(services: Services, world: DemoWorld) -> tuple[Run, str]:
-    """Alex writes in Allgemein; Lotse polls and starts the run."""
-    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
-    return await start_delivered(services, world.principal("lotse"))
 
 
 async def queued_run(
@@ -163,44 +102,8 @@ async def report_thread(services: Services, world: DemoWorld, channel: str, cid:
     return created.thread.id
 
 
-async def shared_events(services: Services) -> list[Event]:
-    async with services.uow() as uow:
-        scope = ReaderScope(reader_id=uuid.UUID(int=0), everything=True)
-        return await uow.events.read(scope, 0, 100_000)
-
-
-async def personal_events(services: Services, world: DemoWorld) -> dict[str, list[Event]]:
-    async with services.uow() as uow:
-        return {
-            handle: await uow.agent_feed.read(world.principal(handle).id, 0, 100_000)
-            for handle in AGENTS
-        }
-
-
-async def denials(services: Services, principal: Principal) -> list[tuple[str, str, int]]:
-    async with services.uow() as uow:
-        rows = await uow.audit.denials(principal.id)
-    return [(r.action, r.reason, r.count) for r in rows]
-
-
-async def latest_seq(services: Services, world: DemoWorld, thread_id: uuid.UUID) -> int:
-    thread = await services.conversation.get_thread(world.principal("robin"), thread_id)
-    return thread.latest_seq
-
-
 def kinds(events: Sequence[Event]) -> list[str]:
     return [e.type.value for e in events]
-
-
-def no_none(value: object, path: str = "$") -> None:
-    """Fail when a document holds None anywhere (the contract has no JSON null)."""
-    assert value is not None, f"null at {path}"
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            no_none(item, f"{path}.{key}")
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            no_none(item, f"{path}[{i}]")
 
 
 def error_shape(error: DomainError) -> tuple[object, ...]:
@@ -799,12 +702,12 @@ class TestAgentMessage_OriginEverywhere:  # noqa: N801 (the seed names the test)
         (listed,) = [m for m in page.messages if m.id == posted.message.id]
         documents.append(message_document(listed, page.authors[listed.author_id]))
         for doc in documents:
-            no_none(doc)
+            assert_no_null(doc)
             assert (doc["origin"], doc["kind"], doc["author"]) == ("agent", "text", author)
             assert "run_id" not in doc
             assert "trigger_state" not in doc
         assert documents[0] == documents[1] == documents[2] == documents[3] == documents[4]
-        no_none(stored_event.payload)
+        assert_no_null(stored_event.payload)
 
     async def test_origin_follows_the_principal_not_the_author_field(
         self, services: Services, world: DemoWorld

@@ -17,11 +17,19 @@ from collections.abc import Sequence
 import pytest
 from structlog.testing import capture_logs
 
-from tests.fakes import TEST_KEY, FakeClock, SequentialIds
-from turnkeeper.adapters.tokens import JwtSigner
-from turnkeeper.application.bootstrap import Services, build_services
+from tests.support.fakes import FakeClock
+from tests.support.scenario import (
+    latest_seq,
+    main_thread,
+    personal_events,
+    post,
+    shared_events,
+    started_run,
+)
+from tests.support.services import services_over
+from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
-from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
+from turnkeeper.application.ports import UnitOfWorkFactory
 from turnkeeper.application.services.agent_send import (
     LOGGER_NAME,
     AgentSend,
@@ -38,19 +46,13 @@ from turnkeeper.domain.errors import (
     RateLimited,
     ValidationFailed,
 )
-from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.events import EventType
 from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.messaging import MessageDraft, MessageKind, Origin
 from turnkeeper.domain.runs import RunState
 from turnkeeper.domain.world import Level, ResourceKind, thread_target_key
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def main_thread(world: DemoWorld, channel: str) -> uuid.UUID:
-    thread_id = world.channels[channel].main_thread_id
-    assert thread_id is not None
-    return thread_id
 
 
 def request(
@@ -94,49 +96,6 @@ async def send(
     )
 
 
-async def post(
-    services: Services,
-    world: DemoWorld,
-    who: str,
-    thread_id: uuid.UUID,
-    cid: str,
-    *,
-    restricted_to: Sequence[str] | None = None,
-    content: str = "hello",
-) -> int:
-    posted = await services.conversation.create_message(
-        world.principal(who),
-        thread_id,
-        MessageDraft(
-            client_msg_id=cid,
-            content=content,
-            restricted_to=None
-            if restricted_to is None
-            else tuple(world.principal(h).id for h in restricted_to),
-        ),
-    )
-    return posted.message.thread_seq
-
-
-async def latest(services: Services, world: DemoWorld, thread_id: uuid.UUID) -> int:
-    thread = await services.conversation.get_thread(world.principal("robin"), thread_id)
-    return thread.latest_seq
-
-
-async def shared_events(services: Services) -> list[Event]:
-    async with services.uow() as uow:
-        scope = ReaderScope(reader_id=uuid.UUID(int=0), everything=True)
-        return await uow.events.read(scope, 0, 100_000)
-
-
-async def personal_events(services: Services, world: DemoWorld) -> list[Event]:
-    found: list[Event] = []
-    async with services.uow() as uow:
-        for handle in ("lotse", "texter", "assistent"):
-            found.extend(await uow.agent_feed.read(world.principal(handle).id, 0, 100_000))
-    return found
-
-
 async def seqs_of(services: Services, thread_id: uuid.UUID) -> list[int]:
     """Every stored thread_seq of a thread, as the owner sees it."""
     async with services.uow() as uow:
@@ -152,7 +111,7 @@ def field_errors(error: ValidationFailed) -> set[tuple[str, str]]:
 
 def services_with(uow_factory: UnitOfWorkFactory, clock: FakeClock, **values: object) -> Services:
     settings = Settings(**values)  # type: ignore[arg-type]
-    return build_services(uow_factory, settings, clock, SequentialIds(), JwtSigner(TEST_KEY))
+    return services_over(uow_factory, settings, clock)
 
 
 # -- sent, held, already_sent --------------------------------------------------------------
@@ -163,7 +122,7 @@ class TestFreshSend:
         self, services: Services, world: DemoWorld
     ) -> None:
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
         before = len(await shared_events(services))
         outcome = await send(services, world, "lotse", thread_id, "s1", seen)
         assert outcome.state is SendState.SENT
@@ -174,7 +133,7 @@ class TestFreshSend:
         assert outcome.needs_refresh_until_seq is None
         assert outcome.target_key == thread_target_key(thread_id)
         assert outcome.client_message_id == "s1"
-        assert await latest(services, world, thread_id) == seen + 1
+        assert await latest_seq(services, world, thread_id) == seen + 1
         async with services.uow() as uow:
             assert outcome.message_id is not None
             stored = await uow.messages.get(outcome.message_id)
@@ -214,9 +173,9 @@ class TestPublicMiss:
         self, services: Services, world: DemoWorld
     ) -> None:
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
         await post(services, world, "alex", thread_id, "a2")
-        raw = await post(services, world, "robin", thread_id, "r1")
+        raw = (await post(services, world, "robin", thread_id, "r1")).thread_seq
         before = await shared_events(services)
         outcome = await send(services, world, "lotse", thread_id, "s1", seen)
         assert outcome.state is SendState.HELD
@@ -227,7 +186,7 @@ class TestPublicMiss:
         assert outcome.accepted_seq is None
         # Nothing stored, nothing published, the frontier untouched.
         assert await shared_events(services) == before
-        assert await latest(services, world, thread_id) == raw
+        assert await latest_seq(services, world, thread_id) == raw
         async with services.uow() as uow:
             assert await uow.messages.by_client_id(world.principal("lotse").id, "s1") is None
 
@@ -235,8 +194,8 @@ class TestPublicMiss:
         self, services: Services, world: DemoWorld
     ) -> None:
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
-        raw = await post(services, world, "alex", thread_id, "a2")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
+        raw = (await post(services, world, "alex", thread_id, "a2")).thread_seq
         first = await send(services, world, "lotse", thread_id, "s1", seen)
         again = await send(services, world, "lotse", thread_id, "s2", seen)
         assert (first.state, again.state) == (SendState.HELD, SendState.HELD)
@@ -251,7 +210,7 @@ class TestPublicMiss:
         services = services_with(uow_factory, clock, rl_message_burst=2, rl_message_per_minute=0)
         world = await build_demo_world(services)
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
         await post(services, world, "alex", thread_id, "a2")
         assert (await send(services, world, "lotse", thread_id, "s1", seen)).state is (
             SendState.HELD
@@ -323,8 +282,10 @@ class TestPrivateGap:
         self, services: Services, world: DemoWorld
     ) -> None:
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
-        hidden = await post(services, world, "alex", thread_id, "a2", restricted_to=["robin"])
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
+        hidden = (
+            await post(services, world, "alex", thread_id, "a2", restricted_to=["robin"])
+        ).thread_seq
         outcome = await send(services, world, "lotse", thread_id, "s1", seen)
         assert outcome.state is SendState.SENT
         assert outcome.path == SendPath.VISIBLE_MISS_CAS
@@ -336,24 +297,28 @@ class TestPrivateGap:
         self, services: Services, world: DemoWorld
     ) -> None:
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
-        visible = await post(services, world, "alex", thread_id, "a2")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
+        visible = (await post(services, world, "alex", thread_id, "a2")).thread_seq
         await post(services, world, "alex", thread_id, "a3", restricted_to=["robin"])
-        hidden = await post(services, world, "robin", thread_id, "r1", restricted_to=["alex"])
+        hidden = (
+            await post(services, world, "robin", thread_id, "r1", restricted_to=["alex"])
+        ).thread_seq
         outcome = await send(services, world, "lotse", thread_id, "s1", seen)
         assert outcome.state is SendState.HELD
         assert outcome.path == SendPath.HELD_VISIBLE
         assert (outcome.latest_seq, outcome.needs_refresh_until_seq) == (visible, visible)
         assert hidden > visible
-        assert await latest(services, world, thread_id) == hidden
+        assert await latest_seq(services, world, thread_id) == hidden
 
     async def test_restricted_message_the_author_belongs_to_is_visible(
         self, services: Services, world: DemoWorld
     ) -> None:
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
         await post(services, world, "alex", thread_id, "a2", restricted_to=["robin"])
-        shown = await post(services, world, "alex", thread_id, "a3", restricted_to=["lotse"])
+        shown = (
+            await post(services, world, "alex", thread_id, "a3", restricted_to=["lotse"])
+        ).thread_seq
         outcome = await send(services, world, "lotse", thread_id, "s1", seen)
         assert (outcome.state, outcome.latest_seq) == (SendState.HELD, shown)
 
@@ -361,9 +326,9 @@ class TestPrivateGap:
         self, services: Services, world: DemoWorld
     ) -> None:
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
         await post(services, world, "alex", thread_id, "a2")
-        newest_visible = await post(services, world, "alex", thread_id, "a3")
+        newest_visible = (await post(services, world, "alex", thread_id, "a3")).thread_seq
         for i in range(3):
             await post(services, world, "alex", thread_id, f"h{i}", restricted_to=["robin"])
         outcome = await send(services, world, "lotse", thread_id, "s1", seen)
@@ -376,11 +341,13 @@ class TestPrivateGap:
         services = services_with(uow_factory, clock, visible_miss_batch=2, visible_miss_batches=2)
         world = await build_demo_world(services)
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
         await post(services, world, "alex", thread_id, "a2")
         # Four invisible messages fill the two batches of two rows.
         for i in range(4):
-            hidden = await post(services, world, "alex", thread_id, f"h{i}", restricted_to=["sam"])
+            hidden = (
+                await post(services, world, "alex", thread_id, f"h{i}", restricted_to=["sam"])
+            ).thread_seq
         outcome = await send(services, world, "lotse", thread_id, "s1", seen)
         assert (outcome.state, outcome.path) == (SendState.SENT, SendPath.VISIBLE_MISS_CAS)
         assert outcome.accepted_seq == hidden + 1
@@ -391,8 +358,8 @@ class TestPrivateGap:
         services = services_with(uow_factory, clock, visible_miss_batch=2, visible_miss_batches=2)
         world = await build_demo_world(services)
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
-        visible = await post(services, world, "alex", thread_id, "a2")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
+        visible = (await post(services, world, "alex", thread_id, "a2")).thread_seq
         for i in range(3):
             await post(services, world, "alex", thread_id, f"h{i}", restricted_to=["sam"])
         outcome = await send(services, world, "lotse", thread_id, "s1", seen)
@@ -407,9 +374,10 @@ class TestPrivateGap:
         seen = 0
         for i in range(6):
             if i % 2:
-                invisible.add(
-                    await post(services, world, "alex", thread_id, f"h{i}", restricted_to=["sam"])
+                hidden = await post(
+                    services, world, "alex", thread_id, f"h{i}", restricted_to=["sam"]
                 )
+                invisible.add(hidden.thread_seq)
             else:
                 await post(services, world, "alex", thread_id, f"v{i}")
             outcome = await services.agent_send.send(
@@ -435,7 +403,7 @@ class TestThreadState:
         self, services: Services, world: DemoWorld
     ) -> None:
         thread_id = main_thread(world, "eskalation")
-        seen = await post(services, world, "alex", thread_id, "a1")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
         await services.conversation.close_thread(world.principal("alex"), thread_id)
         held_first = await send(services, world, "lotse", thread_id, "s0", seen - 1)
         assert held_first.state is SendState.HELD
@@ -455,26 +423,13 @@ class TestThreadState:
         ]
 
 
-async def started_run(services: Services, world: DemoWorld) -> tuple[uuid.UUID, uuid.UUID]:
-    """Alex writes in Allgemein; Lotse polls and starts the run. Returns (run, thread)."""
-    thread_id = main_thread(world, "allgemein")
-    await post(services, world, "alex", thread_id, "trigger")
-    lotse = world.principal("lotse")
-    page = await services.runs.poll(lotse)
-    (delivery,) = [d for d in page.deliveries if d.event.type is EventType.AGENT_INVOCATION]
-    assert delivery.invocation_token is not None
-    run_id = uuid.UUID(delivery.event.payload["run_id"])
-    await services.runs.start(lotse, run_id, delivery.invocation_token)
-    await services.runs.ack(lotse, page.next_after)
-    return run_id, thread_id
-
-
 class TestRuns:
     async def test_answer_with_an_active_own_run(
         self, services: Services, world: DemoWorld
     ) -> None:
-        run_id, thread_id = await started_run(services, world)
-        seen = await latest(services, world, thread_id)
+        run, _ = await started_run(services, world)
+        run_id, thread_id = run.id, run.thread_id
+        seen = await latest_seq(services, world, thread_id)
         outcome = await send(services, world, "lotse", thread_id, "ans", seen, run_id=run_id)
         assert outcome.state is SendState.SENT
         view = await services.runs.get(world.principal("robin"), run_id)
@@ -483,8 +438,9 @@ class TestRuns:
     async def test_foreign_run_is_a_run_mismatch_and_stores_nothing(
         self, services: Services, world: DemoWorld
     ) -> None:
-        run_id, thread_id = await started_run(services, world)
-        seen = await latest(services, world, thread_id)
+        run, _ = await started_run(services, world)
+        run_id, thread_id = run.id, run.thread_id
+        seen = await latest_seq(services, world, thread_id)
         events = await shared_events(services)
         with pytest.raises(ValidationFailed) as caught:
             await send(services, world, "texter", thread_id, "t1", seen, run_id=run_id)
@@ -493,19 +449,20 @@ class TestRuns:
             await send(services, world, "lotse", thread_id, "t2", seen, run_id=uuid.uuid4())
         assert field_errors(unknown.value) == {("/run_id", "run_mismatch")}
         assert await shared_events(services) == events
-        assert await latest(services, world, thread_id) == seen
+        assert await latest_seq(services, world, thread_id) == seen
 
     async def test_ended_own_run_is_run_not_active(
         self, services: Services, world: DemoWorld
     ) -> None:
-        run_id, thread_id = await started_run(services, world)
+        run, _ = await started_run(services, world)
+        run_id, thread_id = run.id, run.thread_id
         lotse = world.principal("lotse")
         await services.runs.finish(lotse, run_id, RunState.COMPLETED, None)
-        seen = await latest(services, world, thread_id)
+        seen = await latest_seq(services, world, thread_id)
         with pytest.raises(Conflict) as caught:
             await send(services, world, "lotse", thread_id, "late", seen, run_id=run_id)
         assert caught.value.reason == "run_not_active"
-        assert await latest(services, world, thread_id) == seen
+        assert await latest_seq(services, world, thread_id) == seen
 
     async def test_agent_sends_never_trigger(self, services: Services, world: DemoWorld) -> None:
         # Allgemein answers freely and Lotse operates it: a human message would trigger.

@@ -16,6 +16,7 @@ import pytest
 
 from turnkeeper.adapters.client import AgentRuntimeClient
 from turnkeeper.adapters.http import create_app
+from turnkeeper.adapters.observability.client import ClientMetrics
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.domain.freshness import SendState
@@ -161,3 +162,30 @@ async def test_chunked_send_stops_at_a_human_message_and_the_retry_resumes(
     again = await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)
     assert again.state is LogicalSendState.ALREADY_SENT
     assert [c.accepted_seq for c in again.accepted] == [1, 3, 4]
+
+
+async def test_a_partial_held_logical_send_is_counted_by_the_client(
+    services: Services, world: DemoWorld, transport: CountingTransport
+) -> None:
+    metrics = ClientMetrics()
+    thread_id = eskalation(world)
+
+    async def alex_writes_after_the_first_chunk(sends: int) -> None:
+        if sends == 1:
+            await human_post(services, world, thread_id, "between")
+
+    async with AgentRuntimeClient(
+        BASE_URL, world.agents["lotse"].token, transport=transport, metrics=metrics
+    ) as lotse:
+        await lotse.read_history(thread_id)
+        transport.after_send = alex_writes_after_the_first_chunk
+        first = await lotse.send_logical(thread_id, "answer-1", "alpha12 bravo34", CHUNK_BYTES)
+        transport.after_send = None
+        assert first.state is LogicalSendState.PARTIAL_HELD
+        await lotse.read_history(thread_id)
+        retry = await lotse.send_logical(thread_id, "answer-1", "alpha12 bravo34", CHUNK_BYTES)
+        assert retry.state is LogicalSendState.SENT
+    counted = metrics.registry.get_sample_value(
+        "turnkeeper_agent_send_partial_held_total", {"target_type": "thread"}
+    )
+    assert counted == 1

@@ -6,25 +6,15 @@ import uuid
 
 import pytest
 
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
+from tests.support.scenario import draft, main_thread, shared_events
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
-from turnkeeper.application.ports import ReaderScope
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.errors import IdempotencyConflict, NotFound, RateLimited, ValidationFailed
 from turnkeeper.domain.events import EventType
-from turnkeeper.domain.messaging import MessageDraft, MessageKind, Origin
+from turnkeeper.domain.messaging import MessageKind, Origin
 from turnkeeper.domain.world import Level, OperatorMode, ResourceKind, ThreadState, TitleSource
-
-
-def draft(client_id: str, content: str = "hello", **kw: object) -> MessageDraft:
-    return MessageDraft(client_msg_id=client_id, content=content, **kw)  # type: ignore[arg-type]
-
-
-def main_thread(world: DemoWorld, channel: str) -> uuid.UUID:
-    thread_id = world.channels[channel].main_thread_id
-    assert thread_id is not None
-    return thread_id
 
 
 async def all_events(services: Services, world: DemoWorld) -> list[tuple[str, uuid.UUID]]:
@@ -32,18 +22,12 @@ async def all_events(services: Services, world: DemoWorld) -> list[tuple[str, uu
     return [(e.type.value, e.resource_id) for e in page.events]
 
 
-async def event_count(services: Services) -> int:
-    async with services.uow() as uow:
-        scope = ReaderScope(reader_id=uuid.UUID(int=0), everything=True)
-        return len(await uow.events.read(scope, 0, 100_000))
-
-
 class TestAG26AgentWithoutWrite:
     async def test_no_read_is_not_found_like_an_unknown_id(
         self, services: Services, world: DemoWorld
     ) -> None:
         lotse = world.principal("lotse")
-        before = await event_count(services)
+        before = len(await shared_events(services))
         with pytest.raises(AccessDenied) as denied:
             await services.conversation.create_message(
                 lotse, main_thread(world, "kampagnen"), draft("c1")
@@ -58,7 +42,7 @@ class TestAG26AgentWithoutWrite:
                 lotse, world.channels["ideas"].id, title="r", first_message=draft("c3")
             )
         assert thread_denied.value.code == "not_found"
-        assert await event_count(services) == before
+        assert len(await shared_events(services)) == before
         thread = await services.conversation.get_thread(
             world.principal("robin"), main_thread(world, "kampagnen")
         )
@@ -222,7 +206,7 @@ class TestAgentMessageOrigin:
                 world.principal("lotse"), main_thread(world, "allgemein"), draft("f1"), kind=kind
             )
         assert [(e.pointer, e.code) for e in failed.value.errors] == [("/kind", "invalid_enum")]
-        assert await event_count(services) == 0
+        assert len(await shared_events(services)) == 0
 
     async def test_run_id_from_a_person_is_run_mismatch(
         self, services: Services, world: DemoWorld
@@ -334,12 +318,12 @@ class TestIdempotency:
         alex = world.principal("alex")
         thread_id = main_thread(world, "eskalation")
         first = await services.conversation.create_message(alex, thread_id, draft("k", "one"))
-        events = await event_count(services)
+        events = len(await shared_events(services))
         again = await services.conversation.create_message(alex, thread_id, draft("k", "one"))
         assert again.replayed
         assert not first.replayed
         assert again.message == first.message
-        assert await event_count(services) == events
+        assert len(await shared_events(services)) == events
         with pytest.raises(IdempotencyConflict):
             await services.conversation.create_message(alex, thread_id, draft("k", "two"))
         # Another author may use the same client id.

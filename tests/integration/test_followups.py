@@ -28,12 +28,23 @@ from typing import Any
 import attrs
 import pytest
 
-from tests.fakes import TEST_KEY, FakeClock
-from turnkeeper.adapters.tokens import JwtSigner
-from turnkeeper.application.bootstrap import Services, build_services
+from tests.support.fakes import DescendingIds, FakeClock, signer
+from tests.support.scenario import (
+    AGENTS,
+    EVERYTHING,
+    active_run,
+    denials,
+    get_run,
+    main_thread,
+    message,
+    post,
+    start_delivered,
+)
+from tests.support.services import services_over
+from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.errors import BaseVersionConflict, InvalidToken
-from turnkeeper.application.ports import InvocationClaims, ReaderScope, UnitOfWorkFactory
+from turnkeeper.application.ports import InvocationClaims, UnitOfWorkFactory
 from turnkeeper.application.services.runs import Delivery, FollowupOp, run_document
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import AccessDenied
@@ -46,12 +57,10 @@ from turnkeeper.domain.followups import (
     RunEnd,
     plan_run_end,
 )
-from turnkeeper.domain.messaging import Message, MessageDraft
+from turnkeeper.domain.messaging import MessageDraft
 from turnkeeper.domain.runs import Run, RunState
 from turnkeeper.domain.world import Level, ResourceKind
 
-AGENTS = ("lotse", "texter", "assistent")
-EVERYTHING = ReaderScope(reader_id=uuid.UUID(int=0), everything=True)
 QUEUED, DELIVERED, ABSORBED, DEFERRED, DISCARDED = (
     "queued",
     "delivered",
@@ -115,56 +124,10 @@ async def set_mode(services: Services, world: DemoWorld, mode: str, agent: str =
 # -- helpers -------------------------------------------------------------------------------
 
 
-def main_thread(world: DemoWorld, channel: str) -> uuid.UUID:
-    thread_id = world.channels[channel].main_thread_id
-    assert thread_id is not None
-    return thread_id
-
-
-async def post(
-    services: Services,
-    world: DemoWorld,
-    who: str,
-    where: uuid.UUID,
-    cid: str,
-    *mentions: str,
-    content: str = "one more thing",
-) -> Message:
-    posted = await services.conversation.create_message(
-        world.principal(who),
-        where,
-        MessageDraft(
-            client_msg_id=cid,
-            content=content,
-            mentions=tuple(world.principal(m).id for m in mentions),
-        ),
-    )
-    return posted.message
-
-
-async def message(services: Services, message_id: uuid.UUID) -> Message:
-    async with services.uow() as uow:
-        found = await uow.messages.get(message_id)
-    assert found is not None
-    return found
-
-
 async def trigger_of(services: Services, message_id: uuid.UUID) -> tuple[Any, Any]:
     found = await message(services, message_id)
     state = found.trigger_state.value if found.trigger_state else None
     return state, found.trigger_state_reason
-
-
-async def get_run(services: Services, run_id: uuid.UUID) -> Run:
-    async with services.uow() as uow:
-        run = await uow.runs.get(run_id)
-    assert run is not None
-    return run
-
-
-async def active_run(services: Services, thread_id: uuid.UUID) -> Run | None:
-    async with services.uow() as uow:
-        return await uow.runs.lock_active_in_thread(thread_id)
 
 
 async def rows(services: Services, run_id: uuid.UUID) -> dict[uuid.UUID, str]:
@@ -244,7 +207,7 @@ def invocation_event(
 
 def claims(token: str | None, clock: FakeClock) -> InvocationClaims:
     assert token is not None
-    return JwtSigner(TEST_KEY).verify(token, clock.now())
+    return signer().verify(token, clock.now())
 
 
 async def poll(services: Services, world: DemoWorld, kind: EventType) -> list[Delivery]:
@@ -253,18 +216,11 @@ async def poll(services: Services, world: DemoWorld, kind: EventType) -> list[De
 
 
 async def started(services: Services, world: DemoWorld) -> tuple[Run, str]:
-    """Alex writes in Allgemein; Lotse polls, acks and starts the run (token S)."""
-    lotse = world.principal("lotse")
+    """Alex writes in Allgemein; Lotse polls, starts and acks the run (token S)."""
     await post(services, world, "alex", main_thread(world, "allgemein"), "trigger", content="help")
-    page = await services.runs.poll(lotse)
-    (delivery,) = [d for d in page.deliveries if d.event.type is EventType.AGENT_INVOCATION]
-    await services.runs.ack(lotse, page.next_after)
-    assert delivery.invocation_token is not None
-    view = await services.runs.start(
-        lotse, uuid.UUID(delivery.event.payload["run_id"]), delivery.invocation_token
-    )
-    assert (view.run.state, view.run.version) == (RunState.RUNNING, 2)
-    return view.run, delivery.invocation_token
+    run, token = await start_delivered(services, world.principal("lotse"))
+    assert (run.state, run.version) == (RunState.RUNNING, 2)
+    return run, token
 
 
 async def queued(services: Services, world: DemoWorld) -> Run:
@@ -313,12 +269,6 @@ async def follow_on(services: Services, world: DemoWorld, ended: Run) -> Run:
 async def anchors_of(services: Services, world: DemoWorld, thread_id: uuid.UUID) -> list[Any]:
     page = await services.conversation.list_messages(world.principal("robin"), thread_id)
     return [m.run_id for m in page.messages if m.run_id is not None]
-
-
-async def denials(services: Services, world: DemoWorld, who: str) -> list[tuple[str, str, int]]:
-    async with services.uow() as uow:
-        found = await uow.audit.denials(world.principal(who).id)
-    return [(d.action, d.reason, d.count) for d in found]
 
 
 # -- AG-13 -----------------------------------------------------------------------------------
@@ -950,7 +900,9 @@ class TestFollowupDeliveryRechecksAuthor:
 
         assert await rows(services, run.id) == {followup.id: DISCARDED}
         assert await trigger_of(services, followup.id) == ("failed", "no_trigger_right")
-        assert await denials(services, world, "sam") == [("agent.invoke", "no_trigger_right", 1)]
+        assert await denials(services, world.principal("sam")) == [
+            ("agent.invoke", "no_trigger_right", 1)
+        ]
         after = await get_run(services, run.id)
         assert (after.state, after.version, after.cancel_requested) == (RunState.RUNNING, 4, False)
         assert await trail.brief() == [
@@ -993,7 +945,7 @@ class TestFollowupNotDeliverableAfterEnd:
         else:
             assert got == []
         for who in ("sam", "alex"):
-            assert await denials(services, world, who) == []
+            assert await denials(services, world.principal(who)) == []
         feed = await log(services, world)
         old = [
             e
@@ -1039,7 +991,7 @@ class TestMessageWithoutTriggerIsNoFollowup:
             ("message.created", other.id),
             ("message.updated", other.id, "failed", "run_active_other_agent"),
         ]
-        assert await denials(services, world, "sam") == [
+        assert await denials(services, world.principal("sam")) == [
             ("run.followup.create", "no_trigger_right", 1)
         ]
         # The mention rule met with trigger: a follow-up.
@@ -1343,8 +1295,10 @@ class TestFollowOnRunRefusedWhenAgentDisabled:
         for refused in (one, two):
             assert await trigger_of(services, refused.id) == ("failed", "agent_not_reachable")
         assert await active_run(services, thread_id) is None
-        assert await denials(services, world, "sam") == [("agent.invoke", "agent_not_reachable", 1)]
-        assert await denials(services, world, "alex") == [
+        assert await denials(services, world.principal("sam")) == [
+            ("agent.invoke", "agent_not_reachable", 1)
+        ]
+        assert await denials(services, world.principal("alex")) == [
             ("agent.invoke", "agent_not_reachable", 1)
         ]
         assert await trail.brief() == [
@@ -1484,7 +1438,9 @@ class TestFollowOnRunChecksEachCandidatesAuthor:
         # The rest moves unchecked; its own delivery checks Sam again.
         assert await rows(services, new.id) == {three.id: QUEUED}
         assert await trigger_of(services, one.id) == ("failed", "no_trigger_right")
-        assert await denials(services, world, "sam") == [("agent.invoke", "no_trigger_right", 1)]
+        assert await denials(services, world.principal("sam")) == [
+            ("agent.invoke", "no_trigger_right", 1)
+        ]
         since = await trail.since()
         assert [brief(e) for e in since] == [
             ("run.state_changed", run.id, "completed", ended.version),
@@ -1549,26 +1505,12 @@ class TestAgentMessagesAreNeverFollowups:
         assert await trail.brief() == [("message.created", written.id)]
 
 
-class DescendingIds:
-    """UUIDv7-shaped ids that fall: message id order is the reverse of thread order."""
-
-    def __init__(self) -> None:
-        self._next = 1 << 40
-
-    def new_id(self) -> uuid.UUID:
-        self._next -= 1
-        value = (0x0190_0000_0000 << 80) | (0x7 << 76) | (0x2 << 62) | self._next
-        return uuid.UUID(int=value)
-
-
 class TestFollowOnRunUsesThreadOrderNotIdOrder:
     @pytest.fixture
     async def rev(
         self, uow_factory: UnitOfWorkFactory, settings: Settings, clock: FakeClock
     ) -> tuple[Services, DemoWorld]:
-        services = build_services(
-            uow_factory, settings, clock, DescendingIds(), JwtSigner(TEST_KEY)
-        )
+        services = services_over(uow_factory, settings, clock, DescendingIds())
         world = await build_demo_world(services)
         return services, await extend(services, world)
 

@@ -12,9 +12,9 @@ from datetime import timedelta
 
 import pytest
 
-from tests.fakes import TEST_KEY, FakeClock, SequentialIds
-from turnkeeper.adapters.tokens import JwtSigner
-from turnkeeper.application.bootstrap import Services, build_services
+from tests.support.fakes import FakeClock
+from tests.support.services import services_over
+from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import UnitOfWork, UnitOfWorkFactory
@@ -43,7 +43,7 @@ class CountingFactory:
 
 def _services(counting: CountingFactory, clock: FakeClock, interval: int) -> Services:
     settings = Settings(token_last_used_interval=timedelta(seconds=interval))
-    return build_services(counting, settings, clock, SequentialIds(), JwtSigner(TEST_KEY))
+    return services_over(counting, settings, clock)
 
 
 async def _setup(

@@ -11,6 +11,7 @@ import pytest
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool
 
+from tests.support.locks import backend_pid, wait_until_blocked
 from turnkeeper.adapters.postgres.uow import (
     Conn,
     PostgresUnitOfWork,
@@ -52,9 +53,6 @@ TOKEN = ApiToken(
     created_at=AT,
     label="ci",
 )
-
-#: How long a test waits to be sure a statement is blocked on a lock, in seconds.
-BLOCKED_FOR = 0.3
 
 
 @attrs.frozen(kw_only=True)
@@ -491,7 +489,7 @@ async def test_a_real_deadlock_becomes_a_retriable_conflict(
 
 
 async def test_the_idempotency_race_becomes_a_retriable_conflict(
-    pg_uow_factory: UnitOfWorkFactory,
+    pg_uow_factory: UnitOfWorkFactory, pg_conninfo: str
 ) -> None:
     s = await seed(pg_uow_factory)
     winner = _message(s, 1, client_msg_id="same")
@@ -505,7 +503,8 @@ async def test_the_idempotency_race_becomes_a_retriable_conflict(
     async with pg_uow_factory() as uow:
         await uow.messages.add(winner)
         racing = asyncio.create_task(insert_loser())
-        await asyncio.sleep(BLOCKED_FOR)
+        # The second insert waits on the first unit's uncommitted key, seen by the server.
+        await wait_until_blocked(pg_conninfo, backend_pid(uow))
         assert not racing.done(), "the second insert must wait for the first unit"
         await uow.commit()
 

@@ -7,67 +7,25 @@ from datetime import timedelta
 
 import pytest
 
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
+from tests.support.scenario import (
+    draft,
+    invocations,
+    main_thread,
+    message,
+    post,
+    runs_of,
+    started_run,
+)
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.errors import InvalidToken
-from turnkeeper.application.services.runs import Delivery
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.errors import InvalidStateTransition
 from turnkeeper.domain.events import EventType
-from turnkeeper.domain.messaging import Message, MessageDraft, MessageKind, Origin, TriggerState
-from turnkeeper.domain.runs import Run, RunState
-from turnkeeper.domain.world import Level, Principal, ResourceKind
-
-
-def draft(client_id: str, content: str = "hello", **kw: object) -> MessageDraft:
-    return MessageDraft(client_msg_id=client_id, content=content, **kw)  # type: ignore[arg-type]
-
-
-def main_thread(world: DemoWorld, channel: str) -> uuid.UUID:
-    thread_id = world.channels[channel].main_thread_id
-    assert thread_id is not None
-    return thread_id
-
-
-async def post(
-    services: Services, world: DemoWorld, who: str, where: uuid.UUID, cid: str, *mentions: str
-) -> Message:
-    posted = await services.conversation.create_message(
-        world.principal(who),
-        where,
-        draft(cid, mentions=tuple(world.principal(m).id for m in mentions)),
-    )
-    return posted.message
-
-
-async def message(services: Services, message_id: uuid.UUID) -> Message:
-    async with services.uow() as uow:
-        found = await uow.messages.get(message_id)
-    assert found is not None
-    return found
-
-
-async def runs_of(services: Services, thread_id: uuid.UUID) -> list[Run]:
-    async with services.uow() as uow:
-        active = await uow.runs.lock_active_in_thread(thread_id)
-    return [active] if active else []
-
-
-async def invocations(services: Services, agent: Principal) -> list[Delivery]:
-    page = await services.runs.poll(agent)
-    return [d for d in page.deliveries if d.event.type is EventType.AGENT_INVOCATION]
-
-
-async def started_run(services: Services, world: DemoWorld) -> tuple[Run, str]:
-    """Alex writes in Allgemein; Lotse polls and starts the run."""
-    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
-    lotse = world.principal("lotse")
-    (delivery,) = await invocations(services, lotse)
-    assert delivery.invocation_token is not None
-    run_id = uuid.UUID(delivery.event.payload["run_id"])
-    view = await services.runs.start(lotse, run_id, delivery.invocation_token)
-    return view.run, delivery.invocation_token
+from turnkeeper.domain.messaging import MessageKind, Origin, TriggerState
+from turnkeeper.domain.runs import RunState
+from turnkeeper.domain.world import Level, ResourceKind
 
 
 class TestTriggerAcceptance:

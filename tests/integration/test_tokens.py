@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from tests.fakes import FakeClock
+from tests.support.fakes import FakeClock
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.errors import Unauthenticated

@@ -1,4 +1,9 @@
-"""Properties of `authorize` and `effective_level` over generated worlds."""
+"""Properties of `authorize` and `effective_level`, drawn from `turnkeeper.domain.strategies`.
+
+Targets are consistent (the channel lives in the space, the thread in the channel);
+operators, grants and principals share the strategies' small id pools, so that a grant
+or an operator role often applies to the principal that asks.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.world import T0, fixed_id
+from turnkeeper.domain import strategies as ds
 from turnkeeper.domain.authorization import (
     AccessTarget,
     Action,
@@ -17,92 +22,30 @@ from turnkeeper.domain.authorization import (
     authorize,
     effective_level,
 )
-from turnkeeper.domain.world import (
-    Channel,
-    ChannelType,
-    Grant,
-    Level,
-    OperatorMode,
-    Principal,
-    PrincipalKind,
-    ResourceKind,
-    Space,
-    Thread,
-)
-
-# A small pool of ids, so that grants, operators and targets collide often.
-PRINCIPAL_IDS = [fixed_id(1, n) for n in range(1, 5)]
-SPACE_IDS = [fixed_id(2, n) for n in range(1, 3)]
-CHANNEL_IDS = [fixed_id(3, n) for n in range(1, 3)]
-THREAD_IDS = [fixed_id(5, n) for n in range(1, 3)]
+from turnkeeper.domain.world import AGENT_GRANT_CAP, Grant, Level, Principal, PrincipalKind
 
 NOT_FOUND = Decision(allowed=False, code="not_found", reason=DenyReason.NO_GRANT)
 
-principal_ids = st.sampled_from(PRINCIPAL_IDS)
-maybe_principal_ids = st.none() | principal_ids
+#: An id outside every pool of the strategies: nobody's operator, nobody's grant.
+OUTSIDER_ID = uuid.UUID(int=0)
 
-
-@st.composite
-def principals(draw: st.DrawFn, kind: PrincipalKind | None = None) -> Principal:
-    chosen = kind if kind is not None else draw(st.sampled_from(PrincipalKind))
-    return Principal(
-        id=draw(principal_ids),
-        kind=chosen,
-        handle="p",
-        is_owner=chosen is PrincipalKind.PERSON and draw(st.booleans()),
-        created_at=T0,
-    )
+#: Apps are principals too (reserved): never owners, never operators.
+apps = ds.people(owner=st.just(False)).map(lambda p: attrs.evolve(p, kind=PrincipalKind.APP))
+every_principal = ds.people() | ds.agents() | apps
 
 
 @st.composite
 def targets(draw: st.DrawFn, archived: bool | None = None) -> AccessTarget:
-    space = Space(
-        id=SPACE_IDS[0],
-        name="s",
-        default_operator_id=draw(maybe_principal_ids),
-        created_by=PRINCIPAL_IDS[0],
-        created_at=T0,
-    )
-    mode = draw(st.sampled_from(OperatorMode))
-    channel = Channel(
-        id=CHANNEL_IDS[0],
-        space_id=space.id,
-        name="c",
-        type=draw(st.sampled_from(ChannelType)),
-        operator_mode=mode,
-        operator_id=draw(maybe_principal_ids) if mode is OperatorMode.AGENT else None,
-        archived=draw(st.booleans()) if archived is None else archived,
-        created_at=T0,
-    )
-    thread: Thread | None = None
-    if draw(st.booleans()):
-        is_main = draw(st.booleans())
-        thread = Thread(
-            id=THREAD_IDS[0],
-            channel_id=channel.id,
-            is_main=is_main,
-            operator_agent_id=None if is_main else draw(maybe_principal_ids),
-            created_by=PRINCIPAL_IDS[0],
-            created_at=T0,
-        )
+    """A space, one of its channels and, or not, one of the channel's threads."""
+    space = draw(ds.spaces())
+    channel = draw(ds.channels(space_id=st.just(space.id)))
+    if archived is not None:
+        channel = attrs.evolve(channel, archived=archived)
+    thread = draw(st.none() | ds.threads(channel_id=st.just(channel.id)))
     return AccessTarget(space=space, channel=channel, thread=thread)
 
 
-@st.composite
-def grants(draw: st.DrawFn) -> Grant:
-    kind = draw(st.sampled_from(ResourceKind))
-    pool = SPACE_IDS if kind is ResourceKind.SPACE else CHANNEL_IDS
-    return Grant(
-        id=uuid.UUID(int=draw(st.integers(0, 2**32))),
-        principal_id=draw(principal_ids),
-        resource_kind=kind,
-        resource_id=draw(st.sampled_from(pool)),
-        level=draw(st.sampled_from([Level.READ, Level.WRITE, Level.TRIGGER])),
-        created_at=T0,
-    )
-
-
-grant_lists = st.lists(grants(), max_size=6)
+grant_lists = st.lists(ds.grants(), max_size=6)
 actions = st.sampled_from(Action)
 
 
@@ -114,14 +57,16 @@ def is_operator(principal: Principal, target: AccessTarget) -> bool:
     return principal.id in operators
 
 
-@given(principals(PrincipalKind.AGENT), targets(), grant_lists)
-def test_an_agent_never_gets_more_than_write(
+@given(ds.agents(), targets(), grant_lists)
+def test_an_agent_never_gets_more_than_write_and_never_cancels(
     agent: Principal, target: AccessTarget, granted: list[Grant]
 ) -> None:
-    assert effective_level(agent, target, granted) <= Level.WRITE
+    assert AGENT_GRANT_CAP is Level.WRITE
+    assert effective_level(agent, target, granted) <= AGENT_GRANT_CAP
+    assert not authorize(agent, Action.RUN_CANCEL, target, granted).allowed
 
 
-@given(principals(), targets(), grant_lists, grants())
+@given(every_principal, targets(), grant_lists, ds.grants())
 def test_adding_a_grant_never_lowers_the_level(
     principal: Principal, target: AccessTarget, granted: list[Grant], extra: Grant
 ) -> None:
@@ -130,7 +75,7 @@ def test_adding_a_grant_never_lowers_the_level(
     assert after >= before
 
 
-@given(principals(), targets(), grant_lists, grants(), actions)
+@given(every_principal, targets(), grant_lists, ds.grants(), actions)
 def test_adding_a_grant_never_turns_an_allow_into_a_denial(
     principal: Principal, target: AccessTarget, granted: list[Grant], extra: Grant, action: Action
 ) -> None:
@@ -138,7 +83,7 @@ def test_adding_a_grant_never_turns_an_allow_into_a_denial(
         assert authorize(principal, action, target, [*granted, extra]).allowed
 
 
-@given(principals(), targets(archived=True), grant_lists, actions)
+@given(every_principal, targets(archived=True), grant_lists, actions)
 def test_an_archived_channel_never_allows_writing(
     principal: Principal, target: AccessTarget, granted: list[Grant], action: Action
 ) -> None:
@@ -150,19 +95,19 @@ def test_an_archived_channel_never_allows_writing(
         assert decision.allowed == (effective_level(principal, target, granted) >= Level.READ)
 
 
-@given(principals(), targets(), grant_lists, actions)
+@given(every_principal, targets(), grant_lists, actions)
 def test_without_grant_owner_role_or_operator_role_the_answer_is_not_found(
     principal: Principal, target: AccessTarget, granted: list[Grant], action: Action
 ) -> None:
     principal = attrs.evolve(principal, is_owner=False)
     if is_operator(principal, target):
-        principal = attrs.evolve(principal, id=fixed_id(1, 99))
+        principal = attrs.evolve(principal, id=OUTSIDER_ID)
     others = [g for g in granted if g.principal_id != principal.id]
     assert authorize(principal, action, target, others) == NOT_FOUND
     assert effective_level(principal, target, others) is Level.NONE
 
 
-@given(principals(), targets(), grant_lists, actions)
+@given(every_principal, targets(), grant_lists, actions)
 def test_every_not_found_is_the_same_answer(
     principal: Principal, target: AccessTarget, granted: list[Grant], action: Action
 ) -> None:
@@ -174,7 +119,7 @@ def test_every_not_found_is_the_same_answer(
     )
 
 
-@given(principals(), targets(), grant_lists, actions)
+@given(every_principal, targets(), grant_lists, actions)
 def test_an_allow_always_has_the_needed_level_and_no_code(
     principal: Principal, target: AccessTarget, granted: list[Grant], action: Action
 ) -> None:
@@ -187,7 +132,7 @@ def test_an_allow_always_has_the_needed_level_and_no_code(
         assert decision.code in {"not_found", "forbidden", "channel_read_only"}
 
 
-@given(principals(PrincipalKind.PERSON), targets(), grant_lists, actions)
+@given(ds.people(), targets(), grant_lists, actions)
 def test_the_owner_is_refused_only_by_an_archive(
     person: Principal, target: AccessTarget, granted: list[Grant], action: Action
 ) -> None:

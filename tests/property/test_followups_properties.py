@@ -4,7 +4,7 @@
 order, stopped only after a stop by a person (cancelled / user_cancelled), candidates
 only after every other end, the input is unchanged, non-end states raise.
 `advance_followup`: no sequence of acknowledgements leads backward, and deferred and
-discarded are final.
+discarded are final. Values come from `turnkeeper.domain.strategies`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.world import fixed_id
+from turnkeeper.domain import strategies as ds
 from turnkeeper.domain.followups import (
     FollowupMode,
     FollowupState,
@@ -29,34 +29,20 @@ from turnkeeper.domain.followups import (
 )
 from turnkeeper.domain.runs import END_STATES, RunState
 
-AUTHORS = [fixed_id(1, n) for n in range(1, 4)]
-#: The seed's reasons, the server's own and a few arbitrary texts.
-REASONS = [
-    None,
-    "user_cancelled",
-    "cancel_timeout",
+#: Reasons an agent gives when it finishes (the seed's), next to the server's own.
+AGENT_REASONS = [
     "access_revoked",
-    "agent_disabled",
     "channel_read_only",
     "user_disabled",
-    "stale",
     "interrupted",
     "runtime_error",
     "agent_unavailable",
-    "queued_expired",
 ]
 
-end_states = st.sampled_from(sorted(END_STATES))
-reasons = st.sampled_from(REASONS) | st.text(max_size=12)
-run_ends = st.builds(RunEnd, state=end_states, reason=reasons)
-followups = st.builds(
-    OpenFollowup,
-    message_id=st.integers(min_value=1, max_value=10_000).map(lambda n: fixed_id(6, n)),
-    thread_seq=st.integers(min_value=1, max_value=200),
-    author_id=st.sampled_from(AUTHORS),
-    deleted=st.booleans(),
-)
-open_sets = st.lists(followups, max_size=12, unique_by=lambda f: f.message_id)
+#: Any reason at all: none, the server's, an agent's, or an arbitrary text.
+reasons = st.none() | ds.end_reasons | st.sampled_from(AGENT_REASONS) | st.text(max_size=12)
+run_ends = ds.run_ends | st.builds(RunEnd, state=ds.end_states, reason=reasons)
+open_sets = ds.open_followups()
 
 
 def stop_by_person(end: RunEnd) -> bool:
@@ -106,7 +92,7 @@ class TestPlanRunEndProperties:
         plan_run_end(end, open_set)
         assert open_set == before
 
-    @given(st.sampled_from([s for s in RunState if s not in END_STATES]), reasons, open_sets)
+    @given(ds.active_run_states, reasons, open_sets)
     def test_non_end_state_raises(
         self, state: RunState, reason: str | None, open_set: list[OpenFollowup]
     ) -> None:
@@ -117,7 +103,7 @@ class TestPlanRunEndProperties:
 #: Progress of a follow-up as the adapter sees it; deferred and discarded are final.
 RANK = {FollowupState.QUEUED: 0, FollowupState.DELIVERED: 1, FollowupState.ABSORBED: 2}
 FINAL = {FollowupState.DEFERRED, FollowupState.DISCARDED}
-states = st.sampled_from(list(FollowupState))
+states = ds.followup_states
 
 
 class TestAdvanceFollowupProperties:
@@ -141,7 +127,7 @@ class TestAdvanceFollowupProperties:
         with pytest.raises(FollowupTransitionError):
             advance_followup(from_, to)
 
-    @given(st.sampled_from(list(FollowupState)), st.lists(states, max_size=10))
+    @given(states, st.lists(states, max_size=10))
     def test_no_path_leads_backward(
         self, start: FollowupState, requests: list[FollowupState]
     ) -> None:
@@ -169,7 +155,7 @@ class TestModeProperties:
             assert permitted is not False
             assert reported == mode.value
 
-    @given(st.sampled_from(list(FollowupMode)), st.sampled_from(list(RunState)))
+    @given(ds.followup_modes, ds.run_states)
     def test_no_event_for_an_ended_run_and_always_for_a_waiting_one(
         self, mode: FollowupMode, state: RunState
     ) -> None:

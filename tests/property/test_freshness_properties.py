@@ -1,4 +1,8 @@
-"""Properties of the session freshness frontiers and of chunked logical sends."""
+"""Properties of the session freshness frontiers and of chunked logical sends.
+
+Frontiers as a session holds them come from `turnkeeper.domain.strategies`; the
+sequences of session operations and the texts to split are drawn here.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ from typing import Literal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnkeeper.domain.freshness import SessionFreshnessState
+from turnkeeper.domain import strategies as ds
+from turnkeeper.domain.freshness import MessageFreshnessFrontier, SessionFreshnessState, verdict
 from turnkeeper.domain.logical_sends import (
     AcceptedChunk,
     chunk_client_message_id,
@@ -98,6 +103,13 @@ def test_a_local_hold_happens_exactly_when_latest_known_is_ahead(operations: lis
             assert f.needs_refresh_until_seq == 0 or (
                 f.observed_seq < f.needs_refresh_until_seq <= f.latest_known_seq
             )
+
+
+@given(ds.freshness_frontiers())
+def test_a_frontier_that_needs_a_refresh_holds(frontier: MessageFreshnessFrontier) -> None:
+    local = verdict(frontier)
+    if frontier.needs_refresh_until_seq:
+        assert local.hold
 
 
 @given(ops, keys)

@@ -1,7 +1,7 @@
-"""Properties of the trigger decision, the run state machine and the answer verdict.
+"""Properties of the trigger decision, agent.invoke, the run state machine and the answer verdict.
 
-The strategies are built here for now (a later task moves them to turnkeeper/domain/strategies.py).
-Ids come from small pools so that mentions, operators, guests and active runs collide often.
+Values come from `turnkeeper.domain.strategies`: ids from small pools, so that mentions,
+operators, guests and active runs collide often.
 """
 
 from __future__ import annotations
@@ -13,108 +13,42 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.world import T0, fixed_id
+from turnkeeper.domain import strategies as ds
 from turnkeeper.domain.errors import InvalidStateTransition
 from turnkeeper.domain.messaging import Origin
 from turnkeeper.domain.runs import (
     END_STATES,
     NO_TRIGGER,
-    AgentFacts,
     AnswerRun,
     AnswerVerdict,
+    FailReason,
+    InvokeFacts,
     OutcomeKind,
     Run,
     RunState,
     TriggerFacts,
     answer_verdict,
+    check_invoke,
     decide_trigger,
     end,
     finish,
     move,
 )
-from turnkeeper.domain.world import BillingMode, ChannelBehavior
+from turnkeeper.domain.world import BillingMode
 
-PEOPLE = [fixed_id(1, n) for n in range(1, 4)]
-AGENT_IDS = [fixed_id(1, n) for n in range(4, 8)]
-RUN_IDS = [fixed_id(7, n) for n in range(1, 3)]
-THREAD_IDS = [fixed_id(5, n) for n in range(1, 3)]
-
-people = st.sampled_from(PEOPLE)
-agent_ids = st.sampled_from(AGENT_IDS)
-run_states = st.sampled_from(RunState)
-origins = st.sampled_from(Origin)
 not_human = st.sampled_from([o for o in Origin if o is not Origin.HUMAN])
-
-
-@st.composite
-def agent_facts(draw: st.DrawFn, agent_id: uuid.UUID) -> AgentFacts:
-    personal = draw(st.booleans())
-    return AgentFacts(
-        id=agent_id,
-        enabled=draw(st.booleans()),
-        billing_mode=BillingMode.PERSONAL if personal else BillingMode.ORGANIZATION,
-        holder_id=draw(st.none() | people) if personal else None,
-    )
-
-
-behaviors = st.builds(
-    ChannelBehavior,
-    free_response=st.booleans(),
-    allow_mentioned_agents=st.booleans(),
-    thread_require_mention=st.booleans(),
-)
-
-
-@st.composite
-def trigger_facts(draw: st.DrawFn, origin: st.SearchStrategy[Origin] = origins) -> TriggerFacts:
-    """Facts as the application gathers them: `agents` holds every mentioned agent and the
-    operator, people are absent from it; the active run, if any, has an agent."""
-    mentions = tuple(draw(st.lists(people | agent_ids, max_size=4)))
-    operator = draw(st.none() | agent_ids)
-    known = {m for m in mentions if m in AGENT_IDS} | ({operator} if operator else set())
-    agents = {a: draw(agent_facts(a)) for a in sorted(known)}
-    has_run = draw(st.booleans())
-    return TriggerFacts(
-        origin=draw(origin),
-        author_id=draw(people),
-        mentions=mentions,
-        agents=agents,
-        operator_id=operator,
-        is_main_thread=draw(st.booleans()),
-        behavior=draw(behaviors),
-        guests_with_write=frozenset(draw(st.sets(agent_ids))),
-        active_run_id=draw(st.sampled_from(RUN_IDS)) if has_run else None,
-        active_run_agent_id=draw(agent_ids) if has_run else None,
-    )
-
-
-@st.composite
-def runs(draw: st.DrawFn, state: st.SearchStrategy[RunState] = run_states) -> Run:
-    return Run(
-        id=draw(st.sampled_from(RUN_IDS)),
-        thread_id=draw(st.sampled_from(THREAD_IDS)),
-        agent_id=draw(agent_ids),
-        state=draw(state),
-        state_reason=draw(st.none() | st.sampled_from(["stale", "user_cancelled"])),
-        triggering_message_id=fixed_id(8, 1),
-        triggered_by=draw(people),
-        version=draw(st.integers(1, 1_000)),
-        created_at=T0,
-        updated_at=T0,
-    )
-
 
 # One step of a run's life: an agent move, an agent finish, or a server end.
 steps = st.one_of(
     st.tuples(st.sampled_from(["start", "await_input", "resume"]), st.none()),
-    st.tuples(st.sampled_from(["finish", "end"]), run_states),
+    st.tuples(st.sampled_from(["finish", "end"]), ds.run_states),
 )
 
 
 def apply(run: Run, step: tuple[str, RunState | None], at: int) -> Run:
     """The run after one step; unchanged when the step is refused or a no-op."""
     operation, target = step
-    when = T0 + timedelta(seconds=at)
+    when = run.updated_at + timedelta(seconds=at)
     try:
         if operation == "finish":
             assert target is not None
@@ -130,12 +64,14 @@ def apply(run: Run, step: tuple[str, RunState | None], at: int) -> Run:
 # --- decide_trigger -------------------------------------------------------------------
 
 
-@given(trigger_facts(origin=not_human))
+@given(ds.trigger_facts(origin=not_human))
 def test_only_human_messages_trigger(facts: TriggerFacts) -> None:
-    assert decide_trigger(facts) == NO_TRIGGER
+    outcome = decide_trigger(facts)
+    assert outcome == NO_TRIGGER
+    assert outcome.kind is OutcomeKind.NONE
 
 
-@given(trigger_facts())
+@given(ds.trigger_facts())
 def test_outcomes_are_consistent(facts: TriggerFacts) -> None:
     outcome = decide_trigger(facts)
     if outcome.kind in (OutcomeKind.INVOKE, OutcomeKind.FOLLOWUP):
@@ -155,7 +91,7 @@ def test_outcomes_are_consistent(facts: TriggerFacts) -> None:
         assert outcome == NO_TRIGGER
 
 
-@given(trigger_facts(origin=st.just(Origin.HUMAN)))
+@given(ds.trigger_facts(origin=st.just(Origin.HUMAN)))
 def test_the_candidate_is_the_operator_or_a_mentioned_agent(facts: TriggerFacts) -> None:
     outcome = decide_trigger(facts)
     if outcome.agent_id is None:
@@ -168,7 +104,14 @@ def test_the_candidate_is_the_operator_or_a_mentioned_agent(facts: TriggerFacts)
     assert outcome.mentioned == any(m in facts.agents for m in facts.mentions)
 
 
-@given(trigger_facts(origin=st.just(Origin.HUMAN)))
+@given(ds.trigger_facts(origin=st.just(Origin.HUMAN)))
+def test_a_trigger_candidate_is_always_a_known_agent(facts: TriggerFacts) -> None:
+    outcome = decide_trigger(facts)
+    if outcome.kind in (OutcomeKind.INVOKE, OutcomeKind.FOLLOWUP):
+        assert outcome.agent_id in facts.agents
+
+
+@given(ds.trigger_facts(origin=st.just(Origin.HUMAN)))
 def test_a_mentioned_operator_always_wins(facts: TriggerFacts) -> None:
     outcome = decide_trigger(facts)
     if facts.operator_id is not None and facts.operator_id in facts.mentions:
@@ -177,26 +120,39 @@ def test_a_mentioned_operator_always_wins(facts: TriggerFacts) -> None:
         assert outcome.mentioned
 
 
-@given(trigger_facts(origin=st.just(Origin.HUMAN)))
+@given(ds.trigger_facts(origin=st.just(Origin.HUMAN)))
 def test_people_mentions_do_not_change_the_decision(facts: TriggerFacts) -> None:
     only_agents = tuple(m for m in facts.mentions if m in facts.agents)
     assert decide_trigger(facts) == decide_trigger(attrs.evolve(facts, mentions=only_agents))
 
 
+# --- check_invoke ---------------------------------------------------------------------
+
+
+@given(ds.invoke_facts())
+def test_a_personal_agent_is_invoked_only_for_its_holder(facts: InvokeFacts) -> None:
+    reason = check_invoke(facts)
+    agent = facts.agent
+    if reason is None and agent.billing_mode is BillingMode.PERSONAL:
+        assert agent.holder_id == facts.author_id
+    if facts.origin is not Origin.HUMAN:
+        assert reason is FailReason.ORIGIN_NOT_HUMAN
+
+
 # --- the run state machine -----------------------------------------------------------
 
 
-@given(runs(state=st.sampled_from(sorted(END_STATES))), run_states)
+@given(ds.runs(state=ds.end_states), ds.run_states)
 def test_finish_never_moves_an_ended_run(run: Run, target: RunState) -> None:
     try:
-        result = finish(run, target, "again", T0 + timedelta(hours=1))
+        result = finish(run, target, "again", run.updated_at + timedelta(hours=1))
     except InvalidStateTransition:
         return
     assert result is None
     assert target is run.state
 
 
-@given(runs(), st.lists(steps, max_size=12))
+@given(ds.runs(), st.lists(steps, max_size=12))
 def test_version_never_decreases(run: Run, sequence: list[tuple[str, RunState | None]]) -> None:
     current = run
     for at, step in enumerate(sequence, start=1):
@@ -211,7 +167,7 @@ def test_version_never_decreases(run: Run, sequence: list[tuple[str, RunState | 
     assert current.version - run.version <= len(sequence)
 
 
-@given(runs(), st.lists(steps, max_size=12))
+@given(ds.runs(), st.lists(steps, max_size=12))
 def test_an_ended_run_stays_ended(run: Run, sequence: list[tuple[str, RunState | None]]) -> None:
     current = run
     for at, step in enumerate(sequence, start=1):
@@ -224,19 +180,7 @@ def test_an_ended_run_stays_ended(run: Run, sequence: list[tuple[str, RunState |
 # --- answer_verdict -------------------------------------------------------------------
 
 
-@given(
-    st.none()
-    | st.builds(
-        AnswerRun,
-        id=st.sampled_from(RUN_IDS),
-        thread_id=st.sampled_from(THREAD_IDS),
-        agent_id=agent_ids,
-        state=run_states,
-    ),
-    st.booleans(),
-    agent_ids,
-    st.sampled_from(THREAD_IDS),
-)
+@given(st.none() | ds.answer_runs(), st.booleans(), ds.agent_ids, ds.thread_ids)
 def test_answer_is_ok_only_for_an_active_own_run_of_the_same_thread(
     run: AnswerRun | None, found: bool, agent_id: uuid.UUID, thread_id: uuid.UUID
 ) -> None:

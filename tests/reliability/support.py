@@ -1,59 +1,19 @@
-"""Helpers of the reliability tests: services over PostgreSQL, scenarios, raw SQL."""
+"""Helpers of the reliability tests: a busy scenario through the services, invariant checks."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import attrs
-import psycopg
 
-from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from tests.support.scenario import main_thread, post
 from turnkeeper.adapters.postgres.invariants import Invariant, Violation, check_database
-from turnkeeper.adapters.tokens import JwtSigner
-from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
-from turnkeeper.application.ports import UnitOfWorkFactory
 from turnkeeper.application.services.runs import FollowupOp
-from turnkeeper.application.settings import Settings
 from turnkeeper.domain.events import EventType
 from turnkeeper.domain.followups import FollowupState
-from turnkeeper.domain.messaging import Message, MessageDraft
 from turnkeeper.domain.runs import RunState
-
-
-def services_over(uow: UnitOfWorkFactory, clock: FakeClock | None = None) -> Services:
-    """Services with the test clock, sequential ids and the test key."""
-    return build_services(
-        uow, Settings(), clock or FakeClock(), SequentialIds(), JwtSigner(TEST_KEY)
-    )
-
-
-def main_thread(world: DemoWorld, channel: str) -> uuid.UUID:
-    """The main thread of a text channel of the demo world."""
-    thread_id = world.channels[channel].main_thread_id
-    assert thread_id is not None
-    return thread_id
-
-
-async def post(
-    services: Services,
-    world: DemoWorld,
-    who: str,
-    thread_id: uuid.UUID,
-    client_id: str,
-    *mentions: str,
-    run_id: uuid.UUID | None = None,
-) -> Message:
-    """One message by a person or agent of the world."""
-    draft = MessageDraft(
-        client_msg_id=client_id,
-        content=f"content of {client_id}",
-        mentions=tuple(world.principal(m).id for m in mentions),
-        run_id=run_id,
-    )
-    posted = await services.conversation.create_message(world.principal(who), thread_id, draft)
-    return posted.message
 
 
 @attrs.frozen(kw_only=True)
@@ -113,20 +73,6 @@ async def busy_world(services: Services, world: DemoWorld) -> Scenario:
         active_trigger_id=follow_on.triggering_message_id,
         agent_message_id=agent_message.id,
     )
-
-
-async def execute(conninfo: str, statement: str, params: dict[str, Any] | None = None) -> int:
-    """Run one raw statement (tests corrupt rows with it); returns the affected rows."""
-    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
-        cursor = await conn.execute(statement.encode(), params)
-        return int(cursor.rowcount)
-
-
-async def fetch(conninfo: str, statement: str, params: dict[str, Any] | None = None) -> list[Any]:
-    """Rows of one raw query."""
-    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
-        cursor = await conn.execute(statement.encode(), params)
-        return list(await cursor.fetchall())
 
 
 async def violations(conninfo: str) -> list[Violation]:

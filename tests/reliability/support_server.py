@@ -31,8 +31,9 @@ from urllib.parse import quote
 
 import attrs
 import httpx
-import psycopg
 from psycopg.conninfo import conninfo_to_dict
+
+from tests.support.database import fetch
 
 #: The console script of this environment.
 TURNKEEPER = Path(sys.executable).with_name("turnkeeper")
@@ -541,13 +542,6 @@ def post_maker(
 # -- what the tests prove afterwards ----------------------------------------------------
 
 
-async def rows(conninfo: str, statement: str, params: dict[str, Any] | None = None) -> list[Any]:
-    """Rows of one read-only query on the test database."""
-    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
-        cursor = await conn.execute(statement.encode(), params)
-        return list(await cursor.fetchall())
-
-
 def check_answers(posts: list[Post]) -> None:
     """Every post got a 2xx; a 200 is always a replay; at most one 201 per client id."""
     for post in posts:
@@ -569,7 +563,7 @@ async def check_stored_exactly_once(conninfo: str, load: Load, posts: list[Post]
     The authors of the posts write nothing else, so their text messages are exactly the
     posts: no lost message, no duplicate.
     """
-    found = await rows(
+    found = await fetch(
         conninfo,
         "SELECT author_id::text, client_msg_id, id::text FROM messages "
         "WHERE author_id = ANY(%(authors)s::uuid[]) AND kind = 'text'",

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import pytest
 
-from tests.reliability.http_support import PRINCIPALS, HttpWorld, http_world
+from tests.support.http import PRINCIPALS, HttpWorld, http_world
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.domain.authorization import AccessTarget, effective_level
 from turnkeeper.domain.events import EventType

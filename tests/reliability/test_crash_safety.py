@@ -36,9 +36,9 @@ from tests.reliability.support_server import (
     demo_world,
     post_maker,
     resend_all,
-    rows,
     server_env,
 )
+from tests.support.database import fetch
 from turnkeeper.adapters.postgres.invariants import check_database
 
 #: SIGKILLs of the server during the load.
@@ -129,7 +129,7 @@ async def test_sigkill_under_load_loses_and_doubles_nothing(
         assert load.stats.runs_finished, "the agent finished no run"
         check_answers(posts)
         await check_stored_exactly_once(pg_conninfo, load, posts)
-        (followups,) = await rows(pg_conninfo, "SELECT count(*) FROM run_followups")
+        (followups,) = await fetch(pg_conninfo, "SELECT count(*) FROM run_followups")
         assert followups[0] > 0, "no follow-up was accepted during the load"
     finally:
         server.stop()

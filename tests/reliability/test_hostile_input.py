@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.reliability.http_support import HttpWorld, http_world
+from tests.support.http import HttpWorld, http_world
 from turnkeeper.application.settings import Settings
 
 #: Depth of the nested body (far beyond any schema, well below a recursion limit).

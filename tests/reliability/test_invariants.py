@@ -14,14 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.support import (
-    Scenario,
-    broken,
-    busy_world,
-    execute,
-    services_over,
-    violations,
-)
+from tests.reliability.support import Scenario, broken, busy_world, violations
+from tests.support.database import execute
+from tests.support.services import services_over
 from turnkeeper.adapters.postgres.invariants import CHECKS, Invariant
 from turnkeeper.application.demo import build_demo_world
 from turnkeeper.application.ports import UnitOfWorkFactory

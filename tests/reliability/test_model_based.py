@@ -39,19 +39,18 @@ from hypothesis.stateful import (
 )
 from psycopg_pool import AsyncConnectionPool
 
-from tests.conftest import create_database, database_conninfo, drop_database
-from tests.fakes import TEST_KEY, FakeClock, SequentialIds
+from tests.support.database import create_database, database_conninfo, drop_database
+from tests.support.fakes import FakeClock
+from tests.support.services import services_over
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.postgres.invariants import check_invariants
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
-from turnkeeper.adapters.tokens import JwtSigner
-from turnkeeper.application.bootstrap import Services, build_services
+from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.errors import BaseVersionConflict
 from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
 from turnkeeper.application.services.agent_send import AgentSend, SendFreshness
 from turnkeeper.application.services.runs import FollowupOp
-from turnkeeper.application.settings import Settings
 from turnkeeper.domain.errors import DomainError, ValidationFailed
 from turnkeeper.domain.events import Event, EventType
 from turnkeeper.domain.followups import OPEN_STATES as OPEN_FOLLOWUP_STATES
@@ -277,9 +276,7 @@ class Differential(RuleBasedStateMachine):
         stacks = []
         for name, factory in factories:
             clock = FakeClock()
-            services = build_services(
-                factory, Settings(), clock, SequentialIds(), JwtSigner(TEST_KEY)
-            )
+            services = services_over(factory, clock=clock)
             world = await build_demo_world(services)
             for agent, mode in INITIAL_FOLLOWUP_MODES.items():
                 await services.runs.heartbeat(world.principal(agent), mode)

@@ -34,11 +34,11 @@ from tests.reliability.support_server import (
     demo_world,
     post_maker,
     resend_all,
-    rows,
     server_env,
     servers,
     start_cli,
 )
+from tests.support.database import fetch
 from turnkeeper.adapters.postgres.invariants import check_database
 
 #: `turnkeeper serve` processes on the one database.
@@ -182,7 +182,7 @@ async def _open_due_runs(load: Load, client: httpx.AsyncClient) -> None:
 async def _wait_until_due(conninfo: str) -> None:
     deadline = time.monotonic() + DUE_DEADLINE_SECONDS
     while time.monotonic() < deadline:
-        ((due,),) = await rows(
+        ((due,),) = await fetch(
             conninfo,
             "SELECT count(*) FROM runs WHERE state = 'queued' "
             "AND created_at < now() - make_interval(secs => %(age)s)",
@@ -222,13 +222,13 @@ async def test_two_job_runners_at_once_end_every_run_exactly_once(
         assert runner.returncode == 0, stderr
     counts = [json.loads(stdout) for stdout, _ in outputs]
     assert sum(c["queued_expiry"] for c in counts) == DUE_RUNS, counts
-    ends = await rows(
+    ends = await fetch(
         pg_conninfo,
         "SELECT resource_id::text, count(*), min(payload->>'state'), "
         "min(payload->>'state_reason') FROM events WHERE type = 'run.state_changed' "
         "AND payload->>'state' IN ('completed', 'failed', 'cancelled') GROUP BY resource_id",
     )
-    runs = await rows(pg_conninfo, "SELECT id::text, state, state_reason FROM runs")
+    runs = await fetch(pg_conninfo, "SELECT id::text, state, state_reason FROM runs")
     assert len(runs) == DUE_RUNS
     assert {r[0]: (1, "failed", "queued_expired") for r in ends} == {
         run_id: (1, "failed", "queued_expired") for run_id, _, _ in runs

@@ -48,10 +48,10 @@ from schemathesis.checks import (
 )
 from schemathesis.generation.stateful import APIStateMachine
 
-from tests.contract.openapi import assert_no_null
-from tests.fakes import FakeClock
-from tests.integration.http.support import memory_services
-from tests.reliability.http_support import PRINCIPALS
+from tests.support.fakes import FakeClock
+from tests.support.http import PRINCIPALS
+from tests.support.openapi import assert_no_null
+from tests.support.services import memory_services
 from turnkeeper.adapters.http import create_app
 from turnkeeper.adapters.memory.store import MemoryStore
 from turnkeeper.application.bootstrap import Services

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from tests.unit.world import build_world, fixed_id
+from tests.support.domain_world import build_world, fixed_id
 from turnkeeper.domain.runs import AnswerRun, AnswerVerdict, RunState, answer_verdict
 
 WORLD = build_world()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from tests.unit.world import T0, World, build_world, fixed_id
+from tests.support.domain_world import T0, World, build_world, fixed_id
 from turnkeeper.domain.authorization import (
     ALLOW,
     Action,

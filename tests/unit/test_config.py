@@ -180,3 +180,64 @@ def test_process_configuration_defaults_to_the_embedded_database_in_dot_turnkeep
     assert config.data_dir == Path(".turnkeeper")
     assert config.owner_token is None
     assert config.settings == Settings()
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "attribute", "expected"),
+    [
+        ("TURNKEEPER_METRICS__ENABLED", "false", "metrics_enabled", False),
+        ("TURNKEEPER_LOG__LEVEL", "DEBUG", "log_level", "debug"),
+        ("TURNKEEPER_LOG__LEVEL", " warning ", "log_level", "warning"),
+        ("TURNKEEPER_LOG__FORMAT", "console", "log_format", "console"),
+        ("TURNKEEPER_LOG__FORMAT", "json", "log_format", "json"),
+    ],
+)
+def test_operations_keys_come_from_the_environment(
+    variable: str, raw: str, attribute: str, expected: object
+) -> None:
+    assert getattr(load_settings({variable: raw}), attribute) == expected
+
+
+def test_operations_keys_have_their_documented_defaults() -> None:
+    settings = Settings()
+    assert (settings.metrics_enabled, settings.log_level, settings.log_format) == (
+        True,
+        "info",
+        "auto",
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "message"),
+    [
+        (
+            "TURNKEEPER_LOG__LEVEL",
+            "loud",
+            "invalid configuration: log.level must be one of debug, info, warning, error, "
+            "got 'loud'",
+        ),
+        (
+            "TURNKEEPER_LOG__FORMAT",
+            "xml",
+            "invalid configuration: log.format must be one of auto, json, console, got 'xml'",
+        ),
+    ],
+)
+def test_an_unknown_level_or_format_names_the_key(variable: str, raw: str, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings({variable: raw})
+    assert str(raised.value) == message
+
+
+def test_operations_keys_come_from_toml(tmp_path: Path) -> None:
+    path = tmp_path / "turnkeeper.toml"
+    path.write_text('[metrics]\nenabled = false\n[log]\nlevel = "error"\nformat = "json"\n')
+    settings = load_settings({"TURNKEEPER_CONFIG": str(path)})
+    assert (settings.metrics_enabled, settings.log_level, settings.log_format) == (
+        False,
+        "error",
+        "json",
+    )
+    path.write_text("[log]\nlevel = 3\n")
+    with pytest.raises(ConfigError, match=r"log\.level must be one of"):
+        load_settings({"TURNKEEPER_CONFIG": str(path)})

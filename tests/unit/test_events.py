@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.world import T0, fixed_id
+from tests.support.domain_world import T0, fixed_id
 from turnkeeper.domain.events import PERSONAL_TYPES, Event, EventType, NewEvent
 
 AUDIENCE = fixed_id(1, 4)

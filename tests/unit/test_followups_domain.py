@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from tests.unit.world import build_world, fixed_id
+from tests.support.domain_world import build_world, fixed_id
 from turnkeeper.domain.errors import InvalidStateTransition
 from turnkeeper.domain.followups import (
     FollowupMode,

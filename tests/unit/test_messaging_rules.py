@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.unit.world import T0, fixed_id
+from tests.support.domain_world import T0, fixed_id
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 from turnkeeper.domain.messaging import (
     Message,

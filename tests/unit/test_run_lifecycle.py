@@ -14,7 +14,7 @@ from datetime import timedelta
 import attrs
 import pytest
 
-from tests.unit.world import T0, build_world, fixed_id
+from tests.support.domain_world import T0, build_world, fixed_id
 from turnkeeper.domain.errors import InvalidStateTransition
 from turnkeeper.domain.messaging import TriggerState
 from turnkeeper.domain.runs import (

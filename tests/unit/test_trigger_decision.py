@@ -14,7 +14,7 @@ import uuid
 import attrs
 import pytest
 
-from tests.unit.world import build_world, fixed_id
+from tests.support.domain_world import build_world, fixed_id
 from turnkeeper.domain.messaging import Origin
 from turnkeeper.domain.runs import (
     NO_TRIGGER,

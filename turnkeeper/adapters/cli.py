@@ -20,7 +20,8 @@ import uvicorn
 
 from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
-from turnkeeper.adapters.logging import configure_logging
+from turnkeeper.adapters.logging import configure_from_settings
+from turnkeeper.adapters.observability.tracing import OtelTracing, process_tracing
 from turnkeeper.adapters.postgres.embedded import EmbeddedServerMissing
 from turnkeeper.adapters.postgres.invariants import check_database
 from turnkeeper.adapters.postgres.migrations import migrate
@@ -101,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"turnkeeper: error: {exc}", EXIT_USAGE)
     except ConfigError as exc:
         return _fail(f"turnkeeper: {exc}", EXIT_USAGE)
-    configure_logging()
+    configure_from_settings(config.settings)
     handlers: dict[str, Callable[[argparse.Namespace, Config], Coroutine[Any, Any, int]]] = {
         "serve": _serve,
         "migrate": _migrate,
@@ -136,14 +137,26 @@ async def _migrate(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
+def _traced(backend: Backend, tracing: OtelTracing | None) -> Backend:
+    """The backend with the process's traces attached (when they are configured)."""
+    if tracing is not None:
+        backend.services.telemetry.attach(tracing)
+    return backend
+
+
 async def _jobs(args: argparse.Namespace, config: Config) -> int:
     with database(config) as conninfo:
         await migrate(conninfo)
-        async with postgres_backend(conninfo, config.settings, signing_key(config)) as backend:
-            if args.once:
-                _print_json(await backend.services.runs.run_jobs_once())
-                return EXIT_OK
-            await run_jobs_forever(backend.services)
+        with process_tracing() as tracing:
+            async with postgres_backend(conninfo, config.settings, signing_key(config)) as pg:
+                return await _run_jobs(args, _traced(pg, tracing))
+
+
+async def _run_jobs(args: argparse.Namespace, backend: Backend) -> int:
+    if args.once:
+        _print_json(await backend.services.runs.run_jobs_once())
+        return EXIT_OK
+    await run_jobs_forever(backend.services)
     return EXIT_OK
 
 
@@ -203,12 +216,15 @@ async def _world_is_empty(backend: Backend) -> bool:
 
 async def _serve(args: argparse.Namespace, config: Config) -> int:
     if args.memory:
-        await _run(args, config, memory_backend(config.settings))
+        with process_tracing() as tracing:
+            await _run(args, config, _traced(memory_backend(config.settings), tracing))
         return EXIT_OK
     with database(config) as conninfo:
         await migrate(conninfo)
-        async with postgres_backend(conninfo, config.settings, signing_key(config)) as backend:
-            await _run(args, config, backend)
+        # After the migrations, before the pool: the pool's connections are traced.
+        with process_tracing() as tracing:
+            async with postgres_backend(conninfo, config.settings, signing_key(config)) as pg:
+                await _run(args, config, _traced(pg, tracing))
     return EXIT_OK
 
 

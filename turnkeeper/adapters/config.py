@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from turnkeeper.application.settings import SETTING_KEYS, Settings
+from turnkeeper.application.settings import CHOICES, SETTING_KEYS, Settings
 
 #: Prefix of every environment variable turnkeeper reads.
 ENV_PREFIX = "TURNKEEPER_"
@@ -180,8 +180,10 @@ def _flatten(table: Mapping[str, Any], prefix: str, into: dict[str, Any]) -> Non
             into[key] = value
 
 
-def _from_toml(key: str, raw: object) -> int | bool | timedelta:
+def _from_toml(key: str, raw: object) -> int | bool | str | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
+    if CHOICES in field.metadata:
+        return _choice(key, field, raw)
     if field.type is bool:
         if not isinstance(raw, bool):
             raise ConfigError(f"{key} must be true or false, got {raw!r}")
@@ -192,9 +194,11 @@ def _from_toml(key: str, raw: object) -> int | bool | timedelta:
     return _checked_int(key, field, raw, raw)
 
 
-def _from_text(key: str, raw: str) -> int | bool | timedelta:
+def _from_text(key: str, raw: str) -> int | bool | str | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
     text = raw.strip()
+    if CHOICES in field.metadata:
+        return _choice(key, field, text)
     if field.type is bool:
         if text.lower() in _TRUE:
             return True
@@ -206,6 +210,14 @@ def _from_text(key: str, raw: str) -> int | bool | timedelta:
     except ValueError:
         raise ConfigError(f"{key} must be {_int_wording(field)}, got {raw!r}") from None
     return _checked_int(key, field, number, raw)
+
+
+def _choice(key: str, field: attrs.Attribute[Any], raw: object) -> str:
+    choices: tuple[str, ...] = field.metadata[CHOICES]
+    # Levels and formats are words: "INFO" and "info" mean the same.
+    if isinstance(raw, str) and raw.strip().lower() in choices:
+        return raw.strip().lower()
+    raise ConfigError(f"{key} must be one of {', '.join(choices)}, got {raw!r}")
 
 
 def _checked_int(

@@ -1,5 +1,9 @@
 """structlog set-up: JSON lines in production, key-value lines on a terminal.
 
+``log.level`` and ``log.format`` choose the level and the format (`configure_from_settings`);
+``log.format = "auto"``, the default, writes key-value lines on a terminal and JSON lines
+otherwise.
+
 Every record carries ``timestamp`` (RFC 3339 UTC), ``level``, ``logger`` and, inside an
 HTTP request, the ``correlation_id`` bound in `structlog.contextvars`. Records of the
 standard library (uvicorn, Litestar) go through the same processors, so one process
@@ -16,6 +20,8 @@ from typing import Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
+
+from turnkeeper.application.settings import Settings
 
 #: Keys whose values are never logged: credentials and message content.
 REDACTED_KEYS = frozenset({"token", "authorization", "content", "invocation_token"})
@@ -123,6 +129,22 @@ def configure_logging(
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
 
 
+#: ``log.format`` -> the ``json`` argument of `configure_logging` (None: by terminal).
+_JSON_BY_FORMAT: dict[str, bool | None] = {"json": True, "console": False, "auto": None}
+
+
+def configure_from_settings(settings: Settings, *, stream: TextIO | None = None) -> None:
+    """Configure logging from ``log.level`` and ``log.format``.
+
+    Args:
+        settings: the configuration.
+        stream: where lines go (standard error when None).
+    """
+    configure_logging(
+        level=settings.log_level.upper(), json=_JSON_BY_FORMAT[settings.log_format], stream=stream
+    )
+
+
 def bind_correlation_id(correlation_id: str) -> None:
     """Attach a correlation id to every record of the current context (request).
 
@@ -142,6 +164,7 @@ __all__ = [
     "REDACTED_KEYS",
     "bind_correlation_id",
     "clear_context",
+    "configure_from_settings",
     "configure_logging",
     "redact_secrets",
     "shared_processors",

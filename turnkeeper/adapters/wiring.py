@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 from turnkeeper.adapters.config import Config
 from turnkeeper.adapters.http.operations import Readiness, always_ready
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
+from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.migrations import is_current
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
@@ -93,6 +94,9 @@ def memory_backend(settings: Settings, key: bytes | None = None) -> Backend:
     services = build_services(
         MemoryUnitOfWorkFactory(), settings, SystemClock(), UuidV7Generator(), signer
     )
+    if settings.metrics_enabled:
+        # From the start, so that what happens before the app exists is counted too.
+        attach_metrics(services.telemetry)
     return Backend(services=services, readiness=always_ready)
 
 
@@ -169,6 +173,8 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
             UuidV7Generator(),
             JwtSigner(key),
         )
+        if settings.metrics_enabled:
+            attach_metrics(services.telemetry, pool_stats=pool.get_stats)
         yield Backend(services=services, readiness=postgres_readiness(pool))
     finally:
         await pool.close()

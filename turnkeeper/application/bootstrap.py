@@ -18,6 +18,7 @@ from turnkeeper.application.services.identity import IdentityService
 from turnkeeper.application.services.runs import RunsService
 from turnkeeper.application.services.tokens import TokenService
 from turnkeeper.application.settings import Settings
+from turnkeeper.application.telemetry import TelemetryHub
 from turnkeeper.application.transactions import Transactor
 
 
@@ -39,6 +40,7 @@ class Services:
         conversation: threads, messages, history, events.
         runs: trigger acceptance, agent feed, run lifecycle, jobs.
         agent_send: agent sends through the freshness gate.
+        telemetry: the sinks of spans and committed changes (metrics, traces).
     """
 
     settings: Settings
@@ -54,6 +56,7 @@ class Services:
     conversation: ConversationService
     runs: RunsService
     agent_send: AgentSendService
+    telemetry: TelemetryHub
 
 
 def build_services(
@@ -62,6 +65,7 @@ def build_services(
     clock: Clock,
     ids: IdGenerator,
     signer: TokenSigner,
+    telemetry: TelemetryHub | None = None,
 ) -> Services:
     """Build every service over the given ports.
 
@@ -71,12 +75,15 @@ def build_services(
         clock: the time source.
         ids: the UUIDv7 source.
         signer: signs and verifies invocation tokens.
+        telemetry: the sinks of spans and committed changes; a new hub without sinks
+            when None (the adapters attach Prometheus metrics and traces to it).
 
     Returns:
         The services, with the in-transaction subscribers registered.
     """
     bus = EventBus()
-    tx = Transactor(uow, settings, clock)
+    hub = telemetry if telemetry is not None else TelemetryHub()
+    tx = Transactor(uow, settings, clock, hub)
     return Services(
         settings=settings,
         clock=clock,
@@ -91,4 +98,5 @@ def build_services(
         conversation=ConversationService(tx, bus, clock, ids, settings),
         runs=RunsService(tx, bus, clock, ids, settings, signer),
         agent_send=AgentSendService(tx, bus, clock, ids, settings),
+        telemetry=hub,
     )

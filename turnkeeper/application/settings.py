@@ -41,6 +41,15 @@ def _seconds(value: int) -> timedelta:
     return timedelta(seconds=value)
 
 
+#: The values of ``log.level``, lowest first.
+LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The values of ``log.format``: ``auto`` writes console lines on a terminal and JSON
+#: lines otherwise.
+LOG_FORMATS = ("auto", "json", "console")
+#: The metadata key of a text setting's allowed values (read by the configuration loader).
+CHOICES = "choices"
+
+
 @attrs.frozen(kw_only=True)
 class Settings:
     """All configuration of turnkeeper.
@@ -79,6 +88,9 @@ class Settings:
             request writes it).
         token_label_max_chars: ``auth.token_label_max_chars``, the longest label of an
             API token, in characters.
+        metrics_enabled: ``metrics.enabled``, serve ``GET /metrics`` (else it is 404).
+        log_level: ``log.level``, the lowest level written (`LOG_LEVELS`).
+        log_format: ``log.format``, ``json``, ``console`` or ``auto`` (`LOG_FORMATS`).
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
@@ -110,6 +122,17 @@ class Settings:
         default=_seconds(60), validator=_non_negative_duration
     )
     token_label_max_chars: int = attrs.field(default=100, validator=_positive)
+    metrics_enabled: bool = True
+    log_level: str = attrs.field(
+        default="info",
+        validator=attrs.validators.in_(LOG_LEVELS),
+        metadata={CHOICES: LOG_LEVELS},
+    )
+    log_format: str = attrs.field(
+        default="auto",
+        validator=attrs.validators.in_(LOG_FORMATS),
+        metadata={CHOICES: LOG_FORMATS},
+    )
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -155,4 +178,7 @@ SETTING_KEYS: dict[str, str] = {
     "jobs.interval": "jobs_interval",
     "auth.token_last_used_interval": "token_last_used_interval",
     "auth.token_label_max_chars": "token_label_max_chars",
+    "metrics.enabled": "metrics_enabled",
+    "log.level": "log_level",
+    "log.format": "log_format",
 }

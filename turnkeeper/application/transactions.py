@@ -5,6 +5,10 @@
 ``database.tx_retry_max`` times. An `AccessDenied` rolls the unit back and is recorded,
 aggregated, in a unit of its own before it propagates, because the audit must survive
 the refusal it describes.
+
+Each use case runs in a span of the `Telemetry` sink (named after the use case), and the
+changes of the attempt that committed, and only of that one, are reported to it after
+the commit (`turnkeeper.application.recording`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import structlog
 
 from turnkeeper.application.errors import ApplicationError, RetriableConflict
 from turnkeeper.application.ports import Clock, UnitOfWork, UnitOfWorkFactory
+from turnkeeper.application.recording import RecordingUnit
 from turnkeeper.application.settings import Settings
+from turnkeeper.application.telemetry import TelemetryHub
 
 T = TypeVar("T")
 
@@ -62,6 +68,20 @@ def window_start(at: datetime, window: timedelta) -> datetime:
     return epoch + ((at - epoch) // window) * window
 
 
+def use_case_name(work: Callable[..., object]) -> str:
+    """The span name of a use case: the method that defined its work function.
+
+    Args:
+        work: the function handed to `Transactor.run` or `Transactor.read`, usually a
+            closure ``work`` inside a service method.
+
+    Returns:
+        For example ``AgentSendService.send`` for ``AgentSendService.send.<locals>.work``.
+    """
+    qualname = getattr(work, "__qualname__", None) or type(work).__qualname__
+    return qualname.split(".<locals>", 1)[0]
+
+
 class Transactor:
     """Runs units of work with retry and denial audit.
 
@@ -69,12 +89,20 @@ class Transactor:
         uow_factory: opens units of work.
         settings: for ``database.tx_retry_max`` and ``audit.deny_aggregate_window``.
         clock: the time of audit rows.
+        telemetry: where spans and committed changes go (a hub without sinks when None).
     """
 
-    def __init__(self, uow_factory: UnitOfWorkFactory, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self,
+        uow_factory: UnitOfWorkFactory,
+        settings: Settings,
+        clock: Clock,
+        telemetry: TelemetryHub | None = None,
+    ) -> None:
         self._uow = uow_factory
         self._settings = settings
         self._clock = clock
+        self.telemetry = telemetry if telemetry is not None else TelemetryHub()
 
     async def run(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
         """Run `work` in a unit of work and commit it.
@@ -91,13 +119,29 @@ class Transactor:
             AccessDenied: after the denial was audited.
             DomainError: whatever the work raised (nothing is stored).
         """
+        telemetry = self.telemetry
+        if not telemetry.active:
+            return await self._attempts(work)
+        with telemetry.span(use_case_name(work)):
+            return await self._attempts(work)
+
+    async def _attempts(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
         attempt = 0
+        telemetry = self.telemetry
         while True:
             try:
                 async with self._uow() as uow:
-                    result = await work(uow)
+                    if not telemetry.active:
+                        result = await work(uow)
+                        await uow.commit()
+                        return result
+                    recording = RecordingUnit(uow)
+                    result = await work(recording)
                     await uow.commit()
-                    return result
+                # Reported only now: the commit succeeded, and an attempt that raised
+                # above took its records with it.
+                telemetry.committed(recording.changes)
+                return result
             except RetriableConflict as exc:
                 if attempt >= self._settings.tx_retry_max:
                     _log.warning("tx_retry_exhausted", attempts=attempt + 1, cause=exc.reason)
@@ -122,8 +166,12 @@ class Transactor:
             DomainError: whatever the work raised.
         """
         try:
-            async with self._uow.read_only() as uow:
-                return await work(uow)
+            if not self.telemetry.active:
+                async with self._uow.read_only() as uow:
+                    return await work(uow)
+            with self.telemetry.span(use_case_name(work)):
+                async with self._uow.read_only() as uow:
+                    return await work(uow)
         except AccessDenied as denied:
             await self.record_denial(denied)
             raise

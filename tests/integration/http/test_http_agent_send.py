@@ -7,17 +7,12 @@ from typing import Any
 
 import httpx
 
-from tests.integration.http.support import ContractClient, bearer
+from tests.support.http import ContractClient, bearer
+from tests.support.scenario import main_thread
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.settings import Settings
 
 SEND = "/v1/agent/send"
-
-
-def thread_of(world: DemoWorld, channel: str = "eskalation") -> str:
-    thread_id = world.channels[channel].main_thread_id
-    assert thread_id is not None
-    return str(thread_id)
 
 
 def body(thread: str, cid: str, seen: int, content: str = "Done, Alex.", **extra: Any) -> Any:
@@ -40,7 +35,7 @@ def pointers(answer: Any) -> set[tuple[str, str]]:
 
 
 async def test_sent_already_sent_and_held_answers(client: ContractClient, world: DemoWorld) -> None:
-    thread = thread_of(world)
+    thread = str(main_thread(world, "eskalation"))
     lotse = bearer(world.agents["lotse"].token)
     alex = bearer(world.people["alex"].token)
     sent = await client.post(SEND, json=body(thread, "s1", 0), headers=lotse)
@@ -85,7 +80,7 @@ async def test_sent_already_sent_and_held_answers(client: ContractClient, world:
 async def test_the_thread_names_the_target_key_of_a_send(
     client: ContractClient, world: DemoWorld
 ) -> None:
-    thread = thread_of(world)
+    thread = str(main_thread(world, "eskalation"))
     lotse = bearer(world.agents["lotse"].token)
     read = (await client.get(f"/v1/threads/{thread}", headers=lotse)).json()
     sent = await client.post(SEND, json=body(thread, "s1", read["latest_seq"]), headers=lotse)
@@ -95,8 +90,8 @@ async def test_the_thread_names_the_target_key_of_a_send(
 async def test_validation_problems_name_their_members(
     client: ContractClient, world: DemoWorld, settings: Settings
 ) -> None:
-    thread = thread_of(world)
-    other = thread_of(world, "allgemein")
+    thread = str(main_thread(world, "eskalation"))
+    other = str(main_thread(world, "allgemein"))
     lotse = bearer(world.agents["lotse"].token)
     base = body(thread, "v1", 0)
     no_freshness = {k: v for k, v in base.items() if k != "freshness"}
@@ -146,7 +141,7 @@ async def test_validation_problems_name_their_members(
 
 
 async def test_run_answers_through_the_send_route(client: ContractClient, world: DemoWorld) -> None:
-    thread = thread_of(world, "allgemein")
+    thread = str(main_thread(world, "allgemein"))
     alex = bearer(world.people["alex"].token)
     lotse = bearer(world.agents["lotse"].token)
     texter = bearer(world.agents["texter"].token)
@@ -182,7 +177,7 @@ async def test_run_answers_through_the_send_route(client: ContractClient, world:
 async def test_people_unknown_threads_and_conflicts(
     client: ContractClient, world: DemoWorld
 ) -> None:
-    thread = thread_of(world)
+    thread = str(main_thread(world, "eskalation"))
     lotse = bearer(world.agents["lotse"].token)
     person = await client.post(
         SEND, json=body(thread, "p1", 0), headers=bearer(world.people["alex"].token)
@@ -190,7 +185,7 @@ async def test_people_unknown_threads_and_conflicts(
     assert person.status_code == 403
     assert (person.json()["code"], person.json()["reason"]) == ("forbidden", "agents_only")
     unreadable = await client.post(
-        SEND, json=body(thread_of(world, "notizen"), "n1", 0), headers=lotse
+        SEND, json=body(str(main_thread(world, "notizen")), "n1", 0), headers=lotse
     )
     unknown = await client.post(SEND, json=body(str(uuid.uuid4()), "n2", 0), headers=lotse)
     assert unreadable.status_code == unknown.status_code == 404

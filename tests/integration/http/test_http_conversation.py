@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from tests.integration.http.support import ContractClient, bearer
+from tests.support.http import ContractClient, bearer
 from turnkeeper.application.demo import DemoWorld
 
 

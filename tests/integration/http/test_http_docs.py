@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.integration.http.support import ContractClient
+from tests.support.http import ContractClient
 from turnkeeper.adapters.http.docs_page import ASSET_FILES, ASSETS_PATH, assets_dir
 
 _REFERENCES = re.compile(r"""(?:src|href)\s*=\s*['"]([^'"]+)['"]""")

@@ -12,15 +12,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.http.support import ContractClient, bearer
+from tests.support.http import ContractClient, bearer_of
+from tests.support.scenario import main_thread
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.domain.world import Level, ResourceKind
-
-
-def token_of(world: DemoWorld, handle: str) -> dict[str, str]:
-    found = world.people.get(handle) or world.agents[handle]
-    return bearer(found.token)
 
 
 @pytest.fixture
@@ -45,27 +41,23 @@ async def heartbeat(client: ContractClient, world: DemoWorld, followups: str) ->
     beat = await client.put(
         "/v1/agent/heartbeat",
         json={"capabilities": {"followups": followups}},
-        headers=token_of(world, "lotse"),
+        headers=bearer_of(world, "lotse"),
     )
     assert beat.status_code == 204
 
 
-def thread_of(world: DemoWorld) -> str:
-    return str(world.channels["allgemein"].main_thread_id)
-
-
 async def write(client: ContractClient, world: DemoWorld, who: str, cid: str) -> str:
     answer = await client.post(
-        f"/v1/threads/{thread_of(world)}/messages",
+        f"/v1/threads/{main_thread(world, 'allgemein')}/messages",
         json={"client_msg_id": cid, "content": f"note {cid}"},
-        headers=token_of(world, who),
+        headers=bearer_of(world, who),
     )
     assert answer.status_code == 201
     return str(answer.json()["id"])
 
 
 async def feed(client: ContractClient, world: DemoWorld) -> dict[str, Any]:
-    answer = await client.get("/v1/agent/events", headers=token_of(world, "lotse"))
+    answer = await client.get("/v1/agent/events", headers=bearer_of(world, "lotse"))
     assert answer.status_code == 200
     body: dict[str, Any] = answer.json()
     return body
@@ -79,14 +71,14 @@ async def running(client: ContractClient, world: DemoWorld) -> tuple[str, str]:
     await client.post(
         "/v1/agent/events/ack",
         json={"through_seq": page["next_after"]},
-        headers=token_of(world, "lotse"),
+        headers=bearer_of(world, "lotse"),
     )
     run_id = str(invocation["payload"]["run_id"])
     token = str(invocation["invocation_token"])
     started = await client.post(
         f"/v1/runs/{run_id}/start",
         json={"invocation_token": token},
-        headers=token_of(world, "lotse"),
+        headers=bearer_of(world, "lotse"),
     )
     assert (started.status_code, started.json()["state"]) == (200, "running")
     return run_id, token
@@ -102,7 +94,7 @@ async def patch(
             "base_version": base,
             "ops": [{"op": "replace", "path": path, "value": value} for path, value in ops],
         },
-        headers=token_of(world, "lotse"),
+        headers=bearer_of(world, "lotse"),
     )
 
 
@@ -120,7 +112,7 @@ class TestRunDocumentListsFollowups:
         one = await write(client, world, "sam", "f1")
         two = await write(client, world, "alex", "f2")
         for reader in ("sam", "alex", "robin"):
-            answer = await client.get(f"/v1/runs/{run_id}", headers=token_of(world, reader))
+            answer = await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, reader))
             assert answer.status_code == 200
             document = answer.json()
             assert answer.headers["etag"] == f'"{document["version"]}"' == '"4"'
@@ -143,7 +135,7 @@ class TestRunDocumentListsFollowups:
         (event,) = [e for e in page["events"] if e["type"] == "agent.followup"]
         assert event["payload"] == {
             "run_id": run_id,
-            "thread_id": thread_of(world),
+            "thread_id": str(main_thread(world, "allgemein")),
             "message_id": followup,
         }
         assert event["resource"] == {"kind": "run", "id": run_id}
@@ -162,7 +154,8 @@ class TestPatchRoute:
         assert (delivered.status_code, delivered.headers["etag"]) == (200, '"4"')
         assert delivered.json()["followups"] == {followup: {"state": "delivered"}}
         history = await client.get(
-            f"/v1/threads/{thread_of(world)}/messages", headers=token_of(world, "sam")
+            f"/v1/threads/{main_thread(world, 'allgemein')}/messages",
+            headers=bearer_of(world, "sam"),
         )
         (shown,) = [m for m in history.json()["messages"] if m["id"] == followup]
         assert shown["trigger_state"] == "followup_delivered"
@@ -182,7 +175,7 @@ class TestPatchRoute:
         assert stale.status_code == 409
         problem = stale.json()
         assert problem["code"] == "base_version_conflict"
-        current = await client.get(f"/v1/runs/{run_id}", headers=token_of(world, "lotse"))
+        current = await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, "lotse"))
         assert problem["current"] == current.json()
         assert problem["current"]["followups"] == {followup: {"state": "queued"}}
         rebased = await patch(
@@ -202,10 +195,10 @@ class TestPatchRoute:
         run_id, _ = await running(client, world)
         followup = await write(client, world, "sam", "f1")
         await patch(client, world, run_id, 3, (state_path(followup), "absorbed"))
-        before = (await client.get(f"/v1/runs/{run_id}", headers=token_of(world, "lotse"))).json()
+        before = (await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, "lotse"))).json()
         back = await patch(client, world, run_id, 4, (state_path(followup), "delivered"))
         assert (back.status_code, back.json()["code"]) == (409, "invalid_state_transition")
-        after = (await client.get(f"/v1/runs/{run_id}", headers=token_of(world, "lotse"))).json()
+        after = (await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, "lotse"))).json()
         assert after == before
 
     @pytest.mark.parametrize(
@@ -224,7 +217,9 @@ class TestPatchRoute:
         await heartbeat(client, world, "steer")
         run_id, _ = await running(client, world)
         followup = await write(client, world, "sam", "f1")
-        document = (await client.get(f"/v1/runs/{run_id}", headers=token_of(world, "lotse"))).json()
+        document = (
+            await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, "lotse"))
+        ).json()
         target = path.format(trigger=document["triggering_message_id"])
         for ops, index in [
             ([(target, "delivered")], 0),
@@ -237,7 +232,7 @@ class TestPatchRoute:
             assert problem["errors"] == [
                 {"pointer": f"/ops/{index}/path", "code": "patch_target_missing"}
             ]
-        unchanged = await client.get(f"/v1/runs/{run_id}", headers=token_of(world, "lotse"))
+        unchanged = await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, "lotse"))
         assert unchanged.json()["followups"] == {followup: {"state": "queued"}}
         assert unchanged.headers["etag"] == '"3"'
 
@@ -265,7 +260,7 @@ class TestPatchRoute:
                     "base_version": 3,
                     "ops": [{"op": "replace", "path": state_path(followup), "value": "delivered"}],
                 },
-                headers=token_of(world, who),
+                headers=bearer_of(world, who),
             )
             assert answer.status_code == status
 
@@ -276,7 +271,7 @@ class TestAnswerToWaitingInputOverHttp:
         self, client: ContractClient, ext: DemoWorld, mode: str
     ) -> None:
         world = ext
-        lotse = token_of(world, "lotse")
+        lotse = bearer_of(world, "lotse")
         await heartbeat(client, world, mode)
         run_id, start_token = await running(client, world)
         waiting = await client.post(f"/v1/runs/{run_id}/await-input", json={}, headers=lotse)

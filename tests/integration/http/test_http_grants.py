@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.integration.http.support import ContractClient, bearer
+from tests.support.http import ContractClient, bearer
 from turnkeeper.application.demo import DemoWorld
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.integration.http.support import ContractClient, bearer
+from tests.support.http import ContractClient, bearer
 from turnkeeper.adapters.logging import REDACTED, configure_logging, redact_secrets
 from turnkeeper.application.demo import DemoWorld
 

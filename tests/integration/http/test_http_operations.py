@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.integration.http.support import ContractClient, contract_client
+from tests.support.http import ContractClient, contract_client
 from turnkeeper.application.bootstrap import Services
 
 

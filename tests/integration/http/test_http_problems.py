@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.http.support import ContractClient, bearer, contract_client, memory_services
+from tests.support.http import ContractClient, bearer, contract_client
+from tests.support.services import memory_services
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.settings import Settings

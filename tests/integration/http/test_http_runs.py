@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.http.support import ContractClient, bearer
+from tests.support.http import ContractClient, bearer_of
 from turnkeeper.application.demo import DemoWorld
-
-
-def token_of(world: DemoWorld, handle: str) -> dict[str, str]:
-    found = world.people.get(handle) or world.agents[handle]
-    return bearer(found.token)
 
 
 async def trigger(client: ContractClient, world: DemoWorld, cid: str = "t1") -> str:
@@ -18,14 +13,14 @@ async def trigger(client: ContractClient, world: DemoWorld, cid: str = "t1") -> 
     answer = await client.post(
         f"/v1/threads/{thread_id}/messages",
         json={"client_msg_id": cid, "content": "can someone help?"},
-        headers=token_of(world, "alex"),
+        headers=bearer_of(world, "alex"),
     )
     assert answer.status_code == 201
     return str(answer.json()["id"])
 
 
 async def poll(client: ContractClient, world: DemoWorld, **params: Any) -> dict[str, Any]:
-    answer = await client.get("/v1/agent/events", params=params, headers=token_of(world, "lotse"))
+    answer = await client.get("/v1/agent/events", params=params, headers=bearer_of(world, "lotse"))
     assert answer.status_code == 200
     body: dict[str, Any] = answer.json()
     return body
@@ -39,7 +34,7 @@ async def test_full_lifecycle(client: ContractClient, world: DemoWorld) -> None:
     assert "redelivered" not in invocation
     token = invocation["invocation_token"]
     run_id = invocation["payload"]["run_id"]
-    lotse = token_of(world, "lotse")
+    lotse = bearer_of(world, "lotse")
 
     started = await client.post(
         f"/v1/runs/{run_id}/start", json={"invocation_token": token}, headers=lotse
@@ -70,7 +65,7 @@ async def test_full_lifecycle(client: ContractClient, world: DemoWorld) -> None:
         f"/v1/runs/{run_id}/finish", json={"state": "failed"}, headers=lotse
     )
     assert (conflict.status_code, conflict.json()["code"]) == (409, "invalid_state_transition")
-    read = await client.get(f"/v1/runs/{run_id}", headers=token_of(world, "sam"))
+    read = await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, "sam"))
     assert (read.status_code, read.headers["etag"]) == (200, '"5"')
     thread_id = world.channels["allgemein"].main_thread_id
     history = await client.get(f"/v1/threads/{thread_id}/messages", headers=lotse)
@@ -86,7 +81,7 @@ async def test_superseded_token_and_no_token_in_problems(
     second = (await poll(client, world))["events"][0]
     assert second["redelivered"] is True
     run_id = first["payload"]["run_id"]
-    lotse = token_of(world, "lotse")
+    lotse = bearer_of(world, "lotse")
     await client.post(
         f"/v1/runs/{run_id}/start",
         json={"invocation_token": second["invocation_token"]},
@@ -108,12 +103,12 @@ async def test_finish_from_queued_and_cancel(client: ContractClient, world: Demo
     await trigger(client, world)
     run_id = (await poll(client, world))["events"][0]["payload"]["run_id"]
     early = await client.post(
-        f"/v1/runs/{run_id}/finish", json={"state": "completed"}, headers=token_of(world, "lotse")
+        f"/v1/runs/{run_id}/finish", json={"state": "completed"}, headers=bearer_of(world, "lotse")
     )
     assert (early.status_code, early.json()["code"]) == (409, "invalid_state_transition")
-    sam = await client.post(f"/v1/runs/{run_id}/cancel", headers=token_of(world, "sam"))
+    sam = await client.post(f"/v1/runs/{run_id}/cancel", headers=bearer_of(world, "sam"))
     assert (sam.status_code, sam.json()["reason"]) == (403, "level_insufficient")
-    cancelled = await client.post(f"/v1/runs/{run_id}/cancel", headers=token_of(world, "alex"))
+    cancelled = await client.post(f"/v1/runs/{run_id}/cancel", headers=bearer_of(world, "alex"))
     assert cancelled.status_code == 200
     assert (cancelled.json()["state"], cancelled.json()["state_reason"]) == (
         "cancelled",
@@ -127,28 +122,28 @@ async def test_ack_heartbeat_and_people_refused(client: ContractClient, world: D
     ack = await client.post(
         "/v1/agent/events/ack",
         json={"through_seq": feed["next_after"]},
-        headers=token_of(world, "lotse"),
+        headers=bearer_of(world, "lotse"),
     )
     assert ack.status_code == 204
     assert (await poll(client, world))["events"] == []
     beat = await client.put(
         "/v1/agent/heartbeat",
         json={"capabilities": {"followups": "steer"}},
-        headers=token_of(world, "lotse"),
+        headers=bearer_of(world, "lotse"),
     )
     assert beat.status_code == 204
     bad = await client.put(
         "/v1/agent/heartbeat",
         json={"capabilities": {"followups": "sometimes"}},
-        headers=token_of(world, "lotse"),
+        headers=bearer_of(world, "lotse"),
     )
     assert bad.status_code == 400
-    person = await client.get("/v1/agent/events", headers=token_of(world, "alex"))
+    person = await client.get("/v1/agent/events", headers=bearer_of(world, "alex"))
     assert person.status_code == 403
 
 
 async def test_unknown_run_is_not_found(client: ContractClient, world: DemoWorld) -> None:
     unknown = await client.get(
-        "/v1/runs/01900000-0000-7000-8000-0000000fffff", headers=token_of(world, "alex")
+        "/v1/runs/01900000-0000-7000-8000-0000000fffff", headers=bearer_of(world, "alex")
     )
     assert (unknown.status_code, unknown.json()["code"]) == (404, "not_found")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.fakes import FakeClock
-from tests.integration.http.support import ContractClient, bearer
+from tests.support.fakes import FakeClock
+from tests.support.http import ContractClient, bearer
 from turnkeeper.application.demo import DemoWorld
 
 UNKNOWN_ID = "01900000-0000-7000-8000-0000000fffff"

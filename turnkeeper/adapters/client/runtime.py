@@ -44,9 +44,12 @@ from turnkeeper.adapters.client.models import (
 from turnkeeper.adapters.client.sends import SendGate, log_logical_send
 from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.adapters.client.targets import TargetKeys
+from turnkeeper.adapters.observability.client import RuntimeMetrics
+from turnkeeper.adapters.observability.metrics import TARGET_TYPE_THREAD
 from turnkeeper.domain.freshness import SendState, SessionFreshnessState
 from turnkeeper.domain.logical_sends import (
     AcceptedChunk,
+    LogicalSendState,
     chunk_client_message_id,
     logical_state,
     next_chunk_seen,
@@ -63,6 +66,7 @@ class AgentRuntimeClient:
         transport: an httpx transport, for example ``httpx.MockTransport`` in tests.
         timeout: httpx timeouts; httpx's default when None.
         freshness: the session's frontiers; a new, empty state when None.
+        metrics: counts partial-held logical sends (`ClientMetrics`); none when None.
 
     Use it as an async context manager, or call `aclose`.
     """
@@ -75,11 +79,13 @@ class AgentRuntimeClient:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: httpx.Timeout | None = None,
         freshness: SessionFreshnessState | None = None,
+        metrics: RuntimeMetrics | None = None,
     ) -> None:
         self._session = ApiSession(base_url, token, transport=transport, timeout=timeout)
         self._freshness = freshness if freshness is not None else SessionFreshnessState()
         self._targets = TargetKeys(self._session)
         self._gate = SendGate(self._session, self._freshness, self._targets)
+        self._metrics = metrics
 
     def __repr__(self) -> str:
         return f"AgentRuntimeClient(base_url={self._session.base_url!r})"
@@ -371,6 +377,8 @@ class AgentRuntimeClient:
             latest_seq=held.latest_seq if held is not None else None,
             held_locally=held.held_locally if held is not None else False,
         )
+        if result.state is LogicalSendState.PARTIAL_HELD and self._metrics is not None:
+            self._metrics.partial_held(TARGET_TYPE_THREAD)
         log_logical_send(result)
         return result
 

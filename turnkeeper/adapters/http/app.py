@@ -28,6 +28,8 @@ from turnkeeper.adapters.http.operations import (
 from turnkeeper.adapters.http.problems import handle_exception
 from turnkeeper.adapters.http.runs import runs_router
 from turnkeeper.adapters.http.tokens import tokens_router
+from turnkeeper.adapters.observability.http import ObservedApp, metrics_endpoint
+from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.settings import Settings
 
@@ -54,7 +56,9 @@ def create_app(
 
     Returns:
         The ASGI application, serving ``/v1``, ``/healthz``, ``/readyz``,
-        ``/openapi.json`` and ``/docs`` (with its assets under ``/docs/assets``).
+        ``/openapi.json``, ``/docs`` (with its assets under ``/docs/assets``) and, while
+        ``metrics.enabled``, ``/metrics`` (the Prometheus sink of the services' telemetry,
+        attached now if it has none).
 
     Example:
         >>> app = create_app(services, services.settings)  # doctest: +SKIP
@@ -98,8 +102,12 @@ def create_app(
         # Litestar would add its own 400 schema; every error here is a Problem.
         create_examples=False,
     )
-    app = CorrelatedApp(
-        route_handlers=[v1, healthz, readyz, openapi_document, docs_assets_router()],
+    metrics = attach_metrics(services.telemetry) if settings.metrics_enabled else None
+    app = ObservedApp(
+        metrics=metrics,
+        telemetry=services.telemetry,
+        route_handlers=[v1, healthz, readyz, openapi_document, docs_assets_router()]
+        + ([metrics_endpoint] if metrics is not None else []),
         dependencies={
             "services": Provide(provide_services, sync_to_thread=False),
             "readiness": Provide(provide_readiness, sync_to_thread=False),

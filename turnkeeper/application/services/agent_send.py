@@ -45,9 +45,15 @@ from turnkeeper.application.errors import RetriableConflict
 from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
 from turnkeeper.application.services.access import require, thread_target
 from turnkeeper.application.services.messages_append import MessageAppender
+from turnkeeper.application.services.send_records import (
+    outcome_fields,
+    refused_fields,
+    seq_delta,
+)
 from turnkeeper.application.settings import Settings
+from turnkeeper.application.telemetry import SendAnswered
 from turnkeeper.application.transactions import AccessDenied, Transactor
-from turnkeeper.domain.authorization import Action
+from turnkeeper.domain.authorization import AccessTarget, Action
 from turnkeeper.domain.errors import DomainError, FieldError, IdempotencyConflict, ValidationFailed
 from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.messaging import (
@@ -59,7 +65,7 @@ from turnkeeper.domain.messaging import (
 )
 from turnkeeper.domain.world import Principal, thread_target_key
 
-#: The logger of every send outcome (metrics are derived from these records).
+#: The logger of every send outcome (one record per answered or refused send).
 LOGGER_NAME = "turnkeeper.freshness"
 
 #: The action name of a refused send in the audit (a person or app is not an agent).
@@ -140,6 +146,7 @@ class SendOutcome:
         seen_up_to_seq: the frontier the request carried (absent for an ungated send).
         needs_refresh_until_seq: held only: refresh through this seq before a retry.
         path: how the answer was reached (`SendPath`), for logs and tests.
+        space_id: the space of the thread (for the log line; None before it is known).
     """
 
     state: SendState
@@ -151,6 +158,7 @@ class SendOutcome:
     seen_up_to_seq: int | None = None
     needs_refresh_until_seq: int | None = None
     path: str
+    space_id: uuid.UUID | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -283,13 +291,24 @@ class AgentSendService:
             digest = send_digest(request.target, request.content)
 
             async def work(uow: UnitOfWork) -> SendOutcome:
-                return await self._send(uow, actor, request, digest)
+                outcome = await self._send(uow, actor, request, digest)
+                # On the use case's span: a trace shows the gate's decision of the
+                # attempt that commits (a retried attempt's values are overwritten).
+                self._tx.telemetry.annotate(outcome_fields(actor, request, outcome))
+                return outcome
 
             outcome = await self._tx.run(work)
         except DomainError as refused:
-            _log_refused(actor, request, refused)
+            _log().info("agent_send_refused", **refused_fields(actor, request, refused))
             raise
-        _log_outcome(actor, request, outcome)
+        _log().info("agent_send", **outcome_fields(actor, request, outcome))
+        self._tx.telemetry.send_answered(
+            SendAnswered(
+                state=outcome.state.value,
+                gated=request.freshness is not None,
+                seq_delta=seq_delta(outcome),
+            )
+        )
         return outcome
 
     async def _send(
@@ -297,6 +316,17 @@ class AgentSendService:
     ) -> SendOutcome:
         target = await thread_target(uow, request.target)
         await require(uow, actor, Action.MESSAGE_CREATE, target)
+        outcome = await self._decide(uow, actor, request, digest, target)
+        return attrs.evolve(outcome, space_id=target.space.id)
+
+    async def _decide(
+        self,
+        uow: UnitOfWork,
+        actor: Principal,
+        request: AgentSend,
+        digest: str,
+        target: AccessTarget,
+    ) -> SendOutcome:
         key = thread_target_key(request.target)
         seen = request.freshness.seen_up_to_seq if request.freshness else None
         existing = await self._replay(uow, actor, request, digest, key, seen, SendPath.REPLAY)
@@ -424,46 +454,6 @@ def _sent(message: Message, key: str, seen: int | None, path: str) -> SendOutcom
         seen_up_to_seq=seen,
         path=path,
     )
-
-
-def _base_fields(actor: Principal, request: AgentSend) -> dict[str, object]:
-    fields: dict[str, object] = {
-        "agent_id": str(actor.id),
-        "target_key": thread_target_key(request.target),
-        "client_message_id": request.client_message_id,
-        "gated": request.freshness is not None,
-    }
-    if request.freshness is not None:
-        fields["seen_up_to_seq"] = request.freshness.seen_up_to_seq
-        fields["source_message_count"] = len(request.freshness.source_message_ids)
-        fields["target_key_valid"] = request.freshness.target_key == fields["target_key"]
-    return fields
-
-
-def _log_outcome(actor: Principal, request: AgentSend, outcome: SendOutcome) -> None:
-    """One record per answered send: state, frontiers and path; never content."""
-    fields = _base_fields(actor, request)
-    fields.update(
-        state=outcome.state.value,
-        path=outcome.path,
-        latest_seq=outcome.latest_seq,
-    )
-    if outcome.accepted_seq is not None:
-        fields["accepted_seq"] = outcome.accepted_seq
-    if outcome.needs_refresh_until_seq is not None:
-        fields["needs_refresh_until_seq"] = outcome.needs_refresh_until_seq
-    if outcome.state is SendState.HELD and outcome.seen_up_to_seq is not None:
-        fields["seq_delta"] = outcome.latest_seq - outcome.seen_up_to_seq
-    _log().info("agent_send", **fields)
-
-
-def _log_refused(actor: Principal, request: AgentSend, refused: DomainError) -> None:
-    """One record per refused send: the problem code and reason; never content."""
-    fields = _base_fields(actor, request)
-    fields.update(state="refused", code=refused.code)
-    if refused.reason is not None:
-        fields["reason"] = refused.reason
-    _log().info("agent_send_refused", **fields)
 
 
 __all__ = [

@@ -1,15 +1,22 @@
-"""A fresh HTTP world for each request of the sweeps: memory services, demo world, client."""
+"""The HTTP application in tests: a client that checks every answer against the published
+OpenAPI document, and a fresh HTTP world (memory services, demo world, client)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import attrs
+import httpx
+from litestar.testing import AsyncTestClient
 
-from tests.fakes import FakeClock
-from tests.integration.http.support import ContractClient, contract_client, memory_services
+from tests.support.fakes import FakeClock
+from tests.support.openapi import Spec, assert_matches_openapi, template_for
+from tests.support.scenario import main_thread
+from tests.support.services import memory_services
+from turnkeeper.adapters.http import Readiness, always_ready, create_app
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.settings import Settings
@@ -17,6 +24,74 @@ from turnkeeper.domain.events import EventType
 
 #: Every principal of the demo world, by handle.
 PRINCIPALS = ("robin", "alex", "sam", "lotse", "texter", "assistent")
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The Authorization header of a token."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+def bearer_of(world: DemoWorld, handle: str) -> dict[str, str]:
+    """The Authorization header of a person or agent of the demo world."""
+    found = world.people.get(handle) or world.agents[handle]
+    return bearer(found.token)
+
+
+@attrs.frozen
+class Exchange:
+    """One request and its answer, as the contract checks saw it."""
+
+    method: str
+    template: str
+    status: int
+    body: Any
+
+
+@attrs.define
+class ContractClient:
+    """An AsyncTestClient that validates every JSON answer against /openapi.json."""
+
+    http: AsyncTestClient[Any]
+    spec: Spec
+    exchanges: list[Exchange] = attrs.Factory(list)
+
+    async def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """Send a request; check the answer body against the document when it has one."""
+        response = await self.http.request(method, url, **kwargs)
+        template = template_for(self.spec, httpx.URL(url).path)
+        declared = template is not None and method.lower() in self.spec["paths"][template]
+        if template is not None and declared and response.content:
+            body = response.json()
+            assert_matches_openapi(self.spec, method, template, response.status_code, body)
+            self.exchanges.append(Exchange(method, template, response.status_code, body))
+        return response
+
+    async def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        """GET."""
+        return await self.request("GET", url, **kwargs)
+
+    async def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        """POST."""
+        return await self.request("POST", url, **kwargs)
+
+    async def put(self, url: str, **kwargs: Any) -> httpx.Response:
+        """PUT."""
+        return await self.request("PUT", url, **kwargs)
+
+    async def delete(self, url: str, **kwargs: Any) -> httpx.Response:
+        """DELETE."""
+        return await self.request("DELETE", url, **kwargs)
+
+
+@asynccontextmanager
+async def contract_client(
+    services: Services, readiness: Readiness = always_ready
+) -> AsyncIterator[ContractClient]:
+    """A checked client of a new application over the services."""
+    app = create_app(services, services.settings, readiness)
+    async with AsyncTestClient(app) as http:
+        spec = (await http.get("/openapi.json")).json()
+        yield ContractClient(http=http, spec=spec)
 
 
 @attrs.frozen(kw_only=True)
@@ -30,14 +105,11 @@ class HttpWorld:
 
     def headers(self, handle: str) -> dict[str, str]:
         """The bearer header of a principal of the world."""
-        found = self.world.people.get(handle) or self.world.agents[handle]
-        return {"Authorization": f"Bearer {found.token}"}
+        return bearer_of(self.world, handle)
 
     def main_thread(self, channel: str) -> uuid.UUID:
         """The main thread of a text channel."""
-        thread_id = self.world.channels[channel].main_thread_id
-        assert thread_id is not None
-        return thread_id
+        return main_thread(self.world, channel)
 
     async def trigger(self, channel: str = "allgemein", cid: str = "trigger") -> tuple[str, str]:
         """Alex triggers the operator in a main thread; the operator polls.

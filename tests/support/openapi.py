@@ -10,6 +10,7 @@ client can check every answer it sees.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 # No stubs ship with jsonschema; types-jsonschema is not a dev dependency (yet).
@@ -24,14 +25,14 @@ def assert_no_null(body: Any, where: str = "") -> None:
     """Fail when a JSON document contains null anywhere.
 
     Args:
-        body: the decoded JSON.
+        body: the decoded JSON, or a document before encoding (mappings and tuples).
         where: the JSON pointer of `body` (for the message).
     """
     assert body is not None, f"JSON null at {where or '/'}"
-    if isinstance(body, dict):
+    if isinstance(body, Mapping):
         for key, value in body.items():
             assert_no_null(value, f"{where}/{key}")
-    elif isinstance(body, list):
+    elif isinstance(body, list | tuple):
         for index, value in enumerate(body):
             assert_no_null(value, f"{where}/{index}")
 

@@ -1,0 +1,225 @@
+"""Every row lock of docs/architecture.md ("Where the locks are") makes a second unit wait.
+
+Each test holds the lock in one unit of work, starts a second unit that needs the same
+row, and observes on the server (`tests.support.locks.wait_until_blocked`, from
+``pg_stat_activity`` and ``pg_blocking_pids``) that the second one waits for the first;
+then the first commits and the second must see what the first committed. Each scenario
+repeats, as the other concurrency tests do. The unique-key wait of two inserts with one
+client id is in tests/integration/test_postgres_uow.py, the event counter held in its
+commit in tests/concurrency/test_event_cursor.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import attrs
+import pytest
+
+from tests.support.locks import backend_pid, wait_until_blocked
+from tests.support.scenario import main_thread, started_run
+from tests.support.services import services_over
+from turnkeeper.application.demo import build_demo_world
+from turnkeeper.application.ports import UnitOfWork, UnitOfWorkFactory
+from turnkeeper.domain.runs import AnswerRun, Run
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+#: Rounds of each scenario.
+ROUNDS = 5
+#: The time of every bucket take (the buckets do not refill in these tests).
+AT = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+#: A limit class of its own, so that no take of the demo world's messages interferes.
+LIMIT_CLASS = "rl.lock-test"
+#: Principals whose new buckets the bucket test fights over (one round each).
+BUCKET_OWNERS = ("alex", "sam", "robin", "lotse", "texter")
+#: Looks of the helper's own failing case (nothing waits, so it must give up quickly).
+FEW_TRIES = 3
+
+
+@attrs.frozen(kw_only=True)
+class Rows:
+    """Rows of the demo world the units fight over."""
+
+    thread_id: uuid.UUID
+    run_id: uuid.UUID
+    principal_ids: tuple[uuid.UUID, ...]
+
+
+@pytest.fixture
+async def rows(pg_uow_factory: UnitOfWorkFactory) -> Rows:
+    """The demo world on PostgreSQL with a running run of Lotse in Allgemein."""
+    services = services_over(pg_uow_factory)
+    world = await build_demo_world(services)
+    run, _ = await started_run(services, world)
+    return Rows(
+        thread_id=main_thread(world, "eskalation"),
+        run_id=run.id,
+        principal_ids=tuple(world.principal(h).id for h in BUCKET_OWNERS),
+    )
+
+
+async def _in_unit(
+    factory: UnitOfWorkFactory, work: Callable[[UnitOfWork], Awaitable[T]], commit: bool
+) -> T:
+    async with factory() as uow:
+        result = await work(uow)
+        if commit:
+            await uow.commit()
+        return result
+
+
+async def second_waits_for_first(
+    conninfo: str,
+    factory: UnitOfWorkFactory,
+    first: Callable[[UnitOfWork], Awaitable[T]],
+    second: Callable[[UnitOfWork], Awaitable[U]],
+    *,
+    commit_second: bool = True,
+) -> tuple[T, U]:
+    """Run `first` in a unit, then `second` in another; prove it waits until the commit.
+
+    Returns:
+        What `first` and `second` returned.
+    """
+    async with factory() as holder:
+        held = await first(holder)
+        waiting = asyncio.create_task(_in_unit(factory, second, commit_second))
+        await wait_until_blocked(conninfo, backend_pid(holder))
+        assert not waiting.done(), "the second unit must wait for the first one's lock"
+        await holder.commit()
+    return held, await waiting
+
+
+# -- what the units do -------------------------------------------------------------------
+
+
+def append_to(thread_id: uuid.UUID) -> Callable[[UnitOfWork], Awaitable[int]]:
+    """createMessage's allocation of the next thread_seq."""
+
+    async def work(uow: UnitOfWork) -> int:
+        return await uow.threads.allocate_seq(thread_id)
+
+    return work
+
+
+def send_from(thread_id: uuid.UUID, seen: int) -> Callable[[UnitOfWork], Awaitable[int | None]]:
+    """The freshness gate's compare-and-set allocation from the frontier `seen`."""
+
+    async def work(uow: UnitOfWork) -> int | None:
+        return await uow.freshness.compare_and_allocate(thread_id, seen)
+
+    return work
+
+
+def take_one(principal_id: uuid.UUID) -> Callable[[UnitOfWork], Awaitable[int | None]]:
+    """A take from a bucket of one token that never refills."""
+
+    async def work(uow: UnitOfWork) -> int | None:
+        return await uow.buckets.take_token(principal_id, LIMIT_CLASS, AT, burst=1, per_minute=0)
+
+    return work
+
+
+def answer_in(run_id: uuid.UUID) -> Callable[[UnitOfWork], Awaitable[AnswerRun | None]]:
+    """An agent answer's share lock on the run it names."""
+
+    async def work(uow: UnitOfWork) -> AnswerRun | None:
+        return await uow.runs.lock_for_answer(run_id)
+
+    return work
+
+
+def end_of(run_id: uuid.UUID) -> Callable[[UnitOfWork], Awaitable[Run | None]]:
+    """The end of a run (or its follow-up acceptance): the update lock on the run."""
+
+    async def work(uow: UnitOfWork) -> Run | None:
+        return await uow.runs.lock(run_id)
+
+    return work
+
+
+# -- the locks ---------------------------------------------------------------------------
+
+
+async def test_the_helper_fails_when_nothing_waits(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    async with pg_uow_factory() as holder:
+        await holder.threads.allocate_seq(rows.thread_id)
+        with pytest.raises(pytest.fail.Exception, match="should wait for a lock"):
+            await wait_until_blocked(pg_conninfo, backend_pid(holder), tries=FEW_TRIES)
+
+
+async def test_appends_to_one_thread_wait_for_the_thread_row(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    for _ in range(ROUNDS):
+        first, second = await second_waits_for_first(
+            pg_conninfo, pg_uow_factory, append_to(rows.thread_id), append_to(rows.thread_id)
+        )
+        assert second == first + 1
+
+
+async def test_a_compare_and_set_behind_an_append_finds_the_frontier_moved(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    for _ in range(ROUNDS):
+        async with pg_uow_factory() as uow:
+            seen = (await uow.freshness.frontier(rows.thread_id)).latest_seq
+        appended, allocated = await second_waits_for_first(
+            pg_conninfo,
+            pg_uow_factory,
+            append_to(rows.thread_id),
+            send_from(rows.thread_id, seen),
+        )
+        # The send rechecks the row the append committed: the frontier it saw is gone.
+        assert appended == seen + 1
+        assert allocated is None
+
+
+async def test_takes_of_one_bucket_wait_for_the_bucket_row(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    # One new bucket per round: the first take creates it, the second meets its key.
+    for principal_id in rows.principal_ids:
+        first, second = await second_waits_for_first(
+            pg_conninfo,
+            pg_uow_factory,
+            take_one(principal_id),
+            take_one(principal_id),
+            commit_second=False,
+        )
+        # The first take took the one token; the second waited on that row, found it
+        # empty and was refused.
+        assert first is None
+        assert second is not None
+
+
+async def test_the_end_of_a_run_waits_for_an_answer_naming_it(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    for _ in range(ROUNDS):
+        answered, ending = await second_waits_for_first(
+            pg_conninfo, pg_uow_factory, answer_in(rows.run_id), end_of(rows.run_id)
+        )
+        assert answered is not None
+        assert ending is not None
+        assert (answered.id, ending.id) == (rows.run_id, rows.run_id)
+
+
+async def test_an_answer_waits_for_the_end_of_the_run_it_names(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    for _ in range(ROUNDS):
+        ending, answered = await second_waits_for_first(
+            pg_conninfo, pg_uow_factory, end_of(rows.run_id), answer_in(rows.run_id)
+        )
+        assert ending is not None
+        assert answered is not None
+        assert answered.state is ending.state

@@ -1,0 +1,1 @@
+"""Operations: Prometheus metrics, OpenTelemetry traces, and the HTTP side of both."""
