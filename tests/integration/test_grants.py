@@ -194,3 +194,19 @@ async def test_bad_grants_change_nothing(services: Services, world: DemoWorld) -
     ]
     assert await _sams_allgemein_grant(services, world) == grant
     assert len(await _changes(services, grant.id)) == 1
+
+
+async def test_every_refused_administrative_call_is_audited(
+    services: Services, world: DemoWorld
+) -> None:
+    alex = world.principal("alex")
+    with pytest.raises(AccessDenied):
+        await services.admin.create_space(alex, name="Lab")
+    with pytest.raises(AccessDenied):
+        await services.admin.archive_channel(alex, world.channels["allgemein"].id)
+    async with services.uow.read_only() as uow:
+        denials = await uow.audit.denials(alex.id)
+    assert {(d.action, d.reason, d.count) for d in denials} == {
+        ("space.create", "owner_required", 1),
+        ("channel.archive", "owner_required", 1),
+    }
