@@ -5,8 +5,8 @@ outside the checkout, so nothing of the source tree can leak into the installed 
 
 1. build the sdist and the wheel (``python -m build``);
 2. the wheel's only top-level import name is ``turnkeeper``, with ``py.typed``, every
-   ``.sql`` file of ``sql/`` inside it as ``turnkeeper/sql``, and the console's pinned
-   files (``GET /console``);
+   ``.sql`` file of ``sql/`` inside it as ``turnkeeper/sql``, the console's pinned
+   files (``GET /console``) and the assets of ``/docs`` (``turnkeeper/adapters/http/static``);
 3. a fresh virtualenv with ``turnkeeper[embedded]`` and mypy: ``turnkeeper migrate`` on an
    embedded PostgreSQL exits 0, ``turnkeeper serve`` answers 200 on /readyz, the embedding
    example runs on memory and PostgreSQL, and ``mypy --strict`` on a small user module
@@ -87,7 +87,7 @@ def build(out: Path) -> tuple[Path, Path]:
 
 
 def check_wheel_contents(wheel: Path) -> None:
-    """The wheel holds only `turnkeeper`, with py.typed, the SQL files and the console."""
+    """The wheel holds only `turnkeeper`, with py.typed, the SQL, the console and /docs assets."""
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     if tops != {"turnkeeper"}:
@@ -103,6 +103,15 @@ def check_wheel_contents(wheel: Path) -> None:
         raise CheckFailed(f"the wheel lacks SQL files: {missing}")
     if CONSOLE_SCRIPT not in names:
         raise CheckFailed(f"the wheel lacks the console's pinned files ({CONSOLE_SCRIPT})")
+    assets = ROOT / "turnkeeper" / "adapters" / "http" / "static"
+    wanted_assets = {
+        "turnkeeper/" + p.relative_to(ROOT / "turnkeeper").as_posix()
+        for p in assets.rglob("*")
+        if p.is_file()
+    }
+    missing = sorted(wanted_assets - set(names))
+    if not wanted_assets or missing:
+        raise CheckFailed(f"the wheel lacks the assets of /docs: {missing}")
 
 
 def _venv(path: Path, requirements: list[str], cwd: Path) -> Path:

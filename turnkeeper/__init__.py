@@ -127,6 +127,12 @@ if TYPE_CHECKING:
     from turnkeeper.application.services.conversation import (
         PostedMessage as PostedMessage,
     )
+    from turnkeeper.application.services.grants import (
+        GrantChange as GrantChange,
+    )
+    from turnkeeper.application.services.grants import (
+        GrantService as GrantService,
+    )
     from turnkeeper.application.services.identity import (
         IdentityService as IdentityService,
     )
@@ -142,11 +148,23 @@ if TYPE_CHECKING:
     from turnkeeper.application.services.runs import (
         RunView as RunView,
     )
+    from turnkeeper.application.services.tokens import (
+        IssuedToken as IssuedToken,
+    )
+    from turnkeeper.application.services.tokens import (
+        OwnerTokenRefused as OwnerTokenRefused,
+    )
+    from turnkeeper.application.services.tokens import (
+        TokenService as TokenService,
+    )
     from turnkeeper.application.settings import (
         Settings as Settings,
     )
     from turnkeeper.application.transactions import (
         AccessDenied as AccessDenied,
+    )
+    from turnkeeper.domain.credentials import (
+        ApiToken as ApiToken,
     )
     from turnkeeper.domain.errors import (
         Conflict as Conflict,
@@ -261,6 +279,12 @@ _HOMES: dict[str, str] = {
     "AdminService": "turnkeeper.application.services.admin",
     "NewPrincipal": "turnkeeper.application.services.admin",
     "IdentityService": "turnkeeper.application.services.identity",
+    "GrantChange": "turnkeeper.application.services.grants",
+    "GrantService": "turnkeeper.application.services.grants",
+    "IssuedToken": "turnkeeper.application.services.tokens",
+    "OwnerTokenRefused": "turnkeeper.application.services.tokens",
+    "TokenService": "turnkeeper.application.services.tokens",
+    "ApiToken": "turnkeeper.domain.credentials",
     "ConversationService": "turnkeeper.application.services.conversation",
     "CreatedThread": "turnkeeper.application.services.conversation",
     "EventPage": "turnkeeper.application.services.conversation",

@@ -9,3 +9,13 @@ DO UPDATE SET count = audit_denials.count + 1;
 SELECT * FROM audit_denials
 WHERE principal_id = sqlc.arg(principal_id)
 ORDER BY window_start, action, reason;
+
+-- name: InsertAuditChange :exec
+INSERT INTO audit_changes (id, actor_id, action, subject_id, before, after, at)
+VALUES (
+    sqlc.arg(id), sqlc.arg(actor_id), sqlc.arg(action), sqlc.arg(subject_id),
+    sqlc.narg(before), sqlc.narg(after), sqlc.arg(at)
+);
+
+-- name: ListAuditChanges :many
+SELECT * FROM audit_changes WHERE subject_id = sqlc.arg(subject_id) ORDER BY id;

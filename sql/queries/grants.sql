@@ -13,3 +13,22 @@ DELETE FROM grants WHERE id = sqlc.arg(id);
 
 -- name: ListGrantsForPrincipal :many
 SELECT * FROM grants WHERE principal_id = sqlc.arg(principal_id) ORDER BY id;
+
+-- The grant of a principal on a resource, locked until the unit ends: a second grant of
+-- the same pair changes this row, and concurrent changes of it serialize here.
+-- name: LockGrantOfPair :one
+SELECT * FROM grants
+WHERE principal_id = sqlc.arg(principal_id)
+  AND resource_kind = sqlc.arg(resource_kind)
+  AND resource_id = sqlc.arg(resource_id)
+FOR UPDATE;
+
+-- name: UpdateGrantLevel :execrows
+UPDATE grants SET level = sqlc.arg(level) WHERE id = sqlc.arg(id);
+
+-- Both filters are optional (NULL: any).
+-- name: ListGrants :many
+SELECT * FROM grants
+WHERE (sqlc.narg(principal_id)::uuid IS NULL OR principal_id = sqlc.narg(principal_id))
+  AND (sqlc.narg(resource_id)::uuid IS NULL OR resource_id = sqlc.narg(resource_id))
+ORDER BY id;

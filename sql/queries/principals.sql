@@ -28,16 +28,6 @@ SET kind = sqlc.arg(kind),
     reported_followups = sqlc.narg(reported_followups)
 WHERE id = sqlc.arg(id);
 
--- name: InsertApiToken :exec
-INSERT INTO api_tokens (token_hash, principal_id, created_at)
-VALUES (sqlc.arg(token_hash), sqlc.arg(principal_id), sqlc.arg(created_at));
-
--- name: GetPrincipalByTokenHash :one
-SELECT p.*
-FROM api_tokens t
-JOIN principals p ON p.id = t.principal_id
-WHERE t.token_hash = sqlc.arg(token_hash);
-
 -- The first owner by id (UUIDv7: the oldest), so the answer is stable should there ever be
 -- more than one.
 -- name: GetOwner :one

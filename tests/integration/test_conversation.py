@@ -374,6 +374,25 @@ class TestRestrictedMessages:
         ]
 
 
+    async def test_unknown_references_of_a_first_message_name_the_whole_path(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        alex = world.principal("alex")
+        with pytest.raises(ValidationFailed) as failed:
+            await services.conversation.create_thread(
+                alex,
+                world.channels["bulletin"].id,
+                title="t",
+                first_message=draft(
+                    "z", mentions=(uuid.uuid4(),), restricted_to=(alex.id, uuid.uuid4())
+                ),
+            )
+        assert sorted((e.pointer, e.code) for e in failed.value.errors) == [
+            ("/first_message/mentions/0", "unknown_principal"),
+            ("/first_message/restricted_to/1", "unknown_principal"),
+        ]
+
+
 class TestEventFeed:
     async def test_scope_and_paging(self, services: Services, world: DemoWorld) -> None:
         alex, sam = world.principal("alex"), world.principal("sam")

@@ -1,7 +1,8 @@
-"""Authentication: token lookup and the per-process cache of resolved tokens.
+"""Authentication: every request looks its token up; last use is written once per interval.
 
 Run on both adapters. A counting wrapper around the real unit-of-work factory shows how
-many lookups reach the store (nothing is mocked: every lookup that happens is real).
+many lookups and writes reach the store (nothing is mocked: every unit that is counted
+is real).
 """
 
 from __future__ import annotations
@@ -19,18 +20,20 @@ from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import UnitOfWork, UnitOfWorkFactory
 from turnkeeper.application.settings import Settings
 
-#: The cache window of these tests.
-WINDOW = 10
+#: ``auth.token_last_used_interval`` of these tests, in seconds.
+INTERVAL = 60
 
 
 class CountingFactory:
-    """The real factory, counting the read-only units it opens."""
+    """The real factory, counting the units it opens (read-only and writing)."""
 
     def __init__(self, inner: UnitOfWorkFactory) -> None:
         self.inner = inner
         self.reads = 0
+        self.writes = 0
 
     def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:
+        self.writes += 1
         return self.inner()
 
     def read_only(self) -> AbstractAsyncContextManager[UnitOfWork]:
@@ -38,12 +41,16 @@ class CountingFactory:
         return self.inner.read_only()
 
 
+def _services(counting: CountingFactory, clock: FakeClock, interval: int) -> Services:
+    settings = Settings(token_last_used_interval=timedelta(seconds=interval))
+    return services_over(counting, settings, clock)
+
+
 async def _setup(
-    uow_factory: UnitOfWorkFactory, clock: FakeClock, **overrides: int | timedelta
+    uow_factory: UnitOfWorkFactory, clock: FakeClock, interval: int = INTERVAL
 ) -> tuple[Services, DemoWorld, CountingFactory]:
     counting = CountingFactory(uow_factory)
-    settings = Settings(**{"token_cache_ttl": timedelta(seconds=WINDOW), **overrides})  # type: ignore[arg-type]
-    services = services_over(counting, settings, clock)
+    services = _services(counting, clock, interval)
     world = await build_demo_world(services)
     return services, world, counting
 
@@ -67,7 +74,7 @@ async def test_missing_or_unknown_tokens_are_refused(
         await services.identity.authenticate(token)
 
 
-async def test_a_resolved_token_is_looked_up_once_per_window(
+async def test_every_request_looks_its_token_up(
     uow_factory: UnitOfWorkFactory, clock: FakeClock
 ) -> None:
     services, world, counting = await _setup(uow_factory, clock)
@@ -75,35 +82,72 @@ async def test_a_resolved_token_is_looked_up_once_per_window(
     before = counting.reads
     for _ in range(5):
         assert (await services.identity.authenticate(token)).handle == "alex"
-    assert counting.reads == before + 1
-    clock.advance(WINDOW - 1)
-    await services.identity.authenticate(token)
-    assert counting.reads == before + 1
-    clock.advance(1)
-    await services.identity.authenticate(token)
-    assert counting.reads == before + 2, "the window ended: the token is looked up again"
+    assert counting.reads == before + 5, "no cache: each request reads the store"
 
 
-async def test_a_window_of_zero_looks_up_every_time(
+async def test_a_revoked_token_is_refused_at_once_by_another_process(
     uow_factory: UnitOfWorkFactory, clock: FakeClock
 ) -> None:
-    services, world, counting = await _setup(uow_factory, clock, token_cache_ttl=timedelta(0))
-    token = world.people["sam"].token
-    before = counting.reads
+    # Two service graphs on one store stand for two processes on one database.
+    services, world, _ = await _setup(uow_factory, clock)
+    other = _services(CountingFactory(uow_factory), clock, INTERVAL)
+    sam = world.principal("sam")
+    issued = await services.tokens.issue_token(world.owner.principal, sam.id, label="laptop")
+    assert await other.identity.authenticate(issued.secret) == sam
+    await services.tokens.revoke_token(world.owner.principal, sam.id, issued.token.id)
+    with pytest.raises(Unauthenticated):
+        await other.identity.authenticate(issued.secret)
+    with pytest.raises(Unauthenticated):
+        await services.identity.authenticate(issued.secret)
+    # Sam's first token is untouched.
+    assert await other.identity.authenticate(world.people["sam"].token) == sam
+
+
+async def test_the_last_use_is_written_at_most_once_per_interval(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, counting = await _setup(uow_factory, clock)
+    owner, alex = world.owner.principal, world.principal("alex")
+
+    async def last_used() -> object:
+        (token,) = await services.tokens.list_tokens(owner, alex.id)
+        return token.last_used_at
+
+    assert await last_used() is None
+    first = clock.now()
+    before = counting.writes
     for _ in range(3):
-        await services.identity.authenticate(token)
-    assert counting.reads == before + 3
+        await services.identity.authenticate(world.people["alex"].token)
+    assert counting.writes == before + 1, "the first use writes, the next ones do not"
+    assert await last_used() == first
+    clock.advance(INTERVAL - 1)
+    await services.identity.authenticate(world.people["alex"].token)
+    assert (counting.writes, await last_used()) == (before + 1, first)
+    clock.advance(1)
+    await services.identity.authenticate(world.people["alex"].token)
+    assert counting.writes == before + 2, "the interval passed: the use is written again"
+    assert await last_used() == clock.now()
 
 
-async def test_unknown_tokens_are_never_remembered(
+async def test_an_interval_of_zero_writes_every_use(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, counting = await _setup(uow_factory, clock, interval=0)
+    before = counting.writes
+    for _ in range(3):
+        await services.identity.authenticate(world.people["sam"].token)
+    assert counting.writes == before + 3
+
+
+async def test_unknown_tokens_write_nothing(
     uow_factory: UnitOfWorkFactory, clock: FakeClock
 ) -> None:
     services, _, counting = await _setup(uow_factory, clock)
-    before = counting.reads
+    before = (counting.reads, counting.writes)
     for _ in range(3):
         with pytest.raises(Unauthenticated):
             await services.identity.authenticate("tk_unknown")
-    assert counting.reads == before + 3
+    assert (counting.reads, counting.writes) == (before[0] + 3, before[1])
 
 
 async def test_a_new_token_works_at_once_after_an_unknown_try(
@@ -113,21 +157,6 @@ async def test_a_new_token_works_at_once_after_an_unknown_try(
     token = "tk_configured-owner-token-example"
     with pytest.raises(Unauthenticated):
         await services.identity.authenticate(token)
-    # The owner exists: the configured token is added to it.
+    # The owner exists: the configured token becomes the owner's.
     assert await services.admin.ensure_owner("robin", token) is None
     assert await services.identity.authenticate(token) == world.principal("robin")
-
-
-async def test_the_cache_keeps_the_most_recently_used_tokens(
-    uow_factory: UnitOfWorkFactory, clock: FakeClock
-) -> None:
-    services, world, counting = await _setup(uow_factory, clock, token_cache_size=2)
-    alex, sam, robin = (world.people[h].token for h in ("alex", "sam", "robin"))
-    for token in (alex, sam, alex, robin):
-        await services.identity.authenticate(token)
-    # alex was used after sam, so robin pushed sam out and alex stayed.
-    before = counting.reads
-    await services.identity.authenticate(alex)
-    assert counting.reads == before
-    await services.identity.authenticate(sam)
-    assert counting.reads == before + 1

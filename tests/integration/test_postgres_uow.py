@@ -19,7 +19,13 @@ from turnkeeper.adapters.postgres.uow import (
     UnitClosed,
 )
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
-from turnkeeper.application.ports import DenialRecord, ReaderScope, UnitOfWorkFactory
+from turnkeeper.application.ports import (
+    DenialRecord,
+    ReaderScope,
+    ResolvedToken,
+    UnitOfWorkFactory,
+)
+from turnkeeper.domain.credentials import ApiToken, TokenOrigin
 from turnkeeper.domain.events import EventType, NewEvent
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
 from turnkeeper.domain.world import (
@@ -39,6 +45,14 @@ from turnkeeper.domain.world import (
 )
 
 AT = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+#: A token of the seeded person (its principal id is set once the person exists).
+TOKEN = ApiToken(
+    id=uuid.UUID("01950000-0000-7000-8000-00000000a001"),
+    principal_id=uuid.UUID(int=0),
+    origin=TokenOrigin.ISSUED,
+    created_at=AT,
+    label="ci",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -227,7 +241,7 @@ async def test_updates_and_tokens(pg_uow_factory: UnitOfWorkFactory) -> None:
     )
     async with pg_uow_factory() as uow:
         await uow.principals.update(disabled)
-        await uow.principals.add_token(s.person.id, b"\x01hash", AT)
+        await uow.tokens.add(attrs.evolve(TOKEN, principal_id=s.person.id), b"\x01hash")
         await uow.channels.update(archived)
         await uow.threads.set_state(s.thread.id, ThreadState.DONE)
         await uow.threads.mark_restricted(s.thread.id)
@@ -235,8 +249,10 @@ async def test_updates_and_tokens(pg_uow_factory: UnitOfWorkFactory) -> None:
 
     async with pg_uow_factory() as uow:
         assert await uow.principals.get(s.agent.id) == disabled
-        assert await uow.principals.by_token_hash(b"\x01hash") == s.person
-        assert await uow.principals.by_token_hash(b"other") is None
+        assert await uow.tokens.resolve(b"\x01hash") == ResolvedToken(
+            token=attrs.evolve(TOKEN, principal_id=s.person.id), principal=s.person
+        )
+        assert await uow.tokens.resolve(b"other") is None
         assert await uow.channels.get(s.channel.id) == archived
         thread = await uow.threads.get(s.thread.id)
         assert thread is not None
@@ -320,10 +336,21 @@ async def test_grants_round_trip_and_are_unique_per_resource(
     async with pg_uow_factory() as uow:
         assert await uow.grants.get(grant.id) == grant
         assert await uow.grants.for_principal(s.agent.id) == [grant]
-    with pytest.raises(DuplicateKey, match="grants_principal_resource_key"):
+    # A second grant of the pair is a concurrent unit's: rerun, then change the first.
+    with pytest.raises(RetriableConflict, match="grants_principal_resource_key"):
         async with pg_uow_factory() as uow:
             await uow.grants.add(attrs.evolve(grant, id=uuid.uuid4(), level=Level.READ))
     async with pg_uow_factory() as uow:
+        assert await uow.grants.lock_pair(s.agent.id, ResourceKind.CHANNEL, s.channel.id) == grant
+        assert await uow.grants.lock_pair(s.agent.id, ResourceKind.SPACE, s.channel.id) is None
+        await uow.grants.set_level(grant.id, Level.READ)
+        await uow.commit()
+    read = attrs.evolve(grant, level=Level.READ)
+    async with pg_uow_factory() as uow:
+        assert await uow.grants.list() == [read]
+        assert await uow.grants.list(principal_id=s.agent.id, resource_id=s.channel.id) == [read]
+        assert await uow.grants.list(principal_id=s.person.id) == []
+        assert await uow.grants.list(resource_id=s.space.id) == []
         await uow.grants.delete(grant.id)
         await uow.commit()
     async with pg_uow_factory() as uow:

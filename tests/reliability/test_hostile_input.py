@@ -92,6 +92,7 @@ async def _fill(hw: HttpWorld, path: str, run_id: str) -> str:
         "channel_id": str(hw.world.channels["allgemein"].id),
         "thread_id": str(hw.main_thread("allgemein")),
         "agent_id": str(hw.world.principal("lotse").id),
+        "principal_id": str(hw.world.principal("sam").id),
         "run_id": run_id,
     }
     return path.format(**values)
@@ -204,6 +205,7 @@ FUZZED_ROUTES: list[tuple[str, str]] = [
     ("put", "/v1/channels/{channel_id}/behavior"),
     ("put", "/v1/channels/{channel_id}/operator"),
     ("post", "/v1/grants"),
+    ("post", "/v1/principals/{principal_id}/tokens"),
     ("put", "/v1/agents/{agent_id}/config"),
     ("post", "/v1/channels/{channel_id}/threads"),
     ("post", "/v1/threads/{thread_id}/messages"),

@@ -123,6 +123,10 @@ OPERATIONS = (
     "POST /v1/channels/{channel_id}/archive",
     "POST /v1/grants",
     "DELETE /v1/grants/{grant_id}",
+    "GET /v1/grants",
+    "POST /v1/principals/{principal_id}/tokens",
+    "GET /v1/principals/{principal_id}/tokens",
+    "DELETE /v1/principals/{principal_id}/tokens/{token_id}",
     "PUT /v1/agents/{agent_id}/config",
     "GET /v1/me",
     "POST /v1/channels/{channel_id}/threads",
@@ -237,6 +241,9 @@ class Scenario:
             "run_id": self.runs,
             "grant_id": self.grants,
             "agent_id": [a.principal.id for a in world.agents.values()],
+            "principal_id": [
+                p.principal.id for p in (*world.people.values(), *world.agents.values())
+            ],
         }
         return [str(i) for i in found.get(parameter, [])]
 

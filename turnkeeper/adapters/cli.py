@@ -1,7 +1,8 @@
 """The ``turnkeeper`` command line: serve, migrate, jobs, demo-world, check, mcp.
 
 Exit codes: 0 success (also after Ctrl-C), 2 bad usage or configuration (one line on
-standard error), 1 anything else (one line on standard error).
+standard error; also a ``TURNKEEPER_OWNER_TOKEN`` that was revoked), 1 anything else
+(one line on standard error).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import build_demo_world
 from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.services.admin import NewPrincipal
+from turnkeeper.application.services.tokens import OwnerTokenRefused
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -118,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C is the normal way to stop `serve`; every resource was released on the way.
         return EXIT_OK
-    except EmbeddedServerMissing as exc:
+    except (EmbeddedServerMissing, OwnerTokenRefused) as exc:
         return _fail(f"turnkeeper: {exc}", EXIT_USAGE)
     except Exception as exc:  # the last line of defence: one line, exit code 1
         return _fail(f"turnkeeper: {type(exc).__name__}: {exc}".splitlines()[0], EXIT_FAILURE)

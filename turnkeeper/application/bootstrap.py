@@ -13,9 +13,11 @@ from turnkeeper.application.ports import Clock, IdGenerator, TokenSigner, UnitOf
 from turnkeeper.application.services.admin import AdminService
 from turnkeeper.application.services.agent_send import AgentSendService
 from turnkeeper.application.services.conversation import ConversationService
+from turnkeeper.application.services.grants import GrantService
 from turnkeeper.application.services.identity import IdentityService
 from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.services.runs import RunsService
+from turnkeeper.application.services.tokens import TokenService
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.telemetry import TelemetryHub
 from turnkeeper.application.transactions import Transactor
@@ -35,6 +37,8 @@ class Services:
         uow: the unit-of-work factory (for readiness checks and tests).
         identity: token authentication.
         admin: owner administration.
+        grants: the owner's grants (one level per principal and resource, listed).
+        tokens: the owner's API tokens (issued, listed, revoked).
         conversation: threads, messages, history, events.
         runs: trigger acceptance, agent feed, run lifecycle, jobs.
         agent_send: agent sends through the freshness gate.
@@ -50,6 +54,8 @@ class Services:
     uow: UnitOfWorkFactory
     identity: IdentityService
     admin: AdminService
+    grants: GrantService
+    tokens: TokenService
     conversation: ConversationService
     runs: RunsService
     agent_send: AgentSendService
@@ -99,6 +105,8 @@ def build_services(
         uow=uow,
         identity=IdentityService(tx, clock, settings),
         admin=AdminService(tx, clock, ids, settings),
+        grants=GrantService(tx, clock, ids),
+        tokens=TokenService(tx, clock, ids, settings),
         conversation=conversation,
         runs=runs,
         agent_send=AgentSendService(tx, bus, clock, ids, settings),

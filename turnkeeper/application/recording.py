@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from turnkeeper.application.ports import (
+    AdminChange,
     AgentFeedRepository,
     AuditLog,
     ChannelRepository,
@@ -30,6 +31,7 @@ from turnkeeper.application.ports import (
     RunRepository,
     SpaceRepository,
     ThreadRepository,
+    TokenRepository,
     UnitOfWork,
 )
 from turnkeeper.application.telemetry import CommittedChanges, DenialFact, FollowupChange
@@ -186,6 +188,14 @@ class _RecordingAudit:
         """The unit's own read."""
         return await self._inner.denials(principal_id)
 
+    async def record_change(self, change: AdminChange) -> None:
+        """Record an administrative change (no telemetry of its own)."""
+        await self._inner.record_change(change)
+
+    async def changes(self, subject_id: uuid.UUID) -> list[AdminChange]:
+        """The unit's own read."""
+        return await self._inner.changes(subject_id)
+
 
 class RecordingUnit:
     """A `UnitOfWork` that notes what the use case wrote through it.
@@ -218,6 +228,11 @@ class RecordingUnit:
     def principals(self) -> PrincipalRepository:
         """The unit's principals."""
         return self._inner.principals
+
+    @property
+    def tokens(self) -> TokenRepository:
+        """The unit's API tokens."""
+        return self._inner.tokens
 
     @property
     def spaces(self) -> SpaceRepository:

@@ -89,9 +89,11 @@ class Settings:
         pool_max_size: ``database.pool_max_size``, connections at most (one per unit).
         jobs_batch_size: ``jobs.batch_size``, runs one job pass takes per unit of work.
         jobs_interval: ``jobs.interval``, the pause between two passes of the job runner.
-        token_cache_ttl: ``auth.token_cache_seconds``, how long a process trusts a
-            resolved API token without looking it up again (0: look it up every time).
-        token_cache_size: ``auth.token_cache_size``, resolved tokens one process keeps.
+        token_last_used_interval: ``auth.token_last_used_interval``, how old the recorded
+            last use of an API token must be before a request records a new one (0: every
+            request writes it).
+        token_label_max_chars: ``auth.token_label_max_chars``, the longest label of an
+            API token, in characters.
         metrics_enabled: ``metrics.enabled``, serve ``GET /metrics`` (else it is 404).
         log_level: ``log.level``, the lowest level written (`LOG_LEVELS`).
         log_format: ``log.format``, ``json``, ``console`` or ``auto`` (`LOG_FORMATS`).
@@ -152,8 +154,10 @@ class Settings:
     pool_max_size: int = attrs.field(default=10, validator=_positive)
     jobs_batch_size: int = attrs.field(default=100, validator=_positive)
     jobs_interval: timedelta = attrs.field(default=_seconds(5), validator=_positive_duration)
-    token_cache_ttl: timedelta = attrs.field(default=_seconds(10), validator=_non_negative_duration)
-    token_cache_size: int = attrs.field(default=10000, validator=_positive)
+    token_last_used_interval: timedelta = attrs.field(
+        default=_seconds(60), validator=_non_negative_duration
+    )
+    token_label_max_chars: int = attrs.field(default=100, validator=_positive)
     metrics_enabled: bool = True
     log_level: str = attrs.field(
         default="info",
@@ -223,8 +227,8 @@ SETTING_KEYS: dict[str, str] = {
     "database.pool_max_size": "pool_max_size",
     "jobs.batch_size": "jobs_batch_size",
     "jobs.interval": "jobs_interval",
-    "auth.token_cache_seconds": "token_cache_ttl",
-    "auth.token_cache_size": "token_cache_size",
+    "auth.token_last_used_interval": "token_last_used_interval",
+    "auth.token_label_max_chars": "token_label_max_chars",
     "metrics.enabled": "metrics_enabled",
     "log.level": "log_level",
     "log.format": "log_format",

@@ -7,12 +7,22 @@ answers the resource's struct; authorization is the service's concern.
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from litestar import Router, delete, post, put
+from litestar import Response, Router, delete, get, post, put
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from turnkeeper.adapters.http.answers import Agent, Channel, Grant, PrincipalCreated, Space
+from turnkeeper.adapters.http.answers import (
+    Agent,
+    Channel,
+    Grant,
+    GrantList,
+    PrincipalCreated,
+    Space,
+)
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import (
     AgentConfigUpdate,
@@ -25,6 +35,7 @@ from turnkeeper.adapters.http.requests import (
     given,
 )
 from turnkeeper.application.services.admin import AdminService
+from turnkeeper.application.services.grants import GrantService
 from turnkeeper.domain.world import (
     BillingMode,
     ChannelType,
@@ -135,21 +146,48 @@ async def archive_channel(
     return Channel.of(channel)
 
 
-@post("/grants", status_code=201, responses=problems(403))
+@post(
+    "/grants",
+    status_code=HTTP_201_CREATED,
+    responses={
+        **problems(403),
+        HTTP_200_OK: ResponseSpec(
+            data_container=Grant,
+            description="the pair had a grant: its level is now the one asked for (same id)",
+        ),
+    },
+)
 async def create_grant(
     data: JSONBody[GrantCreate],
     principal: NamedDependency[Principal],
-    admin: NamedDependency[AdminService],
-) -> Grant:
-    """Grant a level on a space or channel."""
-    grant = await admin.create_grant(
+    grants: NamedDependency[GrantService],
+) -> Response[Grant]:
+    """Grant a level on a space or channel; for a pair that has a grant, change its level."""
+    change = await grants.set_grant(
         principal,
         principal_id=data.principal_id,
         resource_kind=ResourceKind(data.resource_kind),
         resource_id=data.resource_id,
         level=Level.parse(data.level),
     )
-    return Grant.of(grant)
+    status = HTTP_201_CREATED if change.created else HTTP_200_OK
+    return Response(Grant.of(change.grant), status_code=status)
+
+
+@get("/grants", responses=problems(403))
+async def list_grants(
+    principal: NamedDependency[Principal],
+    grants: NamedDependency[GrantService],
+    principal_id: Annotated[
+        uuid.UUID | None, QueryParameter(description="only this principal's grants")
+    ] = None,
+    resource_id: Annotated[
+        uuid.UUID | None, QueryParameter(description="only grants on this space or channel")
+    ] = None,
+) -> GrantList:
+    """The grants, filtered by principal, resource, or both."""
+    found = await grants.list_grants(principal, principal_id=principal_id, resource_id=resource_id)
+    return GrantList(grants=[Grant.of(g) for g in found])
 
 
 @delete("/grants/{grant_id:str}", status_code=204, responses=problems(403))
@@ -196,6 +234,7 @@ def admin_router() -> Router:
             set_operator,
             archive_channel,
             create_grant,
+            list_grants,
             delete_grant,
             set_agent_config,
         ],

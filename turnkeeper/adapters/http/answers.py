@@ -221,6 +221,12 @@ class Grant(Answer):
 # -- conversation -----------------------------------------------------------------------
 
 
+class GrantList(Answer):
+    """Answer of GET /v1/grants."""
+
+    grants: list[Grant]
+
+
 class Thread(Answer):
     """A thread; ``latest_seq`` is the raw frontier."""
 

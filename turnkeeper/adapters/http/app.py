@@ -7,7 +7,6 @@ from importlib import metadata
 from litestar import Router
 from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from turnkeeper.adapters.http.admin import admin_router
@@ -17,6 +16,7 @@ from turnkeeper.adapters.http.console import console_router
 from turnkeeper.adapters.http.conversation import conversation_router
 from turnkeeper.adapters.http.correlation import CorrelatedApp
 from turnkeeper.adapters.http.dependencies import provide_principal, service_dependencies
+from turnkeeper.adapters.http.docs_page import docs_assets_router, docs_render_plugin
 from turnkeeper.adapters.http.openapi import complete_document
 from turnkeeper.adapters.http.operations import (
     Readiness,
@@ -29,6 +29,7 @@ from turnkeeper.adapters.http.operations import (
 from turnkeeper.adapters.http.problems import handle_exception
 from turnkeeper.adapters.http.runs import runs_router
 from turnkeeper.adapters.http.streams import document_streams, streams_router
+from turnkeeper.adapters.http.tokens import tokens_router
 from turnkeeper.adapters.observability.http import ObservedApp, metrics_endpoint
 from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.application.bootstrap import Services
@@ -58,8 +59,9 @@ def create_app(
 
     Returns:
         The ASGI application, serving ``/v1``, ``/healthz``, ``/readyz``,
-        ``/openapi.json``, ``/docs`` and, while ``metrics.enabled``, ``/metrics`` (the
-        Prometheus sink of the services' telemetry, attached now if it has none).
+        ``/openapi.json``, ``/docs`` (with its assets under ``/docs/assets``) and, while
+        ``metrics.enabled``, ``/metrics`` (the Prometheus sink of the services' telemetry,
+        attached now if it has none).
 
     Example:
         >>> app = create_app(services, services.settings)  # doctest: +SKIP
@@ -74,6 +76,7 @@ def create_app(
         path="/v1",
         route_handlers=[
             admin_router(),
+            tokens_router(),
             conversation_router(),
             runs_router(),
             agent_send_router(),
@@ -90,7 +93,8 @@ def create_app(
         # path with an HTML page, so it lives under /docs; /openapi.json is served by
         # `openapi_document` at the root.
         path="/docs",
-        render_plugins=[SwaggerRenderPlugin(path="/")],
+        # The page's assets come from the package, not from a CDN (docs_page).
+        render_plugins=[docs_render_plugin()],
         components=Components(
             security_schemes={
                 BEARER_SCHEME: SecurityScheme(type="http", scheme="bearer"),
@@ -109,7 +113,14 @@ def create_app(
     app = ObservedApp(
         metrics=metrics,
         telemetry=services.telemetry,
-        route_handlers=[v1, healthz, readyz, openapi_document, console_router()]
+        route_handlers=[
+            v1,
+            healthz,
+            readyz,
+            openapi_document,
+            console_router(),
+            docs_assets_router(),
+        ]
         + ([metrics_endpoint] if metrics is not None else []),
         dependencies={
             **service_dependencies(services),

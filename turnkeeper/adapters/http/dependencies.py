@@ -39,7 +39,8 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
         services: the services (memory or PostgreSQL underneath).
 
     Returns:
-        ``identity``, ``admin``, ``conversation``, ``runs``, ``agent_send`` and ``live``.
+        ``identity``, ``admin``, ``conversation``, ``runs``, ``agent_send``, ``live``,
+        ``grants`` and ``tokens``.
     """
     return {
         "identity": _constant(services.identity),
@@ -48,6 +49,8 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
         "runs": _constant(services.runs),
         "agent_send": _constant(services.agent_send),
         "live": _constant(services.live),
+        "grants": _constant(services.grants),
+        "tokens": _constant(services.tokens),
     }
 
 

@@ -21,11 +21,15 @@ from litestar.openapi.spec import (
     Parameter,
     Schema,
 )
-from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
-from turnkeeper.adapters.http.answers import Problem
+from turnkeeper.adapters.http.answers import FieldErrorOut, Problem
 from turnkeeper.adapters.http.openapi_links import add_links
-from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, STATUS_BY_CODE
+from turnkeeper.adapters.http.problems import (
+    PROBLEM_MEDIA_TYPE,
+    STATUS_BY_CODE,
+    ProblemAnswer,
+    problem_of,
+)
 from turnkeeper.adapters.http.requests import Body
 from turnkeeper.application.settings import Settings
 
@@ -63,6 +67,117 @@ UNAVAILABLE_EXAMPLE = Example(
     },
 )
 
+#: The correlation id the examples show (answers echo the request's or make a new one).
+EXAMPLE_CORRELATION_ID = "01950c3a-7f10-7c2e-9a41-3d5e8b2f6a10"
+
+
+def _field(pointer: str, code: str) -> FieldErrorOut:
+    return FieldErrorOut(pointer=pointer, code=code)
+
+
+#: Real problems per status, as `problem_of` renders them: (summary, problem). Each is an
+#: answer the server gives (same status, code, title and reason), not invented values.
+_EXAMPLES: dict[int, tuple[tuple[str, ProblemAnswer], ...]] = {
+    400: (
+        (
+            "an unknown member",
+            ProblemAnswer(
+                code="validation_failed",
+                status=400,
+                errors=(_field("/origin", "unknown_member"),),
+            ),
+        ),
+        (
+            "a member that must not be blank",
+            ProblemAnswer(
+                code="validation_failed", status=400, errors=(_field("/content", "required"),)
+            ),
+        ),
+    ),
+    401: (
+        ("missing, unknown or revoked token", ProblemAnswer(code="unauthenticated", status=401)),
+    ),
+    403: (
+        (
+            "read but not the level the action needs",
+            ProblemAnswer(code="forbidden", status=403, reason="level_insufficient"),
+        ),
+        (
+            "an administrative route called by someone other than the owner",
+            ProblemAnswer(code="forbidden", status=403, reason="owner_required"),
+        ),
+        (
+            "an archived channel",
+            ProblemAnswer(code="channel_read_only", status=403, reason="channel_archived"),
+        ),
+        (
+            "an invocation token older than the latest delivery",
+            ProblemAnswer(code="invocation_token_invalid", status=403, reason="superseded"),
+        ),
+    ),
+    404: (("unknown, or not readable by the caller", ProblemAnswer(code="not_found", status=404)),),
+    405: (
+        ("a method the route does not have", ProblemAnswer(code="method_not_allowed", status=405)),
+    ),
+    409: (
+        (
+            "an answer naming a run that has ended",
+            ProblemAnswer(code="conflict", status=409, reason="run_not_active"),
+        ),
+        (
+            "a client id used before with another payload",
+            ProblemAnswer(code="idempotency_conflict", status=409),
+        ),
+        (
+            "a run transition its state does not allow",
+            ProblemAnswer(code="invalid_state_transition", status=409),
+        ),
+    ),
+    413: (
+        (
+            "a body beyond http.max_body_bytes",
+            ProblemAnswer(code="payload_too_large", status=413),
+        ),
+    ),
+    429: (("the rl.message bucket is empty", ProblemAnswer(code="rate_limited", status=429)),),
+    500: (
+        (
+            "an unexpected error (nothing of it is shown)",
+            ProblemAnswer(code="internal", status=500),
+        ),
+    ),
+    503: (
+        (
+            "the database cannot be reached",
+            ProblemAnswer(code="unavailable", status=503, reason="database_unreachable"),
+        ),
+    ),
+}
+
+
+def _example_key(answer: ProblemAnswer) -> str:
+    detail = answer.reason or (answer.errors[0].code if answer.errors else None)
+    return f"{answer.code}_{detail}" if detail else answer.code
+
+
+def problem_examples(status: int) -> list[Example]:
+    """The OpenAPI examples of a problem status: real answers of this server.
+
+    Args:
+        status: an HTTP status of `STATUS_BY_CODE`.
+
+    Returns:
+        One example per problem of `_EXAMPLES` for that status.
+    """
+    return [
+        Example(
+            id=_example_key(answer),
+            summary=summary,
+            value=msgspec.to_builtins(problem_of(answer, EXAMPLE_CORRELATION_ID)),
+        )
+        for summary, answer in _EXAMPLES[status]
+    ]
+
 
 def problems(*statuses: int) -> dict[int, ResponseSpec]:
     """Response specs of problem answers.
@@ -80,7 +195,9 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
             data_container=Problem,
             media_type=PROBLEM_MEDIA_TYPE,
             description=_DESCRIPTIONS[status],
-            examples=[UNAVAILABLE_EXAMPLE] if status == HTTP_503_SERVICE_UNAVAILABLE else None,
+            # Litestar would invent values ("status": 6165); these are real answers.
+            generate_examples=False,
+            examples=problem_examples(status),
         )
         for status in wanted
     }
@@ -128,6 +245,17 @@ def _operations(openapi: OpenAPI) -> Iterator[Operation]:
                 yield operation
 
 
+def _drop_example_ids(openapi: OpenAPI) -> None:
+    # Litestar keys the examples by their id and writes the id into each example too,
+    # where OpenAPI's Example Object has no such member: the key alone names it.
+    for operation in _operations(openapi):
+        for response in (operation.responses or {}).values():
+            for media in (getattr(response, "content", None) or {}).values():
+                for example in (media.examples or {}).values():
+                    if isinstance(example, Example):
+                        example.id = None
+
+
 def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
     """Add to the generated document what the routes do but Litestar does not write.
 
@@ -138,6 +266,7 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
       ``limit`` from 1 to ``page.max_limit``, ``wait`` from 0 to
       ``stream.max_wait_seconds`` (outside: 400 ``out_of_range``).
     - Every 429 and 503 answer documents its ``Retry-After`` header.
+    - The problem examples (real answers, `problem_examples`) carry no ``id`` member.
     - The links between operations (`turnkeeper.adapters.http.openapi_links`).
 
     Args:
@@ -170,4 +299,5 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
                 found = bounds.get(parameter.name)
                 if found is not None and isinstance(parameter.schema, Schema):
                     parameter.schema.minimum, parameter.schema.maximum = found
+    _drop_example_ids(openapi)
     return add_links(openapi)

@@ -27,6 +27,7 @@ from litestar.openapi.spec import Link, OpenAPI, OpenAPIResponse, Operation
 Route = tuple[str, str]
 
 _THREADS = "/v1/threads/{thread_id}"
+_TOKENS = "/v1/principals/{principal_id}/tokens"
 _CHANNELS = "/v1/channels/{channel_id}"
 _RUNS = "/v1/runs/{run_id}"
 
@@ -148,6 +149,8 @@ CONSUMERS: Final[Mapping[str, Mapping[str, Consumer]]] = {
             "agent_id", ("put", "/v1/agents/{agent_id}/config"), "Configure the agent."
         ),
         "grantToPrincipal": _grant("principal_id", "Grant the principal a level."),
+        "issueToken": _takes("principal_id", ("post", _TOKENS), "Issue the principal a token."),
+        "listTokens": _takes("principal_id", ("get", _TOKENS), "List the principal's tokens."),
     },
 }
 
@@ -169,6 +172,12 @@ CARRIERS: Final[Mapping[tuple[str, str, str], Mapping[str, str]]] = {
     ("put", f"{_CHANNELS}/operator", "200"): _CHANNEL_IDS,
     ("post", f"{_CHANNELS}/archive", "200"): _CHANNEL_IDS,
     ("post", "/v1/grants", "201"): {"grant": "/id", "principal": "/principal_id"},
+    ("post", "/v1/grants", "200"): {"grant": "/id", "principal": "/principal_id"},
+    ("get", "/v1/grants", "200"): {
+        "grant": "/grants/0/id",
+        "principal": "/grants/0/principal_id",
+    },
+    ("post", _TOKENS, "201"): {"principal": "/principal_id"},
     ("post", f"{_CHANNELS}/threads", "201"): _CREATED_THREAD_IDS,
     ("post", f"{_CHANNELS}/threads", "200"): _CREATED_THREAD_IDS,
     ("get", _THREADS, "200"): _THREAD_IDS,
@@ -230,6 +239,14 @@ def _run_links() -> dict[str, LinkSpec]:
     }
 
 
+def _revoke_token(at: str) -> LinkSpec:
+    return LinkSpec(
+        route=("delete", f"{_TOKENS}/{{token_id}}"),
+        parameters={"principal_id": Pointer(f"{at}/principal_id"), "token_id": Pointer(f"{at}/id")},
+        description="Revoke the token (every server refuses it at once).",
+    )
+
+
 def _token_link(route: Route, description: str) -> LinkSpec:
     return LinkSpec(
         route=route,
@@ -251,6 +268,8 @@ BODY_LINKS: Final[Mapping[tuple[str, str, str], Mapping[str, LinkSpec]]] = {
         for answer, carried in CARRIERS.items()
         if answer[1].startswith(_RUNS) and "run" in carried
     },
+    ("post", _TOKENS, "201"): {"revokeToken": _revoke_token("")},
+    ("get", _TOKENS, "200"): {"revokeToken": _revoke_token("/tokens/0")},
     ("get", "/v1/agent/events", "200"): {
         "startRun": _token_link(
             ("post", f"{_RUNS}/start"), "Start the invoked run with the delivery's token."

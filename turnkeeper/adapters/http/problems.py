@@ -217,6 +217,28 @@ def _framework_problem(exc: HTTPException) -> ProblemAnswer:
     return ProblemAnswer(code="internal", status=HTTP_500_INTERNAL_SERVER_ERROR)
 
 
+def problem_of(answer: ProblemAnswer, correlation_id: str) -> Problem:
+    """The body of a problem answer.
+
+    Args:
+        answer: the mapped problem.
+        correlation_id: the id of the request.
+
+    Returns:
+        The ``application/problem+json`` document (also what the OpenAPI examples show).
+    """
+    return Problem(
+        type=f"urn:turnkeeper:problem:{answer.code}",
+        title=_TITLES.get(answer.code, _TITLES["internal"]),
+        status=answer.status,
+        code=answer.code,
+        correlation_id=correlation_id,
+        reason=answer.reason or msgspec.UNSET,
+        errors=list(answer.errors) or msgspec.UNSET,
+        current=dict(answer.current) if answer.current is not None else msgspec.UNSET,
+    )
+
+
 def problem_response(answer: ProblemAnswer, correlation_id: str) -> Response[bytes]:
     """Render a problem.
 
@@ -227,18 +249,8 @@ def problem_response(answer: ProblemAnswer, correlation_id: str) -> Response[byt
     Returns:
         The ``application/problem+json`` response.
     """
-    problem = Problem(
-        type=f"urn:turnkeeper:problem:{answer.code}",
-        title=_TITLES.get(answer.code, _TITLES["internal"]),
-        status=answer.status,
-        code=answer.code,
-        correlation_id=correlation_id,
-        reason=answer.reason or msgspec.UNSET,
-        errors=list(answer.errors) or msgspec.UNSET,
-        current=dict(answer.current) if answer.current is not None else msgspec.UNSET,
-    )
     return Response(
-        content=msgspec.json.encode(problem),
+        content=msgspec.json.encode(problem_of(answer, correlation_id)),
         status_code=answer.status,
         media_type=PROBLEM_MEDIA_TYPE,
         headers=dict(answer.headers),

@@ -23,14 +23,24 @@ from turnkeeper.adapters.memory.runs import (
     MemoryRunRepository,
 )
 from turnkeeper.adapters.memory.tables import Tables
+from turnkeeper.adapters.memory.tokens import MemoryTokenRepository
 from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
-from turnkeeper.application.ports import DenialRecord, ReaderScope, UnitOfWork
+from turnkeeper.application.ports import AdminChange, DenialRecord, ReaderScope, UnitOfWork
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.events import Event, NewEvent
 from turnkeeper.domain.messaging import Message, TriggerState, visible_to
 from turnkeeper.domain.ratelimit import take_token
-from turnkeeper.domain.world import Channel, Grant, Principal, Space, Thread, ThreadState
+from turnkeeper.domain.world import (
+    Channel,
+    Grant,
+    Level,
+    Principal,
+    ResourceKind,
+    Space,
+    Thread,
+    ThreadState,
+)
 
 
 class MemoryStore:
@@ -58,13 +68,6 @@ class _Principals:
 
     async def update(self, principal: Principal) -> None:
         self._t.principals[principal.id] = principal
-
-    async def add_token(self, principal_id: uuid.UUID, token_hash: bytes, at: datetime) -> None:
-        self._t.tokens[token_hash] = principal_id
-
-    async def by_token_hash(self, token_hash: bytes) -> Principal | None:
-        principal_id = self._t.tokens.get(token_hash)
-        return None if principal_id is None else self._t.principals.get(principal_id)
 
     async def owner(self) -> Principal | None:
         owners = sorted((p for p in self._t.principals.values() if p.is_owner), key=lambda p: p.id)
@@ -153,7 +156,7 @@ class _Grants:
                 grant.resource_kind,
                 grant.resource_id,
             ):
-                raise DuplicateKey("grants_principal_resource_key")
+                raise RetriableConflict("grants_principal_resource_key", reason="unique_race")
         self._t.grants[grant.id] = grant
 
     async def get(self, grant_id: uuid.UUID) -> Grant | None:
@@ -163,8 +166,33 @@ class _Grants:
         self._t.grants.pop(grant_id, None)
 
     async def for_principal(self, principal_id: uuid.UUID) -> list[Grant]:
+        return await self.list(principal_id=principal_id)
+
+    async def lock_pair(
+        self, principal_id: uuid.UUID, resource_kind: ResourceKind, resource_id: uuid.UUID
+    ) -> Grant | None:
+        pair = (principal_id, resource_kind, resource_id)
+        return next(
+            (
+                g
+                for g in self._t.grants.values()
+                if (g.principal_id, g.resource_kind, g.resource_id) == pair
+            ),
+            None,
+        )
+
+    async def set_level(self, grant_id: uuid.UUID, level: Level) -> None:
+        self._t.grants[grant_id] = attrs.evolve(self._t.grants[grant_id], level=level)
+
+    async def list(
+        self, *, principal_id: uuid.UUID | None = None, resource_id: uuid.UUID | None = None
+    ) -> list[Grant]:
         return sorted(
-            (g for g in self._t.grants.values() if g.principal_id == principal_id),
+            (
+                g
+                for g in self._t.grants.values()
+                if principal_id in (None, g.principal_id) and resource_id in (None, g.resource_id)
+            ),
             key=lambda g: g.id,
         )
 
@@ -283,6 +311,14 @@ class _Audit:
         ]
         return sorted(rows, key=lambda d: (d.window_start, d.action, d.reason))
 
+    async def record_change(self, change: AdminChange) -> None:
+        self._t.changes.append(change)
+
+    async def changes(self, subject_id: uuid.UUID) -> list[AdminChange]:
+        return sorted(
+            (c for c in self._t.changes if c.subject_id == subject_id), key=lambda c: c.id
+        )
+
 
 class _Buckets:
     def __init__(self, t: Tables) -> None:
@@ -312,6 +348,7 @@ class MemoryUnitOfWork:
         self._snapshot = store.tables.snapshot()
         tables = store.tables
         self.principals = _Principals(tables)
+        self.tokens = MemoryTokenRepository(tables)
         self.spaces = _Spaces(tables)
         self.channels = _Channels(tables)
         self.threads = _Threads(tables)

@@ -8,7 +8,8 @@ from typing import Any
 
 import attrs
 
-from turnkeeper.application.ports import AgentCursor
+from turnkeeper.application.ports import AdminChange, AgentCursor
+from turnkeeper.domain.credentials import ApiToken
 from turnkeeper.domain.events import Event
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.messaging import Message
@@ -32,7 +33,8 @@ class Tables:
     """Every table of one in-memory database; the repositories of a unit share them."""
 
     principals: dict[uuid.UUID, Principal] = attrs.Factory(dict)
-    tokens: dict[bytes, uuid.UUID] = attrs.Factory(dict)
+    tokens: dict[uuid.UUID, ApiToken] = attrs.Factory(dict)
+    token_hashes: dict[bytes, uuid.UUID] = attrs.Factory(dict)
     spaces: dict[uuid.UUID, Space] = attrs.Factory(dict)
     channels: dict[uuid.UUID, Channel] = attrs.Factory(dict)
     threads: dict[uuid.UUID, Thread] = attrs.Factory(dict)
@@ -41,6 +43,7 @@ class Tables:
     client_ids: dict[tuple[uuid.UUID, str], uuid.UUID] = attrs.Factory(dict)
     events: list[Event] = attrs.Factory(list)
     denials: dict[tuple[uuid.UUID, str, str, datetime], int] = attrs.Factory(dict)
+    changes: list[AdminChange] = attrs.Factory(list)
     buckets: dict[tuple[uuid.UUID, str], Bucket] = attrs.Factory(dict)
     runs: dict[uuid.UUID, Run] = attrs.Factory(dict)
     cursors: dict[uuid.UUID, AgentCursor] = attrs.Factory(dict)

@@ -1,4 +1,4 @@
-"""PostgreSQL audit log: denials aggregated per principal, action, reason and window."""
+"""PostgreSQL audit log: denials aggregated per window, administrative changes one by one."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from datetime import datetime
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import PostgresRepository
-from turnkeeper.application.ports import DenialRecord
+from turnkeeper.application.ports import AdminChange, DenialRecord
 
 
 class PostgresAuditLog(PostgresRepository):
-    """Aggregated denials; satisfies `AuditLog`."""
+    """Aggregated denials and administrative changes; satisfies `AuditLog`."""
 
     async def record_denial(
         self, principal_id: uuid.UUID, action: str, reason: str, window_start: datetime
@@ -49,6 +49,46 @@ class PostgresAuditLog(PostgresRepository):
                 reason=row.reason,
                 window_start=row.window_start,
                 count=row.count,
+            )
+            for row in rows
+        ]
+
+    async def record_change(self, change: AdminChange) -> None:
+        """Keep an administrative change (one INSERT in the unit of the change).
+
+        Args:
+            change: the record.
+        """
+        await q.insert_audit_change(
+            self._conn,
+            id=change.id,
+            actor_id=change.actor_id,
+            action=change.action,
+            subject_id=change.subject_id,
+            before=change.before,
+            after=change.after,
+            at=change.at,
+        )
+
+    async def changes(self, subject_id: uuid.UUID) -> list[AdminChange]:
+        """The changes of a grant or token, oldest first.
+
+        Args:
+            subject_id: the grant or token.
+
+        Returns:
+            The records.
+        """
+        rows = await q.list_audit_changes(self._conn, subject_id=subject_id)
+        return [
+            AdminChange(
+                id=row.id,
+                actor_id=row.actor_id,
+                action=row.action,
+                subject_id=row.subject_id,
+                at=row.at,
+                before=row.before,
+                after=row.after,
             )
             for row in rows
         ]

@@ -6,8 +6,9 @@ in `wrap_errors()`, which translates
 - deadlocks, serialization failures and lock timeouts into `RetriableConflict` (the
   transactor reruns the whole unit);
 - the idempotency race on ``messages_author_client_msg_id_key`` (and the first-bucket
-  race on ``rate_buckets_pkey``) into `RetriableConflict`: the rerun finds the row the
-  winner committed and replays it;
+  race on ``rate_buckets_pkey``, the first-grant race on
+  ``grants_principal_resource_key``) into `RetriableConflict`: the rerun finds the row
+  the winner committed and replays (or changes) it;
 - every other unique violation into `DuplicateKey` naming its constraint;
 - lost or refused connections, an exhausted or closed pool, and a statement cancelled by
   ``statement_timeout`` (see `turnkeeper.adapters.postgres.pool`) into `StoreUnavailable`.
@@ -28,7 +29,12 @@ from turnkeeper.application.errors import DuplicateKey, RetriableConflict, Store
 #: Unique constraints whose violation means "a concurrent unit inserted the same key
 #: first": rerunning the unit reads the winner's row instead of inserting.
 RACE_CONSTRAINTS = frozenset(
-    {"messages_author_client_msg_id_key", "rate_buckets_pkey", "runs_one_active_per_thread"}
+    {
+        "messages_author_client_msg_id_key",
+        "rate_buckets_pkey",
+        "runs_one_active_per_thread",
+        "grants_principal_resource_key",
+    }
 )
 
 #: SQLSTATEs of the server refusing or dropping connections (class 08, and the shutdown

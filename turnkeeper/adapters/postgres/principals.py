@@ -1,10 +1,9 @@
-"""PostgreSQL repositories of principals (with their token hashes) and grants."""
+"""PostgreSQL repositories of principals and grants (tokens: `.tokens`)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
@@ -46,7 +45,7 @@ def _grant(row: q.GrantRow) -> Grant:
 
 
 class PostgresPrincipalRepository(PostgresRepository):
-    """Principals and their token hashes; satisfies `PrincipalRepository`.
+    """Principals; satisfies `PrincipalRepository`.
 
     A principal read once is remembered for the rest of the unit (the repository lives
     as long as its unit): opening a run, accepting a follow-up or delivering an
@@ -158,30 +157,6 @@ class PostgresPrincipalRepository(PostgresRepository):
             raise MissingRow(f"principal {principal.id}")
         self._remember(principal)
 
-    async def add_token(self, principal_id: uuid.UUID, token_hash: bytes, at: datetime) -> None:
-        """Store the hash of a new API token.
-
-        Args:
-            principal_id: the owner of the token.
-            token_hash: the hash (never the token).
-            at: creation time.
-        """
-        await q.insert_api_token(
-            self._conn, token_hash=token_hash, principal_id=principal_id, created_at=at
-        )
-
-    async def by_token_hash(self, token_hash: bytes) -> Principal | None:
-        """The principal owning a token hash.
-
-        Args:
-            token_hash: the hash.
-
-        Returns:
-            The principal, or None.
-        """
-        row = await q.get_principal_by_token_hash(self._conn, token_hash=token_hash)
-        return None if row is None else self._remember(_principal(row))
-
     async def owner(self) -> Principal | None:
         """The owner principal (the first by id should there be several).
 
@@ -202,8 +177,8 @@ class PostgresGrantRepository(PostgresRepository):
             grant: the grant.
 
         Raises:
-            DuplicateKey: ``grants_principal_resource_key`` for a second grant of the same
-                principal on the same resource.
+            RetriableConflict: ``grants_principal_resource_key`` for a second grant of the
+                same principal on the same resource (a concurrent unit's).
         """
         await q.insert_grant(
             self._conn,
@@ -245,4 +220,53 @@ class PostgresGrantRepository(PostgresRepository):
             The grants.
         """
         rows = await q.list_grants_for_principal(self._conn, principal_id=principal_id)
+        return [_grant(row) for row in rows]
+
+    async def lock_pair(
+        self, principal_id: uuid.UUID, resource_kind: ResourceKind, resource_id: uuid.UUID
+    ) -> Grant | None:
+        """The grant of a pair, ``FOR UPDATE`` (see the port).
+
+        Args:
+            principal_id: the principal.
+            resource_kind: space or channel.
+            resource_id: the space or channel.
+
+        Returns:
+            The locked grant, or None.
+        """
+        row = await q.lock_grant_of_pair(
+            self._conn,
+            principal_id=principal_id,
+            resource_kind=resource_kind.value,
+            resource_id=resource_id,
+        )
+        return None if row is None else _grant(row)
+
+    async def set_level(self, grant_id: uuid.UUID, level: Level) -> None:
+        """Change a grant's level.
+
+        Args:
+            grant_id: the grant.
+            level: the new level.
+
+        Raises:
+            MissingRow: when no grant has this id.
+        """
+        if await q.update_grant_level(self._conn, id=grant_id, level=level.label) != 1:
+            raise MissingRow(f"grant {grant_id}")
+
+    async def list(
+        self, *, principal_id: uuid.UUID | None = None, resource_id: uuid.UUID | None = None
+    ) -> list[Grant]:
+        """The grants matching both filters, by id (see the port).
+
+        Args:
+            principal_id: only this principal's (None: any).
+            resource_id: only on this space or channel (None: any).
+
+        Returns:
+            The grants.
+        """
+        rows = await q.list_grants(self._conn, principal_id=principal_id, resource_id=resource_id)
         return [_grant(row) for row in rows]

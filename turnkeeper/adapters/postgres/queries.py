@@ -55,6 +55,29 @@ class AuditDenialRow:
 
 
 @attrs.frozen
+class AuditChangeRow:
+    """A row of table ``audit_changes``.
+
+    Attributes:
+        id: ``uuid``.
+        actor_id: ``uuid``.
+        action: ``text``.
+        subject_id: ``uuid``.
+        before: ``text`` or NULL.
+        after: ``text`` or NULL.
+        at: ``timestamptz``.
+    """
+
+    id: uuid.UUID
+    actor_id: uuid.UUID
+    action: str
+    subject_id: uuid.UUID
+    before: str | None
+    after: str | None
+    at: datetime
+
+
+@attrs.frozen
 class ChannelRow:
     """A row of table ``channels``.
 
@@ -567,6 +590,116 @@ class GetThreadTargetRow:
     s_created_at: datetime
 
 
+@attrs.frozen
+class ResolveApiTokenRow:
+    """A result row of ResolveApiToken.
+
+    Attributes:
+        token_id: ``uuid``.
+        label: ``text`` or NULL.
+        origin: ``text``.
+        token_created_at: ``timestamptz``.
+        last_used_at: ``timestamptz`` or NULL.
+        id: ``uuid``.
+        kind: ``text``.
+        handle: ``text``.
+        display_name: ``text``.
+        is_owner: ``bool``.
+        billing_mode: ``text`` or NULL.
+        holder_id: ``uuid`` or NULL.
+        supports_followups: ``bool`` or NULL.
+        enabled: ``bool``.
+        reported_followups: ``text`` or NULL.
+        created_at: ``timestamptz``.
+    """
+
+    token_id: uuid.UUID
+    label: str | None
+    origin: str
+    token_created_at: datetime
+    last_used_at: datetime | None
+    id: uuid.UUID
+    kind: str
+    handle: str
+    display_name: str
+    is_owner: bool
+    billing_mode: str | None
+    holder_id: uuid.UUID | None
+    supports_followups: bool | None
+    enabled: bool
+    reported_followups: str | None
+    created_at: datetime
+
+
+@attrs.frozen
+class GetApiTokenByHashRow:
+    """A result row of GetApiTokenByHash.
+
+    Attributes:
+        id: ``uuid``.
+        principal_id: ``uuid``.
+        label: ``text`` or NULL.
+        origin: ``text``.
+        created_at: ``timestamptz``.
+        last_used_at: ``timestamptz`` or NULL.
+        revoked_at: ``timestamptz`` or NULL.
+    """
+
+    id: uuid.UUID
+    principal_id: uuid.UUID
+    label: str | None
+    origin: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+@attrs.frozen
+class GetApiTokenRow:
+    """A result row of GetApiToken.
+
+    Attributes:
+        id: ``uuid``.
+        principal_id: ``uuid``.
+        label: ``text`` or NULL.
+        origin: ``text``.
+        created_at: ``timestamptz``.
+        last_used_at: ``timestamptz`` or NULL.
+        revoked_at: ``timestamptz`` or NULL.
+    """
+
+    id: uuid.UUID
+    principal_id: uuid.UUID
+    label: str | None
+    origin: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+@attrs.frozen
+class ListLiveApiTokensRow:
+    """A result row of ListLiveApiTokens.
+
+    Attributes:
+        id: ``uuid``.
+        principal_id: ``uuid``.
+        label: ``text`` or NULL.
+        origin: ``text``.
+        created_at: ``timestamptz``.
+        last_used_at: ``timestamptz`` or NULL.
+        revoked_at: ``timestamptz`` or NULL.
+    """
+
+    id: uuid.UUID
+    principal_id: uuid.UUID
+    label: str | None
+    origin: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
 _LOCK_AGENT_CURSOR = """INSERT INTO agent_cursors (agent_id) VALUES (%(p1)s)
 ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id
 RETURNING acked_seq, delivered_seq"""
@@ -584,6 +717,14 @@ DO UPDATE SET count = audit_denials.count + 1"""
 _LIST_DENIALS = """SELECT principal_id, action, reason, window_start, count FROM audit_denials
 WHERE principal_id = %(p1)s
 ORDER BY window_start, action, reason"""
+
+_INSERT_AUDIT_CHANGE = """INSERT INTO audit_changes (id, actor_id, action, subject_id, before, after, at)
+VALUES (
+    %(p1)s, %(p2)s, %(p3)s, %(p4)s,
+    %(p5)s, %(p6)s, %(p7)s
+)"""
+
+_LIST_AUDIT_CHANGES = """SELECT id, actor_id, action, subject_id, before, after, at FROM audit_changes WHERE subject_id = %(p1)s ORDER BY id"""
 
 _INSERT_CHANNEL = """INSERT INTO channels (
     id, space_id, name, type, operator_mode, operator_id, free_response,
@@ -719,6 +860,19 @@ _GET_GRANT = """SELECT id, principal_id, resource_kind, resource_id, level, crea
 _DELETE_GRANT = """DELETE FROM grants WHERE id = %(p1)s"""
 
 _LIST_GRANTS_FOR_PRINCIPAL = """SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants WHERE principal_id = %(p1)s ORDER BY id"""
+
+_LOCK_GRANT_OF_PAIR = """SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants
+WHERE principal_id = %(p1)s
+  AND resource_kind = %(p2)s
+  AND resource_id = %(p3)s
+FOR UPDATE"""
+
+_UPDATE_GRANT_LEVEL = """UPDATE grants SET level = %(p1)s WHERE id = %(p2)s"""
+
+_LIST_GRANTS = """SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants
+WHERE (%(p1)s::uuid IS NULL OR principal_id = %(p1)s)
+  AND (%(p2)s::uuid IS NULL OR resource_id = %(p2)s)
+ORDER BY id"""
 
 _THREAD_SEQ_VIOLATIONS = """SELECT t.id AS subject_id,
        concat('latest_seq=', t.latest_seq, ' messages=', count(m.id),
@@ -867,14 +1021,6 @@ SET kind = %(p1)s,
     enabled = %(p8)s,
     reported_followups = %(p9)s
 WHERE id = %(p10)s"""
-
-_INSERT_API_TOKEN = """INSERT INTO api_tokens (token_hash, principal_id, created_at)
-VALUES (%(p1)s, %(p2)s, %(p3)s)"""
-
-_GET_PRINCIPAL_BY_TOKEN_HASH = """SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode, p.holder_id, p.supports_followups, p.enabled, p.reported_followups, p.created_at
-FROM api_tokens t
-JOIN principals p ON p.id = t.principal_id
-WHERE t.token_hash = %(p1)s"""
 
 _GET_OWNER = """SELECT id, kind, handle, display_name, is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups, created_at FROM principals WHERE is_owner ORDER BY id LIMIT 1"""
 
@@ -1025,6 +1171,45 @@ JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = %(p1)s"""
 
+_INSERT_API_TOKEN = """INSERT INTO api_tokens (id, token_hash, principal_id, label, origin, created_at)
+VALUES (
+    %(p1)s, %(p2)s, %(p3)s, %(p4)s,
+    %(p5)s, %(p6)s
+)"""
+
+_RESOLVE_API_TOKEN = """SELECT t.id AS token_id, t.label, t.origin, t.created_at AS token_created_at,
+       t.last_used_at, p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode, p.holder_id, p.supports_followups, p.enabled, p.reported_followups, p.created_at
+FROM api_tokens t
+JOIN principals p ON p.id = t.principal_id
+WHERE t.token_hash = %(p1)s AND t.revoked_at IS NULL"""
+
+_GET_API_TOKEN_BY_HASH = """SELECT id, principal_id, label, origin, created_at, last_used_at, revoked_at
+FROM api_tokens
+WHERE token_hash = %(p1)s"""
+
+_GET_API_TOKEN = """SELECT id, principal_id, label, origin, created_at, last_used_at, revoked_at
+FROM api_tokens
+WHERE id = %(p1)s"""
+
+_LIST_LIVE_API_TOKENS = """SELECT id, principal_id, label, origin, created_at, last_used_at, revoked_at
+FROM api_tokens
+WHERE principal_id = %(p1)s AND revoked_at IS NULL
+ORDER BY id"""
+
+_TOUCH_API_TOKEN = """UPDATE api_tokens
+SET last_used_at = %(p1)s
+WHERE id = %(p2)s
+  AND revoked_at IS NULL
+  AND (last_used_at IS NULL OR last_used_at <= %(p3)s)"""
+
+_REVOKE_API_TOKENS = """UPDATE api_tokens
+SET revoked_at = %(p1)s
+WHERE id = ANY(%(p2)s::uuid[]) AND revoked_at IS NULL"""
+
+_SET_API_TOKEN_ORIGIN = """UPDATE api_tokens
+SET origin = %(p1)s, label = %(p2)s
+WHERE id = %(p3)s"""
+
 
 async def lock_agent_cursor(
     conn: psycopg.AsyncConnection[Any], *, agent_id: uuid.UUID
@@ -1148,6 +1333,73 @@ async def list_denials(
     """
     async with conn.cursor(row_factory=args_row(AuditDenialRow)) as cur:
         await cur.execute(_LIST_DENIALS, {"p1": principal_id})
+        return await cur.fetchall()
+
+
+async def insert_audit_change(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    id: uuid.UUID,
+    actor_id: uuid.UUID,
+    action: str,
+    subject_id: uuid.UUID,
+    before: str | None,
+    after: str | None,
+    at: datetime,
+) -> None:
+    """Run InsertAuditChange (:exec, sql/queries/audit.sql).
+
+    SQL::
+
+        INSERT INTO audit_changes (id, actor_id, action, subject_id, before, after, at)
+        VALUES (
+            $1, $2, $3, $4,
+            $5, $6, $7
+        )
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+        actor_id: ``$2`` (``uuid``).
+        action: ``$3`` (``text``).
+        subject_id: ``$4`` (``uuid``).
+        before: ``$5`` (``text``).
+        after: ``$6`` (``text``).
+        at: ``$7`` (``timestamptz``).
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(
+            _INSERT_AUDIT_CHANGE,
+            {
+                "p1": id,
+                "p2": actor_id,
+                "p3": action,
+                "p4": subject_id,
+                "p5": before,
+                "p6": after,
+                "p7": at,
+            },
+        )
+
+
+async def list_audit_changes(
+    conn: psycopg.AsyncConnection[Any], *, subject_id: uuid.UUID
+) -> list[AuditChangeRow]:
+    """Run ListAuditChanges (:many, sql/queries/audit.sql).
+
+    SQL::
+
+        SELECT id, actor_id, action, subject_id, before, after, at FROM audit_changes WHERE subject_id = $1 ORDER BY id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        subject_id: ``$1`` (``uuid``).
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(AuditChangeRow)) as cur:
+        await cur.execute(_LIST_AUDIT_CHANGES, {"p1": subject_id})
         return await cur.fetchall()
 
 
@@ -1894,6 +2146,94 @@ async def list_grants_for_principal(
         return await cur.fetchall()
 
 
+async def lock_grant_of_pair(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    principal_id: uuid.UUID,
+    resource_kind: str,
+    resource_id: uuid.UUID,
+) -> GrantRow | None:
+    """Run LockGrantOfPair (:one, sql/queries/grants.sql).
+
+    The grant of a principal on a resource, locked until the unit ends: a second grant of
+    the same pair changes this row, and concurrent changes of it serialize here.
+
+    SQL::
+
+        SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants
+        WHERE principal_id = $1
+          AND resource_kind = $2
+          AND resource_id = $3
+        FOR UPDATE
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        principal_id: ``$1`` (``uuid``).
+        resource_kind: ``$2`` (``text``).
+        resource_id: ``$3`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(GrantRow)) as cur:
+        await cur.execute(
+            _LOCK_GRANT_OF_PAIR, {"p1": principal_id, "p2": resource_kind, "p3": resource_id}
+        )
+        return await cur.fetchone()
+
+
+async def update_grant_level(
+    conn: psycopg.AsyncConnection[Any], *, level: str, id: uuid.UUID
+) -> int:
+    """Run UpdateGrantLevel (:execrows, sql/queries/grants.sql).
+
+    SQL::
+
+        UPDATE grants SET level = $1 WHERE id = $2
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        level: ``$1`` (``text``).
+        id: ``$2`` (``uuid``).
+
+    Returns:
+        The number of rows the statement affected.
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(_UPDATE_GRANT_LEVEL, {"p1": level, "p2": id})
+        return cur.rowcount
+
+
+async def list_grants(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    principal_id: uuid.UUID | None,
+    resource_id: uuid.UUID | None,
+) -> list[GrantRow]:
+    """Run ListGrants (:many, sql/queries/grants.sql).
+
+    Both filters are optional (NULL: any).
+
+    SQL::
+
+        SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants
+        WHERE ($1::uuid IS NULL OR principal_id = $1)
+          AND ($2::uuid IS NULL OR resource_id = $2)
+        ORDER BY id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        principal_id: ``$1`` (``uuid``).
+        resource_id: ``$2`` (``uuid``).
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(GrantRow)) as cur:
+        await cur.execute(_LIST_GRANTS, {"p1": principal_id, "p2": resource_id})
+        return await cur.fetchall()
+
+
 async def thread_seq_violations(conn: psycopg.AsyncConnection[Any]) -> list[ThreadSeqViolationsRow]:
     """Run ThreadSeqViolations (:many, sql/queries/invariants.sql).
 
@@ -2601,56 +2941,6 @@ async def update_principal(
             },
         )
         return cur.rowcount
-
-
-async def insert_api_token(
-    conn: psycopg.AsyncConnection[Any],
-    *,
-    token_hash: bytes,
-    principal_id: uuid.UUID,
-    created_at: datetime,
-) -> None:
-    """Run InsertApiToken (:exec, sql/queries/principals.sql).
-
-    SQL::
-
-        INSERT INTO api_tokens (token_hash, principal_id, created_at)
-        VALUES ($1, $2, $3)
-
-    Args:
-        conn: the connection; the statement runs in its current transaction.
-        token_hash: ``$1`` (``bytea``).
-        principal_id: ``$2`` (``uuid``).
-        created_at: ``$3`` (``timestamptz``).
-    """
-    async with conn.cursor() as cur:
-        await cur.execute(
-            _INSERT_API_TOKEN, {"p1": token_hash, "p2": principal_id, "p3": created_at}
-        )
-
-
-async def get_principal_by_token_hash(
-    conn: psycopg.AsyncConnection[Any], *, token_hash: bytes
-) -> PrincipalRow | None:
-    """Run GetPrincipalByTokenHash (:one, sql/queries/principals.sql).
-
-    SQL::
-
-        SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode, p.holder_id, p.supports_followups, p.enabled, p.reported_followups, p.created_at
-        FROM api_tokens t
-        JOIN principals p ON p.id = t.principal_id
-        WHERE t.token_hash = $1
-
-    Args:
-        conn: the connection; the statement runs in its current transaction.
-        token_hash: ``$1`` (``bytea``).
-
-    Returns:
-        The row, or None when no row matched.
-    """
-    async with conn.cursor(row_factory=args_row(PrincipalRow)) as cur:
-        await cur.execute(_GET_PRINCIPAL_BY_TOKEN_HASH, {"p1": token_hash})
-        return await cur.fetchone()
 
 
 async def get_owner(conn: psycopg.AsyncConnection[Any]) -> PrincipalRow | None:
@@ -3446,3 +3736,229 @@ async def get_thread_target(
     async with conn.cursor(row_factory=args_row(GetThreadTargetRow)) as cur:
         await cur.execute(_GET_THREAD_TARGET, {"p1": id})
         return await cur.fetchone()
+
+
+async def insert_api_token(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    id: uuid.UUID,
+    token_hash: bytes,
+    principal_id: uuid.UUID,
+    label: str | None,
+    origin: str,
+    created_at: datetime,
+) -> None:
+    """Run InsertApiToken (:exec, sql/queries/tokens.sql).
+
+    SQL::
+
+        INSERT INTO api_tokens (id, token_hash, principal_id, label, origin, created_at)
+        VALUES (
+            $1, $2, $3, $4,
+            $5, $6
+        )
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+        token_hash: ``$2`` (``bytea``).
+        principal_id: ``$3`` (``uuid``).
+        label: ``$4`` (``text``).
+        origin: ``$5`` (``text``).
+        created_at: ``$6`` (``timestamptz``).
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(
+            _INSERT_API_TOKEN,
+            {
+                "p1": id,
+                "p2": token_hash,
+                "p3": principal_id,
+                "p4": label,
+                "p5": origin,
+                "p6": created_at,
+            },
+        )
+
+
+async def resolve_api_token(
+    conn: psycopg.AsyncConnection[Any], *, token_hash: bytes
+) -> ResolveApiTokenRow | None:
+    """Run ResolveApiToken (:one, sql/queries/tokens.sql).
+
+    The live token of a hash with its principal, in one statement (every request runs it).
+
+    SQL::
+
+        SELECT t.id AS token_id, t.label, t.origin, t.created_at AS token_created_at,
+               t.last_used_at, p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode, p.holder_id, p.supports_followups, p.enabled, p.reported_followups, p.created_at
+        FROM api_tokens t
+        JOIN principals p ON p.id = t.principal_id
+        WHERE t.token_hash = $1 AND t.revoked_at IS NULL
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        token_hash: ``$1`` (``bytea``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(ResolveApiTokenRow)) as cur:
+        await cur.execute(_RESOLVE_API_TOKEN, {"p1": token_hash})
+        return await cur.fetchone()
+
+
+async def get_api_token_by_hash(
+    conn: psycopg.AsyncConnection[Any], *, token_hash: bytes
+) -> GetApiTokenByHashRow | None:
+    """Run GetApiTokenByHash (:one, sql/queries/tokens.sql).
+
+    A token of a hash, live or revoked (the owner token of the environment is checked
+    against both).
+
+    SQL::
+
+        SELECT id, principal_id, label, origin, created_at, last_used_at, revoked_at
+        FROM api_tokens
+        WHERE token_hash = $1
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        token_hash: ``$1`` (``bytea``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(GetApiTokenByHashRow)) as cur:
+        await cur.execute(_GET_API_TOKEN_BY_HASH, {"p1": token_hash})
+        return await cur.fetchone()
+
+
+async def get_api_token(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> GetApiTokenRow | None:
+    """Run GetApiToken (:one, sql/queries/tokens.sql).
+
+    SQL::
+
+        SELECT id, principal_id, label, origin, created_at, last_used_at, revoked_at
+        FROM api_tokens
+        WHERE id = $1
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(GetApiTokenRow)) as cur:
+        await cur.execute(_GET_API_TOKEN, {"p1": id})
+        return await cur.fetchone()
+
+
+async def list_live_api_tokens(
+    conn: psycopg.AsyncConnection[Any], *, principal_id: uuid.UUID
+) -> list[ListLiveApiTokensRow]:
+    """Run ListLiveApiTokens (:many, sql/queries/tokens.sql).
+
+    SQL::
+
+        SELECT id, principal_id, label, origin, created_at, last_used_at, revoked_at
+        FROM api_tokens
+        WHERE principal_id = $1 AND revoked_at IS NULL
+        ORDER BY id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        principal_id: ``$1`` (``uuid``).
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(ListLiveApiTokensRow)) as cur:
+        await cur.execute(_LIST_LIVE_API_TOKENS, {"p1": principal_id})
+        return await cur.fetchall()
+
+
+async def touch_api_token(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    at: datetime | None,
+    id: uuid.UUID,
+    stale_before: datetime | None,
+) -> int:
+    """Run TouchApiToken (:execrows, sql/queries/tokens.sql).
+
+    Only when the last recorded use is older than the interval: concurrent requests of one
+    token write it once, and a token in steady use is written once per interval.
+
+    SQL::
+
+        UPDATE api_tokens
+        SET last_used_at = $1
+        WHERE id = $2
+          AND revoked_at IS NULL
+          AND (last_used_at IS NULL OR last_used_at <= $3)
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        at: ``$1`` (``timestamptz``).
+        id: ``$2`` (``uuid``).
+        stale_before: ``$3`` (``timestamptz``).
+
+    Returns:
+        The number of rows the statement affected.
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(_TOUCH_API_TOKEN, {"p1": at, "p2": id, "p3": stale_before})
+        return cur.rowcount
+
+
+async def revoke_api_tokens(
+    conn: psycopg.AsyncConnection[Any], *, at: datetime | None, ids: Sequence[uuid.UUID | None]
+) -> int:
+    """Run RevokeApiTokens (:execrows, sql/queries/tokens.sql).
+
+    SQL::
+
+        UPDATE api_tokens
+        SET revoked_at = $1
+        WHERE id = ANY($2::uuid[]) AND revoked_at IS NULL
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        at: ``$1`` (``timestamptz``).
+        ids: ``$2`` (``uuid[]``).
+
+    Returns:
+        The number of rows the statement affected.
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(_REVOKE_API_TOKENS, {"p1": at, "p2": list(ids)})
+        return cur.rowcount
+
+
+async def set_api_token_origin(
+    conn: psycopg.AsyncConnection[Any], *, origin: str, label: str | None, id: uuid.UUID
+) -> int:
+    """Run SetApiTokenOrigin (:execrows, sql/queries/tokens.sql).
+
+    SQL::
+
+        UPDATE api_tokens
+        SET origin = $1, label = $2
+        WHERE id = $3
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        origin: ``$1`` (``text``).
+        label: ``$2`` (``text``).
+        id: ``$3`` (``uuid``).
+
+    Returns:
+        The number of rows the statement affected.
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(_SET_API_TOKEN_ORIGIN, {"p1": origin, "p2": label, "p3": id})
+        return cur.rowcount

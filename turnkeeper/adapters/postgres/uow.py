@@ -50,6 +50,7 @@ from turnkeeper.adapters.postgres.spaces import (
     PostgresSpaceRepository,
     PostgresThreadRepository,
 )
+from turnkeeper.adapters.postgres.tokens import PostgresTokenRepository
 from turnkeeper.adapters.postgres.wakeup import PostgresEventWaker
 from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.ports import (
@@ -66,6 +67,7 @@ from turnkeeper.application.ports import (
     RunRepository,
     SpaceRepository,
     ThreadRepository,
+    TokenRepository,
     UnitOfWork,
 )
 from turnkeeper.application.settings import Settings
@@ -92,6 +94,7 @@ class PostgresUnitOfWork:
         self.runs: RunRepository = PostgresRunRepository(conn)
         self.agent_feed: AgentFeedRepository = agent_feed
         self.followups: FollowupRepository = PostgresFollowupRepository(conn)
+        self.tokens: TokenRepository = PostgresTokenRepository(conn)
         self.spaces: SpaceRepository = PostgresSpaceRepository(conn)
         self.channels: ChannelRepository = PostgresChannelRepository(conn)
         self.threads: ThreadRepository = PostgresThreadRepository(conn)

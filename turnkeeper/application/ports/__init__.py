@@ -5,7 +5,7 @@ unit left without commit rolls back. Reads inside a unit see the unit's own writ
 port is defined in the submodule of its concern and named here, its one import path.
 """
 
-from turnkeeper.application.ports.audit import AuditLog, DenialRecord, RateLimitStore
+from turnkeeper.application.ports.audit import AdminChange, AuditLog, DenialRecord, RateLimitStore
 from turnkeeper.application.ports.freshness import (
     FreshnessRepository,
     ThreadFrontier,
@@ -19,6 +19,7 @@ from turnkeeper.application.ports.runs import (
     RunRepository,
 )
 from turnkeeper.application.ports.system import Clock, IdGenerator, InvocationClaims, TokenSigner
+from turnkeeper.application.ports.tokens import ResolvedToken, TokenRepository
 from turnkeeper.application.ports.unit import UnitOfWork, UnitOfWorkFactory
 from turnkeeper.application.ports.world import (
     ChannelRepository,
@@ -29,6 +30,7 @@ from turnkeeper.application.ports.world import (
 )
 
 __all__ = [
+    "AdminChange",
     "AgentCursor",
     "AgentFeedRepository",
     "AuditLog",
@@ -45,10 +47,12 @@ __all__ = [
     "PrincipalRepository",
     "RateLimitStore",
     "ReaderScope",
+    "ResolvedToken",
     "RunRepository",
     "SpaceRepository",
     "ThreadFrontier",
     "ThreadRepository",
+    "TokenRepository",
     "TokenSigner",
     "UnitOfWork",
     "UnitOfWorkFactory",

@@ -1,4 +1,4 @@
-"""The audit of denials and the stored rate-limit buckets."""
+"""The audit (denials, administrative changes) and the stored rate-limit buckets."""
 
 from __future__ import annotations
 
@@ -28,8 +28,33 @@ class DenialRecord:
     count: int
 
 
+@attrs.frozen(kw_only=True)
+class AdminChange:
+    """One administrative change, as the audit keeps it.
+
+    Attributes:
+        id: UUIDv7 of the record.
+        actor_id: who made the change (the owner).
+        action: what changed: ``grant.created``, ``grant.level_changed`` (before and
+            after differ), ``grant.level_kept`` (the same level granted again),
+            ``grant.deleted``, ``token.issued`` or ``token.revoked``.
+        subject_id: the grant or token.
+        at: when.
+        before: the value before (a grant's level), None where there was none.
+        after: the value after, None where there is none.
+    """
+
+    id: uuid.UUID
+    actor_id: uuid.UUID
+    action: str
+    subject_id: uuid.UUID
+    at: datetime
+    before: str | None = None
+    after: str | None = None
+
+
 class AuditLog(Protocol):
-    """Audit of authorization denials, aggregated per window."""
+    """Audit of denials (aggregated per window) and of administrative changes (one each)."""
 
     async def record_denial(
         self, principal_id: uuid.UUID, action: str, reason: str, window_start: datetime
@@ -39,6 +64,14 @@ class AuditLog(Protocol):
 
     async def denials(self, principal_id: uuid.UUID) -> list[DenialRecord]:
         """The aggregated denials of a principal, oldest window first."""
+        ...
+
+    async def record_change(self, change: AdminChange) -> None:
+        """Keep the record of an administrative change (committed with the change)."""
+        ...
+
+    async def changes(self, subject_id: uuid.UUID) -> list[AdminChange]:
+        """The recorded changes of a grant or token, oldest first."""
         ...
 
 

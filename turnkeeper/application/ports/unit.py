@@ -17,6 +17,7 @@ from turnkeeper.application.ports.runs import (
     FollowupRepository,
     RunRepository,
 )
+from turnkeeper.application.ports.tokens import TokenRepository
 from turnkeeper.application.ports.world import (
     ChannelRepository,
     GrantRepository,
@@ -32,6 +33,11 @@ class UnitOfWork(Protocol):
     @property
     def principals(self) -> PrincipalRepository:
         """The principals repository of this unit."""
+        ...
+
+    @property
+    def tokens(self) -> TokenRepository:
+        """The API tokens repository of this unit."""
         ...
 
     @property

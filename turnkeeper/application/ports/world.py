@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Protocol
 
 from turnkeeper.domain.authorization import AccessTarget
-from turnkeeper.domain.world import Channel, Grant, Principal, Space, Thread, ThreadState
+from turnkeeper.domain.world import (
+    Channel,
+    Grant,
+    Level,
+    Principal,
+    ResourceKind,
+    Space,
+    Thread,
+    ThreadState,
+)
 
 
 class PrincipalRepository(Protocol):
-    """Principals and their API tokens (stored as hashes only)."""
+    """Principals (their API tokens: `TokenRepository`)."""
 
     async def add(self, principal: Principal) -> None:
         """Store a new principal.
@@ -32,14 +40,6 @@ class PrincipalRepository(Protocol):
 
     async def update(self, principal: Principal) -> None:
         """Store changed attributes of an existing principal."""
-        ...
-
-    async def add_token(self, principal_id: uuid.UUID, token_hash: bytes, at: datetime) -> None:
-        """Store the hash of a new API token for a principal."""
-        ...
-
-    async def by_token_hash(self, token_hash: bytes) -> Principal | None:
-        """The principal owning a token hash, or None."""
         ...
 
     async def owner(self) -> Principal | None:
@@ -141,7 +141,8 @@ class GrantRepository(Protocol):
         """Store a grant.
 
         Raises:
-            DuplicateKey: for a second grant of the same principal on the same resource.
+            RetriableConflict: for a second grant of the same principal on the same
+                resource (a concurrent unit stored it first: rerun, then change it).
         """
         ...
 
@@ -155,4 +156,25 @@ class GrantRepository(Protocol):
 
     async def for_principal(self, principal_id: uuid.UUID) -> list[Grant]:
         """Every grant of a principal."""
+        ...
+
+    async def lock_pair(
+        self, principal_id: uuid.UUID, resource_kind: ResourceKind, resource_id: uuid.UUID
+    ) -> Grant | None:
+        """The grant of a principal on a resource, locked until the unit ends, or None.
+
+        Two units changing the grant of one pair serialize here; two units creating it
+        at once meet at the unique key, and the loser's unit is rerun
+        (`RetriableConflict`), which then finds the winner's grant.
+        """
+        ...
+
+    async def set_level(self, grant_id: uuid.UUID, level: Level) -> None:
+        """Change the level of an existing grant (same id)."""
+        ...
+
+    async def list(
+        self, *, principal_id: uuid.UUID | None = None, resource_id: uuid.UUID | None = None
+    ) -> list[Grant]:
+        """The grants matching both filters (None: any), by id."""
         ...

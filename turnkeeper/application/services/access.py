@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from turnkeeper.application.ports import ReaderScope, UnitOfWork
-from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action, authorize, effective_level
 from turnkeeper.domain.errors import NotFound
 from turnkeeper.domain.world import Channel, Level, Principal, Space, Thread
@@ -113,3 +113,25 @@ def thread_of(target: AccessTarget) -> Thread:
     if target.thread is None:
         raise NotFound()
     return target.thread
+
+
+async def require_owner(tx: Transactor, actor: Principal, action: str) -> None:
+    """Enforce the owner role of an administrative use case, auditing a denial.
+
+    Called before the use case opens its unit, so the denial is recorded here (the
+    transactor records only denials raised inside a unit).
+
+    Args:
+        tx: the transactor (records the denial).
+        actor: the caller.
+        action: the audited action, for example ``token.create``.
+
+    Raises:
+        AccessDenied: 403 ``forbidden`` with reason ``owner_required`` for anyone else.
+    """
+    if not actor.is_owner:
+        denied = AccessDenied(
+            code="forbidden", reason="owner_required", principal_id=actor.id, action=action
+        )
+        await tx.record_denial(denied)
+        raise denied

@@ -1,5 +1,7 @@
 """Administration by the owner: principals, spaces, channels, behaviour, operators, grants.
 
+Tokens are administered by `turnkeeper.application.services.tokens`.
+
 Every use case here needs the owner role; anyone else gets 403 forbidden with reason
 ``owner_required`` (audited like every denial).
 """
@@ -13,9 +15,12 @@ import attrs
 
 from turnkeeper.application.errors import DuplicateKey
 from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
-from turnkeeper.application.services.identity import hash_token, new_token
+from turnkeeper.application.services.access import require_owner
+from turnkeeper.application.services.grants import GrantService
+from turnkeeper.application.services.tokens import add_token, settle_owner_env_token
 from turnkeeper.application.settings import Settings
-from turnkeeper.application.transactions import AccessDenied, Transactor
+from turnkeeper.application.transactions import Transactor
+from turnkeeper.domain.credentials import OWNER_ENV_LABEL, TokenOrigin
 from turnkeeper.domain.errors import FieldError, NotFound, ValidationFailed
 from turnkeeper.domain.world import (
     BillingMode,
@@ -69,13 +74,10 @@ class AdminService:
         self._clock = clock
         self._ids = ids
         self._settings = settings or Settings()
+        self._grants = GrantService(tx, clock, ids)
 
-    @staticmethod
-    def _require_owner(actor: Principal, action: str) -> None:
-        if not actor.is_owner:
-            raise AccessDenied(
-                code="forbidden", reason="owner_required", principal_id=actor.id, action=action
-            )
+    async def _require_owner(self, actor: Principal, action: str) -> None:
+        await require_owner(self._tx, actor, action)
 
     async def _agent(self, uow: UnitOfWork, agent_id: uuid.UUID, pointer: str) -> Principal:
         agent = await uow.principals.get(agent_id)
@@ -91,20 +93,21 @@ class AdminService:
             token: a fixed token (``TURNKEEPER_OWNER_TOKEN``) or None to generate one.
 
         Returns:
-            The new owner and its token, or None when an owner already existed (a fixed
-            token is then added to it so that the configured token keeps working).
+            The new owner and its token, or None when an owner already existed. A fixed
+            token then becomes the owner's, and the token an earlier value of the
+            variable named is revoked (`settle_owner_env_token`).
+
+        Raises:
+            OwnerTokenRefused: when the fixed token was revoked before or belongs to
+                another principal.
         """
-        secret = token or new_token()
 
         async def work(uow: UnitOfWork) -> NewPrincipal | None:
             now = self._clock.now()
             owner = await uow.principals.owner()
             if owner is not None:
-                if (
-                    token is not None
-                    and await uow.principals.by_token_hash(hash_token(token)) is None
-                ):
-                    await uow.principals.add_token(owner.id, hash_token(token), now)
+                if token is not None:
+                    await settle_owner_env_token(uow, self._ids, owner, token, now)
                 return None
             principal = Principal(
                 id=self._ids.new_id(),
@@ -115,8 +118,19 @@ class AdminService:
                 created_at=now,
             )
             await uow.principals.add(principal)
-            await uow.principals.add_token(principal.id, hash_token(secret), now)
-            return NewPrincipal(principal=principal, token=secret)
+            if token is not None:
+                issued = await add_token(
+                    uow,
+                    self._ids,
+                    principal.id,
+                    now,
+                    secret=token,
+                    label=OWNER_ENV_LABEL,
+                    origin=TokenOrigin.OWNER_ENV,
+                )
+            else:
+                issued = await add_token(uow, self._ids, principal.id, now)
+            return NewPrincipal(principal=principal, token=issued.secret)
 
         return await self._tx.run(work)
 
@@ -151,7 +165,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: for inconsistent members or a taken handle.
         """
-        self._require_owner(actor, "principal.create")
+        await self._require_owner(actor, "principal.create")
         if kind is PrincipalKind.APP:
             raise _invalid("/kind", "invalid_enum")
         if not handle or len(handle.split()) != 1:
@@ -174,7 +188,6 @@ class AdminService:
             billing_mode = billing_mode or BillingMode.ORGANIZATION
             if (billing_mode is BillingMode.PERSONAL) != (holder_id is not None):
                 raise _invalid("/holder_id", "personal_needs_holder")
-        token = new_token()
 
         async def work(uow: UnitOfWork) -> NewPrincipal:
             if holder_id is not None:
@@ -197,8 +210,8 @@ class AdminService:
                 await uow.principals.add(principal)
             except DuplicateKey:
                 raise _invalid("/handle", "taken") from None
-            await uow.principals.add_token(principal.id, hash_token(token), now)
-            return NewPrincipal(principal=principal, token=token)
+            issued = await add_token(uow, self._ids, principal.id, now)
+            return NewPrincipal(principal=principal, token=issued.secret)
 
         return await self._tx.run(work)
 
@@ -211,7 +224,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: when the operator is not an agent.
         """
-        self._require_owner(actor, "space.create")
+        await self._require_owner(actor, "space.create")
         if not name.strip():
             raise _invalid("/name", "required")
 
@@ -247,7 +260,7 @@ class AdminService:
             NotFound: for an unknown space.
             ValidationFailed: for an operator that does not fit the mode.
         """
-        self._require_owner(actor, "channel.create")
+        await self._require_owner(actor, "channel.create")
         if not name.strip():
             raise _invalid("/name", "required")
         _check_operator(operator_mode, operator_id, "/operator_id")
@@ -289,7 +302,7 @@ class AdminService:
     async def _change_channel(
         self, actor: Principal, channel_id: uuid.UUID, action: str, change: _ChannelChange
     ) -> Channel:
-        self._require_owner(actor, action)
+        await self._require_owner(actor, action)
 
         async def work(uow: UnitOfWork) -> Channel:
             channel = await uow.channels.get(channel_id)
@@ -378,62 +391,31 @@ class AdminService:
         resource_id: uuid.UUID,
         level: Level,
     ) -> Grant:
-        """Grant a level on a space or channel (agents are capped at write when evaluated).
+        """Grant a level on a space or channel, or change the level of the pair's grant.
+
+        `GrantService.set_grant`, answering only the grant.
 
         Raises:
             AccessDenied: for a non-owner.
-            ValidationFailed: for an unknown principal or resource, level none, or a
-                second grant on the same resource.
+            ValidationFailed: for an unknown principal or resource, or level none.
         """
-        self._require_owner(actor, "grant.create")
-        if level is Level.NONE:
-            raise _invalid("/level", "invalid_enum")
-
-        async def work(uow: UnitOfWork) -> Grant:
-            if await uow.principals.get(principal_id) is None:
-                raise _invalid("/principal_id", "unknown_principal")
-            found = (
-                await uow.spaces.get(resource_id)
-                if resource_kind is ResourceKind.SPACE
-                else await uow.channels.get(resource_id)
-            )
-            if found is None:
-                raise _invalid("/resource_id", "unknown_resource")
-            existing = [
-                g
-                for g in await uow.grants.for_principal(principal_id)
-                if g.resource_kind is resource_kind and g.resource_id == resource_id
-            ]
-            if existing:
-                raise _invalid("/resource_id", "grant_exists")
-            grant = Grant(
-                id=self._ids.new_id(),
-                principal_id=principal_id,
-                resource_kind=resource_kind,
-                resource_id=resource_id,
-                level=level,
-                created_at=self._clock.now(),
-            )
-            await uow.grants.add(grant)
-            return grant
-
-        return await self._tx.run(work)
+        change = await self._grants.set_grant(
+            actor,
+            principal_id=principal_id,
+            resource_kind=resource_kind,
+            resource_id=resource_id,
+            level=level,
+        )
+        return change.grant
 
     async def delete_grant(self, actor: Principal, grant_id: uuid.UUID) -> None:
-        """Revoke a grant.
+        """Revoke a grant (`GrantService.delete_grant`).
 
         Raises:
             AccessDenied: for a non-owner.
             NotFound: for an unknown grant.
         """
-        self._require_owner(actor, "grant.delete")
-
-        async def work(uow: UnitOfWork) -> None:
-            if await uow.grants.get(grant_id) is None:
-                raise NotFound()
-            await uow.grants.delete(grant_id)
-
-        await self._tx.run(work)
+        await self._grants.delete_grant(actor, grant_id)
 
     async def set_agent_config(
         self,
@@ -449,7 +431,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown id or a principal that is not an agent.
         """
-        self._require_owner(actor, "agent.config")
+        await self._require_owner(actor, "agent.config")
 
         async def work(uow: UnitOfWork) -> Principal:
             agent = await uow.principals.get(agent_id)

@@ -197,7 +197,9 @@ class ConversationService:
                 if thread is None:
                     raise NotFound()
                 return CreatedThread(thread=thread, message=existing, author=actor, replayed=True)
-            await self._appender.check_references(uow, first_message, thread_id=None)
+            await self._appender.check_references(
+                uow, first_message, thread_id=None, pointer_prefix="/first_message"
+            )
             await self._appender.take_rate_token(uow, actor)
             now = self._clock.now()
             thread = Thread(

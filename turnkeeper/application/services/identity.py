@@ -3,26 +3,23 @@
 Tokens are random secrets shown once; only their SHA-256 hash is stored, so a database
 read never yields a usable token.
 
-A resolved token is remembered per process for ``auth.token_cache_seconds`` (keyed by
-its hash, at most ``auth.token_cache_size`` entries, least recently used evicted first),
-so that a client sending many requests costs one lookup per window instead of one per
-request. This is safe because the services use only the caller's identity (id, kind,
-owner role), which never changes, and read every changeable fact (an agent's status,
-its follow-up mode, grants) again inside their own unit of work. Unknown tokens are
-never remembered: a token created a moment ago works at once.
+Every request looks its token up in the store (one read that joins the principal):
+there is no cache of resolved tokens, so a token revoked by any process is refused by
+every process from the moment the revocation committed (ADR 0016). The last use of a
+token is recorded at most once per ``auth.token_last_used_interval``, in a short unit
+of its own, so that a client in steady use writes once per interval, not per request.
 """
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import secrets
-from datetime import datetime
 
 from turnkeeper.application.errors import Unauthenticated
-from turnkeeper.application.ports import Clock
+from turnkeeper.application.ports import Clock, UnitOfWork
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import Transactor
+from turnkeeper.domain.credentials import last_use_due
 from turnkeeper.domain.world import Principal
 
 #: Bytes of randomness in a new API token (a property of the token format).
@@ -51,21 +48,17 @@ class IdentityService:
 
     Args:
         tx: the transactor.
-        clock: the time source (for the cache window).
-        settings: ``auth.token_cache_seconds`` and ``auth.token_cache_size``.
+        clock: the time of a token's use.
+        settings: ``auth.token_last_used_interval``.
     """
 
     def __init__(self, tx: Transactor, clock: Clock, settings: Settings) -> None:
         self._tx = tx
         self._clock = clock
-        self._ttl = settings.token_cache_ttl
-        self._size = settings.token_cache_size
-        self._cache: collections.OrderedDict[bytes, tuple[Principal, datetime]] = (
-            collections.OrderedDict()
-        )
+        self._interval = settings.token_last_used_interval
 
     async def authenticate(self, token: str | None) -> Principal:
-        """The principal a token belongs to.
+        """The principal a live token belongs to.
 
         Args:
             token: the bearer token (None when the header was missing).
@@ -74,24 +67,20 @@ class IdentityService:
             The principal.
 
         Raises:
-            Unauthenticated: for a missing or unknown token.
+            Unauthenticated: for a missing, unknown or revoked token.
         """
         if not token:
             raise Unauthenticated()
         digest = hash_token(token)
-        now = self._clock.now()
-        cached = self._cache.get(digest)
-        if cached is not None:
-            principal, expires_at = cached
-            if now < expires_at:
-                self._cache.move_to_end(digest)
-                return principal
-            del self._cache[digest]
-        found = await self._tx.read(lambda uow: uow.principals.by_token_hash(digest))
+        found = await self._tx.read(lambda uow: uow.tokens.resolve(digest))
         if found is None:
             raise Unauthenticated()
-        if self._ttl:
-            self._cache[digest] = (found, now + self._ttl)
-            while len(self._cache) > self._size:
-                self._cache.popitem(last=False)
-        return found
+        now = self._clock.now()
+        if last_use_due(found.token.last_used_at, now, self._interval):
+            token_id = found.token.id
+
+            async def touch(uow: UnitOfWork) -> None:
+                await uow.tokens.touch(token_id, now, stale_before=now - self._interval)
+
+            await self._tx.run(touch)
+        return found.principal

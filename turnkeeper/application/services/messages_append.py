@@ -72,7 +72,12 @@ class MessageAppender:
             raise RateLimited(retry_after)
 
     async def check_references(
-        self, uow: UnitOfWork, draft: MessageDraft, *, thread_id: uuid.UUID | None
+        self,
+        uow: UnitOfWork,
+        draft: MessageDraft,
+        *,
+        thread_id: uuid.UUID | None,
+        pointer_prefix: str = "",
     ) -> None:
         """Check that mentions, audience and reply_to name things that exist.
 
@@ -80,6 +85,8 @@ class MessageAppender:
             uow: the unit of work.
             draft: the request.
             thread_id: the target thread (None while createThread makes it).
+            pointer_prefix: where the message sits in the request body
+                (``/first_message`` for createThread), prefixed to every pointer.
 
         Raises:
             ValidationFailed: unknown principals, or reply_to outside the thread.
@@ -88,19 +95,21 @@ class MessageAppender:
         named = list(dict.fromkeys([*draft.mentions, *(draft.restricted_to or ())]))
         found = await uow.principals.get_many(named) if named else {}
         errors.extend(
-            FieldError(pointer=f"/mentions/{i}", code="unknown_principal")
+            FieldError(pointer=f"{pointer_prefix}/mentions/{i}", code="unknown_principal")
             for i, mention in enumerate(draft.mentions)
             if mention not in found
         )
         errors.extend(
-            FieldError(pointer=f"/restricted_to/{i}", code="unknown_principal")
+            FieldError(pointer=f"{pointer_prefix}/restricted_to/{i}", code="unknown_principal")
             for i, member in enumerate(draft.restricted_to or ())
             if member not in found
         )
         if draft.reply_to_id is not None:
             reply = await uow.messages.get(draft.reply_to_id)
             if reply is None or thread_id is None or reply.thread_id != thread_id:
-                errors.append(FieldError(pointer="/reply_to_id", code="not_in_thread"))
+                errors.append(
+                    FieldError(pointer=f"{pointer_prefix}/reply_to_id", code="not_in_thread")
+                )
         if errors:
             raise ValidationFailed(errors)
 

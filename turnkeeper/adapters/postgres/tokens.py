@@ -1,0 +1,126 @@
+"""PostgreSQL API tokens; satisfies `turnkeeper.application.ports.TokenRepository`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.application.ports import ResolvedToken
+from turnkeeper.domain.credentials import ApiToken, TokenOrigin
+from turnkeeper.domain.world import BillingMode, Principal, PrincipalKind
+
+#: The three queries that read a token row share its columns (sqlc names each shape).
+_TokenRow = q.GetApiTokenRow | q.GetApiTokenByHashRow | q.ListLiveApiTokensRow
+
+
+def _token(row: _TokenRow) -> ApiToken:
+    return ApiToken(
+        id=row.id,
+        principal_id=row.principal_id,
+        origin=TokenOrigin(row.origin),
+        created_at=row.created_at,
+        label=row.label,
+        last_used_at=row.last_used_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+def _resolved(row: q.ResolveApiTokenRow) -> ResolvedToken:
+    token = ApiToken(
+        id=row.token_id,
+        principal_id=row.id,
+        origin=TokenOrigin(row.origin),
+        created_at=row.token_created_at,
+        label=row.label,
+        last_used_at=row.last_used_at,
+    )
+    principal = Principal(
+        id=row.id,
+        kind=PrincipalKind(row.kind),
+        handle=row.handle,
+        display_name=row.display_name,
+        is_owner=row.is_owner,
+        billing_mode=None if row.billing_mode is None else BillingMode(row.billing_mode),
+        holder_id=row.holder_id,
+        supports_followups=row.supports_followups,
+        enabled=row.enabled,
+        reported_followups=row.reported_followups,
+        created_at=row.created_at,
+    )
+    return ResolvedToken(token=token, principal=principal)
+
+
+class PostgresTokenRepository:
+    """API tokens in ``api_tokens`` (hash as primary key, id unique).
+
+    `resolve` is one statement that joins the principal, so that authenticating a
+    request costs one round trip; it reads committed rows only, so a revocation
+    committed by any process is seen by the next request of every process.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def add(self, token: ApiToken, token_hash: bytes) -> None:
+        """Store a new token (see the port).
+
+        Raises:
+            DuplicateKey: ``api_tokens_pkey`` for a hash that is stored already.
+        """
+        await q.insert_api_token(
+            self._conn,
+            id=token.id,
+            token_hash=token_hash,
+            principal_id=token.principal_id,
+            label=token.label,
+            origin=token.origin.value,
+            created_at=token.created_at,
+        )
+
+    async def resolve(self, token_hash: bytes) -> ResolvedToken | None:
+        """The live token of a hash with its principal (see the port)."""
+        row = await q.resolve_api_token(self._conn, token_hash=token_hash)
+        return None if row is None else _resolved(row)
+
+    async def by_hash(self, token_hash: bytes) -> ApiToken | None:
+        """The token of a hash, live or revoked (see the port)."""
+        row = await q.get_api_token_by_hash(self._conn, token_hash=token_hash)
+        return None if row is None else _token(row)
+
+    async def get(self, token_id: uuid.UUID) -> ApiToken | None:
+        """The token of an id, live or revoked (see the port)."""
+        row = await q.get_api_token(self._conn, id=token_id)
+        return None if row is None else _token(row)
+
+    async def list_live(self, principal_id: uuid.UUID) -> list[ApiToken]:
+        """The live tokens of a principal by id (see the port)."""
+        rows = await q.list_live_api_tokens(self._conn, principal_id=principal_id)
+        return [_token(row) for row in rows]
+
+    async def touch(self, token_id: uuid.UUID, at: datetime, stale_before: datetime) -> None:
+        """Record a use unless a recent one is recorded (one conditional UPDATE)."""
+        await q.touch_api_token(self._conn, id=token_id, at=at, stale_before=stale_before)
+
+    async def revoke(self, token_ids: Sequence[uuid.UUID], at: datetime) -> int:
+        """Revoke live tokens (see the port)."""
+        if not token_ids:
+            return 0
+        return await q.revoke_api_tokens(self._conn, ids=list(token_ids), at=at)
+
+    async def set_origin(self, token_id: uuid.UUID, origin: TokenOrigin, label: str | None) -> None:
+        """Change a token's origin and label (see the port).
+
+        Raises:
+            MissingRow: when no token has this id.
+        """
+        changed = await q.set_api_token_origin(
+            self._conn, id=token_id, origin=origin.value, label=label
+        )
+        if changed != 1:
+            raise MissingRow(f"api token {token_id}")
