@@ -373,7 +373,6 @@ class TestRestrictedMessages:
             ("/reply_to_id", "not_in_thread"),
         ]
 
-
     async def test_unknown_references_of_a_first_message_name_the_whole_path(
         self, services: Services, world: DemoWorld
     ) -> None:
