@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 import attrs
@@ -49,7 +48,7 @@ from bench.http_load import (
     poll_request,
     send_request,
 )
-from bench.operations import OPERATIONS, Item, Operation, Prepare
+from bench.operations import OPERATIONS, Item, Operation, Prepare, Run
 from bench.roundtrips import census_pool, counted
 from bench.serve import RunningServer, turnkeeper_server
 from bench.world import BenchWorld, build_world, rebind
@@ -118,8 +117,6 @@ FULL = FloorSize(
 #: The smoke test's size: every group and side once.
 QUICK = FloorSize(ops=1, warmup=1, repeats=1, concurrency=(1, 2), census=1)
 
-InProcess = Callable[[BenchWorld, Item], Awaitable[object]]
-
 
 @attrs.frozen(kw_only=True)
 class Side:
@@ -129,7 +126,8 @@ class Side:
         key: F1 to F4, floor, service or http.
         label: its name in the table.
         workers: the world's worker set it runs on (service, raw or http).
-        run: runs an item in-process (None for HTTP).
+        run: runs an item in-process (None for HTTP); the ASGI client it is given is
+            the operations' common signature, no side here uses it.
         request: the HTTP request of an item (None in-process).
         prepare: its own preparation (None: the group's).
     """
@@ -137,7 +135,7 @@ class Side:
     key: str
     label: str
     workers: str
-    run: InProcess | None = None
+    run: Run | None = None
     request: RequestBuilder | None = None
     prepare: Prepare | None = None
 
@@ -168,25 +166,25 @@ def _thread(item: Item) -> uuid.UUID:
     return item.thread_id
 
 
-async def _f1(world: BenchWorld, item: Item) -> object:
+async def _f1(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     return await floor.append_one_statement(world, item.worker, _thread(item))
 
 
-async def _f2(world: BenchWorld, item: Item) -> object:
+async def _f2(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     return await floor.append_in_transaction(world, item.worker, _thread(item))
 
 
-async def _f3(world: BenchWorld, item: Item) -> object:
+async def _f3(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     return await floor.append_one_statement(world, item.worker, _thread(item), counter=True)
 
 
-async def _f4(world: BenchWorld, item: Item) -> object:
+async def _f4(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     w = item.worker
     return await floor.create_message(world, w, _thread(item), w.cid("m"), MESSAGE_TEXT, runs=False)
 
 
-def _floor_message(expected: str) -> InProcess:
-    async def run(world: BenchWorld, item: Item) -> object:
+def _floor_message(expected: str) -> Run:
+    async def run(world: BenchWorld, http: AsgiClient, item: Item) -> object:
         w = item.worker
         path, seq = await floor.create_message(world, w, _thread(item), w.cid("m"), MESSAGE_TEXT)
         if path != expected:
@@ -196,7 +194,7 @@ def _floor_message(expected: str) -> InProcess:
     return run
 
 
-async def _floor_send(world: BenchWorld, item: Item) -> object:
+async def _floor_send(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.sender is not None
     thread = _thread(item)
     w = item.worker
@@ -207,8 +205,8 @@ async def _floor_send(world: BenchWorld, item: Item) -> object:
     return state
 
 
-def _floor_finish(followups: bool) -> InProcess:
-    async def run(world: BenchWorld, item: Item) -> object:
+def _floor_finish(followups: bool) -> Run:
+    async def run(world: BenchWorld, http: AsgiClient, item: Item) -> object:
         assert item.run_id is not None
         follow_on = await floor.finish_run(world, item.worker, item.run_id)
         if (follow_on is not None) != followups:
@@ -218,7 +216,7 @@ def _floor_finish(followups: bool) -> InProcess:
     return run
 
 
-async def _floor_poll(world: BenchWorld, item: Item) -> object:
+async def _floor_poll(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     worker = item.worker
     worker.feed_after, delivered = await floor.poll(world, worker, worker.feed_after)
     if delivered != 1:
@@ -226,20 +224,10 @@ async def _floor_poll(world: BenchWorld, item: Item) -> object:
     return delivered
 
 
-_HTTP_CLIENT: list[AsgiClient] = []
-
-
-def _service(op: Operation) -> InProcess:
-    async def run(world: BenchWorld, item: Item) -> object:
-        return await op.service(world, _HTTP_CLIENT[0], item)
-
-    return run
-
-
 _F1 = Side(key="F1", label="floor: one CTE statement", workers="raw", run=_f1, prepare=_QUIET)
 
 
-def _operation(name: str, floor_label: str, run: InProcess, request: RequestBuilder) -> Group:
+def _operation(name: str, floor_label: str, run: Run, request: RequestBuilder) -> Group:
     op = _OPS[name]
     return Group(
         name=name,
@@ -248,7 +236,7 @@ def _operation(name: str, floor_label: str, run: InProcess, request: RequestBuil
         sides=(
             _F1,
             Side(key="floor", label=floor_label, workers="raw", run=run),
-            Side(key="service", label="service", workers="service", run=_service(op)),
+            Side(key="service", label="service", workers="service", run=op.service),
             Side(key="http", label="HTTP (turnkeeper serve)", workers="http", request=request),
         ),
     )
@@ -286,6 +274,7 @@ class _Context:
     world: BenchWorld
     census_world: BenchWorld
     probe: CpuProbe
+    asgi: AsgiClient
     client: LoadClient | None = None
     server: RunningServer | None = None
 
@@ -305,7 +294,7 @@ async def _measure(
         )
     run = side.run
     assert run is not None
-    return await drive(work, lambda item: run(ctx.world, item), warmup, ctx.probe)
+    return await drive(work, lambda item: run(ctx.world, ctx.asgi, item), warmup, ctx.probe)
 
 
 async def _census(ctx: _Context, group: Group, side: Side, items: int) -> tuple[float, float]:
@@ -319,11 +308,11 @@ async def _census(ctx: _Context, group: Group, side: Side, items: int) -> tuple[
     worker = ctx.world.workers[side.workers][0]
     work = await (side.prepare or group.prepare)(ctx.world, [worker], items + 1)
     pool = ctx.census_world.pool
-    await side.run(ctx.census_world, work[0][0])
+    await side.run(ctx.census_world, ctx.asgi, work[0][0])
     round_trips = statements = 0
     for item in work[0][1:]:
         async with counted(pool) as exchange:
-            await side.run(ctx.census_world, item)
+            await side.run(ctx.census_world, ctx.asgi, item)
         round_trips += exchange.round_trips
         statements += exchange.statements
     return round_trips / items, statements / items
@@ -389,11 +378,11 @@ async def run_floor_suite(
     try:
         world = await build_world(pool, most)
         await floor.ensure_floor_sequence(world)
-        _HTTP_CLIENT[:] = [AsgiClient(create_app(world.services, world.services.settings))]
         ctx = _Context(
             world=world,
             census_world=rebind(world, census),
             probe=CpuProbe(await postmaster_pid(conninfo)),
+            asgi=AsgiClient(create_app(world.services, world.services.settings)),
         )
         for group in groups:
             for side in group.sides:

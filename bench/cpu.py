@@ -121,7 +121,8 @@ async def postmaster_pid(conninfo: str) -> int | None:
     async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
         cur = await conn.execute("SELECT pg_backend_pid()")
         row = await cur.fetchone()
-    return None if row is None else _postgres_parent(int(row[0]))
+        # Read while the backend lives: it exits when the connection closes.
+        return None if row is None else _postgres_parent(int(row[0]))
 
 
 def _postgres_parent(backend: int) -> int | None:

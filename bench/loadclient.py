@@ -1,4 +1,4 @@
-"""The HTTP load client: a separate process with one keep-alive connection per worker.
+"""The HTTP load client: a separate process, one keep-alive connection per worker.
 
 ``python -m bench.loadclient`` reads jobs from standard input and answers on standard
 output, one JSON document per line. It uses only the standard library and a minimal
@@ -29,6 +29,8 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
+#: Bytes one job line may hold (every request of every worker of one measurement).
+JOB_LIMIT = 64 * 1024 * 1024
 #: Header of the keep-alive requests (HTTP/1.1 keeps the connection by default).
 _HEADER = (
     "{method} {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
@@ -65,7 +67,7 @@ class Connection:
         self._writer: asyncio.StreamWriter | None = None
 
     async def open(self) -> None:
-        """Connect, unless connected."""
+        """Connect, unless connected (then the connection is kept)."""
         if self._writer is None or self._writer.is_closing():
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
 
@@ -143,7 +145,7 @@ async def run_job(
 
     Args:
         job: the job.
-        connections: the connections kept between jobs (grown as needed).
+        connections: the client's connections (grown as needed, reconnected per job).
         go: set when the parent says go.
         out: where ``{"ready": true}`` is written.
 
@@ -155,6 +157,10 @@ async def run_job(
     while len(connections) < len(workers):
         connections.append(Connection(job["host"], int(job["port"])))
     for connection in connections[: len(workers)]:
+        # The server closes connections idle for its keep-alive timeout (uvicorn: 5 s),
+        # and preparing the next measurement takes longer: every job connects anew,
+        # before its warm-up.
+        connection.close()
         await connection.open()
     states = [dict(w["state"]) for w in workers]
     latencies: list[float] = []
@@ -192,7 +198,7 @@ async def main_async() -> int:
         The exit code.
     """
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
+    reader = asyncio.StreamReader(limit=JOB_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     connections: list[Connection] = []
     while line := await reader.readline():
