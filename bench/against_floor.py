@@ -27,6 +27,7 @@ the service's statements (its requests go through the same service).
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from typing import TextIO
 
@@ -64,6 +65,8 @@ class FloorSize:
 
     Attributes:
         ops: timed items per measurement for an operation of scale 1.
+        min_ops: timed items per measurement at least, whatever the scale (so that an
+            expensive set-up still gives a measurement longer than a blink).
         warmup: untimed items per worker first (scaled down for expensive set-ups).
         repeats: rounds per group and concurrency (each side once per round).
         concurrency: the concurrency levels.
@@ -78,6 +81,7 @@ class FloorSize:
     repeats: int
     concurrency: tuple[int, ...]
     census: int
+    min_ops: int = 1
     warm_ops: int = 0
     http: bool = True
 
@@ -91,7 +95,7 @@ class FloorSize:
         Returns:
             (timed, warmup) per worker.
         """
-        timed = max(1, math.ceil(self.ops * scale / concurrency))
+        timed = math.ceil(max(self.min_ops, self.ops * scale) / concurrency)
         if scale >= 0.5:
             return timed, self.warmup
         return timed, min(self.warmup, 1) if scale >= 0.1 else 0
@@ -109,9 +113,10 @@ FULL_CONCURRENCY = (1, 8, 32)
 FULL = FloorSize(
     ops=240,
     warmup=3,
-    repeats=3,
+    repeats=5,
     concurrency=FULL_CONCURRENCY,
     census=3,
+    min_ops=64,
     warm_ops=PLAN_WARM_EXECUTIONS * (max(FULL_CONCURRENCY) + POOL_SPARE),
 )
 #: The smoke test's size: every group and side once.
@@ -130,6 +135,7 @@ class Side:
             the operations' common signature, no side here uses it.
         request: the HTTP request of an item (None in-process).
         prepare: its own preparation (None: the group's).
+        scale: its own share of `FloorSize.ops` (None: the group's).
     """
 
     key: str
@@ -138,6 +144,7 @@ class Side:
     run: Run | None = None
     request: RequestBuilder | None = None
     prepare: Prepare | None = None
+    scale: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -224,7 +231,15 @@ async def _floor_poll(world: BenchWorld, http: AsgiClient, item: Item) -> object
     return delivered
 
 
-_F1 = Side(key="F1", label="floor: one CTE statement", workers="raw", run=_f1, prepare=_QUIET)
+#: The floor, in every group at its full size: its items are cheap to prepare.
+_F1 = Side(
+    key="F1",
+    label="floor: one CTE statement",
+    workers="raw",
+    run=_f1,
+    prepare=_QUIET,
+    scale=1.0,
+)
 
 
 def _operation(name: str, floor_label: str, run: Run, request: RequestBuilder) -> Group:
@@ -282,7 +297,7 @@ class _Context:
 async def _measure(
     ctx: _Context, group: Group, side: Side, concurrency: int, size: FloorSize
 ) -> Timing:
-    timed, warmup = size.items(group.scale, concurrency)
+    timed, warmup = size.items(group.scale if side.scale is None else side.scale, concurrency)
     workers = ctx.world.workers[side.workers][:concurrency]
     work = await (side.prepare or group.prepare)(ctx.world, workers, timed + warmup)
     if side.request is not None:
@@ -395,8 +410,16 @@ async def run_floor_suite(
             ctx.server, ctx.client = server, client
             if size.warm_ops:
                 warm = attrs.evolve(size, ops=size.warm_ops, repeats=1, concurrency=(most,))
+                started = time.monotonic()
                 for group in groups:
                     await measure_group(ctx, attrs.evolve(group, scale=1.0), most, warm)
+                if out is not None:
+                    print(
+                        f"(a discarded warm round of {size.warm_ops} operations per side at"
+                        f" concurrency {most} took {time.monotonic() - started:.0f} s)",
+                        file=out,
+                        flush=True,
+                    )
             for group in groups:
                 for concurrency in size.concurrency:
                     result = await measure_group(ctx, group, concurrency, size)

@@ -8,13 +8,15 @@ CPU milliseconds per operation of this process (in-process sides) or of the serv
 throughput as a share of the floor (``F1``) measured in the same rounds.
 
 The report after the run: the table of the issue (ops/s and share of the floor at each
-concurrency), the cost table (CPU per operation, service over its one-statement version,
-HTTP over in-process) and each side's statement list.
+concurrency), the cost table (CPU per operation at the middle concurrency and the
+throughput the cores allow at that cost), the ratios (service over its one-statement
+version, HTTP over in-process, service over the floor) and each side's statement list.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import statistics
 from collections.abc import Callable, Sequence
 from typing import TextIO
@@ -255,40 +257,59 @@ def report(results: Sequence[GroupResult], counts: Census, out: TextIO) -> None:
     _report_statements(grouped, out)
 
 
+def _total(parts: Sequence[float | None]) -> float | None:
+    known = [p for p in parts if p is not None]
+    return sum(known) if known else None
+
+
 def _report_costs(grouped: dict[str, list[GroupResult]], levels: list[int], out: TextIO) -> None:
     middle = levels[len(levels) // 2]
-    at = " / ".join(str(c) for c in levels)
+    cores = os.cpu_count() or 1
     print(
-        f"\ncost per operation at concurrency {middle} (CPU ms: py = this process in-process,"
-        f" the server over HTTP; pg = all PostgreSQL processes; cli = the load client), and"
-        f" ratios at {at}:",
+        f"\ncost per operation at concurrency {middle} (CPU ms; py: this process in-process,"
+        f" the server over HTTP; pg: all PostgreSQL processes; cli: the load client;"
+        f" ceiling: the ops/s {cores} cores allow at that total, where CPU binds):",
         file=out,
     )
     print(
-        f"{'operation':<25} {'floor py/pg':>12} {'service py/pg':>14} {'http srv/pg/cli':>16}"
-        f"  {'service / floor':<20} http / service",
+        f"{'row':<66} {'py ms':>6} {'pg ms':>6} {'cli ms':>6} {'total':>6} {'ceiling':>7}"
+        f" {'ops/s':>6}",
+        file=out,
+    )
+    for group, rows in grouped.items():
+        row = next((r for r in rows if r.concurrency == middle), rows[-1])
+        for side in row.sides:
+            if side.key == "F1" and group != "floors":
+                continue
+            m = side.measured
+            parts = [
+                m.cpu_ms(_cpu_self(side.key)),
+                m.cpu_ms(lambda c: c.postgres),
+                m.cpu_ms(lambda c: c.client),
+            ]
+            total = _total(parts)
+            ceiling = "-" if not total else f"{cores * MS_PER_SECOND / total:.0f}"
+            print(
+                f"{_row_label(group, side.label)[:66]:<66} "
+                + " ".join(f"{_ms(p):>6}" for p in (*parts, total))
+                + f" {ceiling:>7} {m.per_second:>6.0f}",
+                file=out,
+            )
+    at = " / ".join(str(c) for c in levels)
+    print(f"\nratios at {at}:", file=out)
+    print(
+        f"{'operation':<25} {'service / one statement':<24} {'HTTP / service':<20}"
+        " service / floor (F1)",
         file=out,
     )
     for group, rows in grouped.items():
         if group == "floors":
             continue
-        row = next((r for r in rows if r.concurrency == middle), rows[-1])
-
-        def cost(key: str, row: GroupResult = row) -> str:
-            side = row.side(key)
-            if side is None:
-                return "-"
-            m = side.measured
-            parts = [m.cpu_ms(_cpu_self(key)), m.cpu_ms(lambda c: c.postgres)]
-            if key == "http":
-                parts.append(m.cpu_ms(lambda c: c.client))
-            return "/".join(_ms(p) for p in parts)
-
-        svc_floor = _per_concurrency(rows, lambda r: r.ratio("service", "floor"), ".2f")
-        http_svc = _per_concurrency(rows, lambda r: r.ratio("http", "service"), ".2f")
         print(
-            f"{group:<25} {cost('floor'):>12} {cost('service'):>14} {cost('http'):>16}"
-            f"  {svc_floor:<20} {http_svc}",
+            f"{group:<25} "
+            f"{_per_concurrency(rows, lambda r: r.ratio('service', 'floor'), '.2f'):<24} "
+            f"{_per_concurrency(rows, lambda r: r.ratio('http', 'service'), '.2f'):<20} "
+            f"{_per_concurrency(rows, lambda r: r.ratio('service', 'F1'), '.2f')}",
             file=out,
         )
 
