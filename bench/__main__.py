@@ -1,12 +1,14 @@
-"""``python -m bench [--quick | --scale | --freshness | --live [--quick] | --profile [name]]``.
+"""``python -m bench [--quick] [--floor|--suite] | --scale | --freshness | --live | --profile``.
 
-- no option: the full suite (`bench.suite`), one table, a few minutes on two cores;
+- no option: the floor table (`bench.against_floor`: every hot operation against an
+  independent floor, in-process and over HTTP against a real ``turnkeeper serve``),
+  then the same-statements table (`bench.suite`: service against a raw psycopg loop of
+  its own statements, and the Litestar app in-process); half an hour on two cores;
+- ``--floor`` or ``--suite``: only one of the two tables;
 - ``--quick``: the same at a tiny size (what the smoke test runs);
 - ``--scale``: the growth run (`bench.scale`): 10k threads and 1M messages loaded with
   COPY, then send, history read, event poll and run finish against the small tables;
 - ``--freshness``: the older freshness-gate benchmark (`bench.freshness`);
-- ``--live [--quick]``: live delivery (`bench.live`): delivery latency through streams,
-  long-polls and 5 Hz polling, and the cost of idle streams;
 - ``--profile [name ...]``: pyinstrument profiles of the service and HTTP sides of the
   operations whose name contains one of the names (all without a name), `bench.profile`.
 """
@@ -23,17 +25,35 @@ from typing import TextIO
 
 import structlog
 
-from bench import freshness, scale
+from bench import against_floor, freshness, scale
 from bench import live as bench_live
+from bench.floor_report import LINE_HEADER
+from bench.floor_report import report as floor_report
 from bench.harness import BENCH_DATABASE_PREFIX, bench_server, server_version
 from bench.suite import FULL, HEADER, QUICK, format_row, report_details, run_suite
 from turnkeeper.adapters.postgres.databases import scratch_database
 
-_OPTIONS = ("--quick", "--scale", "--freshness", "--live", "--profile")
+_ALONE = ("--scale", "--freshness", "--profile")
+_TABLES = ("--floor", "--suite")
 _USAGE = (
-    "usage: python -m bench [--quick | --scale | --freshness | --live [--quick]"
-    " | --profile [name ...]]"
+    "usage: python -m bench [--quick] [--floor | --suite] | --scale | --freshness"
+    " | --live [--quick] | --profile [name ...]"
 )
+
+
+def _understood(argv: Sequence[str]) -> bool:
+    if argv[:1] == ["--live"]:
+        return argv[1:] in ([], ["--quick"])
+    if argv[:1] and argv[0] in _ALONE:
+        return argv[0] == "--profile" or len(argv) == 1
+    tables = [a for a in argv if a in _TABLES]
+    rest = [a for a in argv if a not in _TABLES and a != "--quick"]
+    return not rest and len(tables) <= 1 and argv.count("--quick") <= 1
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
 
 
 def _machine() -> str:
@@ -61,9 +81,7 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
         The exit code.
     """
     profile_names = list(argv[1:]) if argv[:1] == ["--profile"] else None
-    unknown = [a for a in argv if a not in _OPTIONS]
-    live = argv[:1] == ["--live"] and argv[1:] in ([], ["--quick"])
-    if profile_names is None and not live and (unknown or len(argv) > 1):
+    if not _understood(argv):
         print(f"{_USAGE} (not understood: {' '.join(argv)})", file=sys.stderr)
         return 2
     if "--freshness" in argv:
@@ -82,25 +100,45 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
 
             await run_profile(conninfo, profile_names, out)
             return 0
-        if live:
+        if argv[:1] == ["--live"]:
             return await bench_live.main_async(conninfo, "--quick" in argv, out)
         if "--scale" in argv:
             await scale.run_scale(conninfo, out, data_dir=server.data_dir)
             return 0
-        size = QUICK if "--quick" in argv else FULL
-        print(LEGEND, file=out)
-        print(HEADER, file=out, flush=True)
-        rows = await run_suite(
-            conninfo,
-            size,
-            data_dir=server.data_dir,
-            on_row=lambda row: print(format_row(row), file=out, flush=True),
-        )
-    report_details(rows, out)
+        quick = "--quick" in argv
+        if "--suite" not in argv:
+            print(f"\n{_load()}\n{FLOOR_LEGEND}\n{LINE_HEADER}", file=out, flush=True)
+            results, counts = await against_floor.run_floor_suite(
+                conninfo, against_floor.QUICK if quick else against_floor.FULL, out=out
+            )
+            floor_report(results, counts, out)
+            print(_load(), file=out, flush=True)
+        if "--floor" not in argv:
+            # Its own database: each table builds its world (and owner) from scratch.
+            async with scratch_database(
+                server.conninfo, prefix=BENCH_DATABASE_PREFIX
+            ) as suite_conninfo:
+                print(f"\n{_load()}\n{LEGEND}\n{HEADER}", file=out, flush=True)
+                rows = await run_suite(
+                    suite_conninfo,
+                    QUICK if quick else FULL,
+                    data_dir=server.data_dir,
+                    on_row=lambda row: print(format_row(row), file=out, flush=True),
+                )
+            report_details(rows, out)
+            print(_load(), file=out, flush=True)
     return 0
 
 
-#: What the columns of the table mean.
+#: What the columns of the floor table mean.
+FLOOR_LEGEND = (
+    "floor table: ops/s of all workers (median round), spread of the rounds, p50 latency;"
+    " rt/op and st/op: round trips and statements per operation (libpq trace; BEGIN and"
+    " COMMIT included; HTTP: the service's); py ms: CPU per operation of this process"
+    " (HTTP: of the server); pg ms: of all PostgreSQL processes; cli ms: of the load"
+    " client; of F1: throughput over 'floor: one CTE statement' of the same rounds"
+)
+#: What the columns of the same-statements table mean.
 LEGEND = (
     "ops/s of all workers; p50/p99: service latency; svc/raw: service vs raw psycopg loop;"
     " http/svc: Litestar in-process vs service; stmts: statements per operation"

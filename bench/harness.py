@@ -35,6 +35,7 @@ from psycopg.abc import Params, Query
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
+from bench.cpu import Cpu, CpuProbe
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.uow import PREPARE_THRESHOLD, Conn
@@ -60,6 +61,16 @@ STATEMENT_NAMES: dict[str, str] = {
 }
 
 _SPACE = re.compile(r"\s+")
+
+
+def name_statement(text: str, name: str) -> None:
+    """Give a statement outside the generated queries a name in the trace.
+
+    Args:
+        text: the statement exactly as executed.
+        name: its name (``FloorCreateMessage``).
+    """
+    STATEMENT_NAMES[text] = name
 
 
 def statement_name(query: Query) -> str:
@@ -167,12 +178,15 @@ class Timing:
         seconds: wall time of the timed phase.
         latencies: seconds per item, sorted.
         statements: per timed item, the statements it ran (names, COMMIT included).
+        cpu: CPU seconds of the processes involved during the timed phase (None: not
+            measured).
     """
 
     ops: int
     seconds: float
     latencies: list[float]
     statements: list[tuple[str, ...]]
+    cpu: Cpu | None = None
 
     @property
     def per_second(self) -> float:
@@ -212,7 +226,9 @@ class Timing:
 Call = Callable[[_T], Awaitable[object]]
 
 
-async def drive(work: Sequence[Sequence[_T]], call: Call[_T], warmup: int) -> Timing:
+async def drive(
+    work: Sequence[Sequence[_T]], call: Call[_T], warmup: int, probe: CpuProbe | None = None
+) -> Timing:
     """Run each worker's items in order, all workers at once, timing each item.
 
     The first `warmup` items of every worker run untimed (connections, plan caches and
@@ -222,6 +238,7 @@ async def drive(work: Sequence[Sequence[_T]], call: Call[_T], warmup: int) -> Ti
         work: per worker, its items.
         call: runs one item.
         warmup: untimed items per worker.
+        probe: reads the CPU of the processes involved around the timed phase.
 
     Returns:
         The timing of the timed items.
@@ -243,11 +260,16 @@ async def drive(work: Sequence[Sequence[_T]], call: Call[_T], warmup: int) -> Ti
             statements.append(tuple(trace))
 
     await asyncio.gather(*(untimed(items) for items in work))
+    reading = None if probe is None else probe.read()
     started = time.perf_counter()
     await asyncio.gather(*(timed(items) for items in work))
     elapsed = time.perf_counter() - started
     return Timing(
-        ops=len(latencies), seconds=elapsed, latencies=sorted(latencies), statements=statements
+        ops=len(latencies),
+        seconds=elapsed,
+        latencies=sorted(latencies),
+        statements=statements,
+        cpu=None if probe is None or reading is None else probe.since(reading),
     )
 
 
@@ -412,6 +434,7 @@ __all__ = [
     "drive",
     "gather_limited",
     "memory",
+    "name_statement",
     "open_traced_pool",
     "server_version",
     "statement_name",

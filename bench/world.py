@@ -121,6 +121,26 @@ class BenchWorld:
         )
 
 
+def _services(pool: AsyncConnectionPool[Conn], key: bytes) -> Services:
+    settings = Settings(rl_message_burst=BENCH_BURST, pool_max_size=pool.max_size)
+    return build_services(
+        PostgresUnitOfWorkFactory(pool), settings, SystemClock(), UuidV7Generator(), JwtSigner(key)
+    )
+
+
+def rebind(world: BenchWorld, pool: AsyncConnectionPool[Conn]) -> BenchWorld:
+    """The same world (database, workers, key) with services and pool on another pool.
+
+    Args:
+        world: the world.
+        pool: the other pool (for example the census's one traced connection).
+
+    Returns:
+        A world whose services and floor functions use `pool`.
+    """
+    return attrs.evolve(world, services=_services(pool, world.key), pool=pool)
+
+
 async def build_world(pool: AsyncConnectionPool[Conn], workers_per_side: int) -> BenchWorld:
     """Create the bench world on a migrated, empty database.
 
@@ -132,10 +152,7 @@ async def build_world(pool: AsyncConnectionPool[Conn], workers_per_side: int) ->
         The world.
     """
     key = os.urandom(32)
-    settings = Settings(rl_message_burst=BENCH_BURST, pool_max_size=pool.max_size)
-    services = build_services(
-        PostgresUnitOfWorkFactory(pool), settings, SystemClock(), UuidV7Generator(), JwtSigner(key)
-    )
+    services = _services(pool, key)
     admin = services.admin
     robin = await admin.ensure_owner("robin", None)
     assert robin is not None
@@ -185,4 +202,12 @@ async def build_world(pool: AsyncConnectionPool[Conn], workers_per_side: int) ->
     )
 
 
-__all__ = ["BENCH_BURST", "SETUP_CONCURRENCY", "SIDES", "BenchWorld", "Worker", "build_world"]
+__all__ = [
+    "BENCH_BURST",
+    "SETUP_CONCURRENCY",
+    "SIDES",
+    "BenchWorld",
+    "Worker",
+    "build_world",
+    "rebind",
+]

@@ -3,16 +3,103 @@
 from __future__ import annotations
 
 import io
+import os
+import time
 
+import psycopg
+
+from bench import against_floor
+from bench.cpu import CpuProbe, children, postmaster_pid, process_cpu, tree_cpu
+from bench.floor_report import report as floor_report
 from bench.freshness import CONCURRENCY, QUICK, report, run
 from bench.harness import statement_name
 from bench.operations import OPERATIONS
 from bench.suite import HEADER, format_row, run_suite, warning
 from bench.suite import QUICK as SUITE_QUICK
 from bench.suite import report as suite_report
+from tests.conftest import TEST_DATABASE_ENV
 
 #: Profiled items per side in the smoke test (enough for pyinstrument to take samples).
 PROFILE_SMOKE_ITEMS = 20
+#: CPU seconds the probe test burns (well above the 10 ms of a clock tick).
+BURN_SECONDS = 0.05
+
+
+async def test_quick_floor_table_measures_every_group_on_every_side(pg_conninfo: str) -> None:
+    results, counts = await against_floor.run_floor_suite(pg_conninfo, against_floor.QUICK)
+
+    assert [(r.group, r.concurrency) for r in results] == [
+        (g.name, c) for g in against_floor.GROUPS for c in against_floor.QUICK.concurrency
+    ]
+    for result in results:
+        group = next(g for g in against_floor.GROUPS if g.name == result.group)
+        assert [s.key for s in result.sides] == [s.key for s in group.sides]
+        for side in result.sides:
+            timing = side.measured.median
+            assert timing.ops > 0
+            assert timing.per_second > 0
+            assert timing.cpu is not None
+            if side.key == "http":
+                assert timing.cpu.server is not None
+                assert timing.cpu.client is not None
+            else:
+                assert timing.cpu.python is not None
+        assert result.ratio("F1", "F1") == 1.0
+    # The floors' round trips are what they are built for; the service's are counted too.
+    for (group_name, key), (round_trips, statements) in counts.items():
+        if key in ("F1", "F3", "F4", "floor"):
+            assert round_trips == 1, (group_name, key)
+        if key == "F2":
+            assert (round_trips, statements) == (5, 5)
+        if key == "service":
+            assert round_trips >= 1, group_name
+            assert statements >= round_trips, group_name
+    out = io.StringIO()
+    floor_report(results, counts, out)
+    text = out.getvalue()
+    assert "share of the floor" in text
+    assert "message opens run: service" in text
+    assert "statements per operation" in text
+
+
+def test_the_cpu_probe_counts_this_process_and_its_children() -> None:
+    probe = CpuProbe(postmaster=os.getpid())
+    start = probe.read()
+    before = process_cpu(os.getpid())
+    begun = time.process_time()
+    while time.process_time() - begun < BURN_SECONDS:
+        pass
+
+    used = probe.since(start)
+    after = process_cpu(os.getpid())
+
+    assert used.python is not None
+    assert used.python >= BURN_SECONDS
+    assert before is not None
+    assert after is not None
+    assert after - before >= BURN_SECONDS / 2
+    assert used.postgres is not None
+    assert used.postgres >= BURN_SECONDS / 2
+    own = process_cpu(os.getpid())
+    tree = tree_cpu(os.getpid())
+    assert own is not None
+    assert tree is not None
+    assert tree >= own
+
+
+async def test_the_postmaster_is_found_from_a_backend(pg_conninfo: str) -> None:
+    pid = await postmaster_pid(pg_conninfo)
+
+    # An external test server may run on another machine: then there is no pid here.
+    if pid is None:
+        assert os.environ.get(TEST_DATABASE_ENV)
+        return
+    async with await psycopg.AsyncConnection.connect(pg_conninfo) as conn:
+        cur = await conn.execute("SELECT pg_backend_pid()")
+        row = await cur.fetchone()
+        assert row is not None
+        assert row[0] in children(pid)
+    assert (tree_cpu(pid) or 0.0) > 0.0
 
 
 async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: str) -> None:
