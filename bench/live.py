@@ -230,8 +230,33 @@ class World:
 
 
 async def _feed_end(http: httpx.AsyncClient, url: str, token: str) -> int:
-    page = (await http.get(f"{url}/v1/agent/events?limit=500", headers=_bearer(token))).json()
-    return int(page["next_after"])
+    """The cursor after everything in an agent's feed now."""
+    after = 0
+    while True:
+        page = (
+            await http.get(
+                f"{url}/v1/agent/events",
+                params={"after": after, "limit": 500},
+                headers=_bearer(token),
+            )
+        ).json()
+        if page["next_after"] == after:
+            return after
+        after = int(page["next_after"])
+
+
+async def _recover(
+    http: httpx.AsyncClient, url: str, token: str, after: int, message_id: str
+) -> None:
+    """End the run of a lost delivery, so that the next post opens a run again."""
+    page = (
+        await http.get(
+            f"{url}/v1/agent/events", params={"after": after, "limit": 500}, headers=_bearer(token)
+        )
+    ).json()
+    for event in page["events"]:
+        if event["type"] == "agent.invocation" and event["payload"]["message_id"] == message_id:
+            await _end_run(http, url, token, event)
 
 
 async def _latency(
@@ -246,13 +271,14 @@ async def _latency(
     lotse = world.token("lotse")
     arrivals: asyncio.Queue[tuple[float, dict[str, Any]]] = asyncio.Queue()
     receive = RECEIVERS[mode]
+    start = await _feed_end(http, receiver.url, lotse)
     tasks = [
         asyncio.create_task(
             receive(
                 http,
                 receiver.url,
                 lotse,
-                await _feed_end(http, receiver.url, lotse),
+                start,
                 lambda at, event: arrivals.put_nowait((at, event)),
             )
         )
@@ -282,6 +308,7 @@ async def _latency(
                 )
             except TimeoutError:
                 lost += 1
+                await _recover(http, poster.url, lotse, start, str(posted.json()["id"]))
                 continue
             if number >= size.warmup:
                 latencies.append(max(0.0, arrived - returned) * MS_PER_S)

@@ -75,6 +75,25 @@ async def _static(path: str, body: Any = None, unknown: str | None = None) -> Pr
     return Prepared(path=path, body=body, unknown_path=unknown)
 
 
+def stream_route(path: str) -> Prepare:
+    """A stream that ends at once: the process is shutting down, and nothing is readable.
+
+    An in-memory client only hands over a complete answer, so the success of a stream is
+    its 200 with an empty, completed body; the streaming itself is tested in
+    tests/integration/http/test_http_live.py.
+    """
+
+    async def prepare(hw: HttpWorld) -> Prepared:
+        hw.services.live.close()
+        return Prepared(path=f"{path}?after={FAR_AFTER}")
+
+    return prepare
+
+
+#: A cursor beyond every event of the sweep.
+FAR_AFTER = 10**12
+
+
 def thread_route(suffix: str, body: Any = None) -> Prepare:
     async def prepare(hw: HttpWorld) -> Prepared:
         thread = hw.main_thread("allgemein")
@@ -244,6 +263,15 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ),
     ("get", "/v1/events"): RouteCase(
         rule=Rule.ANYONE, success=200, prepare=lambda hw: _static("/v1/events")
+    ),
+    ("get", "/v1/events/stream"): RouteCase(
+        rule=Rule.ANYONE, success=200, prepare=stream_route("/v1/events/stream")
+    ),
+    ("get", "/v1/agent/events/stream"): RouteCase(
+        rule=Rule.AGENT_LEVEL,
+        needs=Level.NONE,
+        success=200,
+        prepare=stream_route("/v1/agent/events/stream"),
     ),
     ("post", "/v1/channels/{channel_id}/threads"): RouteCase(
         rule=Rule.LEVEL,

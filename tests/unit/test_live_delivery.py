@@ -31,6 +31,7 @@ from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.errors import RateLimited, ValidationFailed
 from turnkeeper.domain.events import EventType
 from turnkeeper.domain.messaging import MessageDraft
+from turnkeeper.domain.runs import RunState
 
 #: Bound of a wait for something that must happen at once.
 BOUND_SECONDS = 5.0
@@ -356,3 +357,65 @@ def test_any_commits_and_reconnects_deliver_each_visible_event_once_in_seq_order
 ) -> None:
     received, visible = asyncio.run(_run_steps(steps, reader))
     assert received == visible
+
+
+# -- a backlog of undeliverable events ------------------------------------------------------
+
+
+async def _ended_invocations(live: Live, count: int) -> None:
+    """`count` invocations of Lotse whose runs ended: skipped by every later read."""
+    lotse = live.world.principal("lotse")
+    for _ in range(count):
+        await live.post("alex", "eskalation", mention="lotse")
+        page = await live.services.runs.poll(lotse, after=0, limit=500)
+        (queued,) = page.deliveries
+        assert queued.invocation_token is not None
+        run_id = queued.event.resource_id
+        await live.services.runs.start(lotse, run_id, queued.invocation_token)
+        await live.services.runs.finish(lotse, run_id, RunState.COMPLETED, None)
+
+
+@pytest.fixture
+async def small_pages() -> Live:
+    """A world whose pages hold `SMALL_PAGE` events, with a backlog longer than a page."""
+    clock = FakeClock()
+    factory = MemoryUnitOfWorkFactory()
+    waker = InstantWaker(factory.waker, clock)
+    settings_ = attrs.evolve(_settings(), page_default_limit=SMALL_PAGE)
+    services = build_services(
+        factory, settings_, clock, SequentialIds(), JwtSigner(TEST_KEY), waker=waker
+    )
+    live = Live(
+        services=services,
+        world=await build_demo_world(services),
+        clock=clock,
+        waker=waker,
+        factory=factory,
+    )
+    await _ended_invocations(live, SMALL_PAGE * 2)
+    await live.post("alex", "eskalation", mention="lotse")
+    return live
+
+
+#: Events per page in the backlog tests.
+SMALL_PAGE = 2
+
+
+async def test_a_long_poll_reads_past_undeliverable_events_without_waiting(
+    small_pages: Live,
+) -> None:
+    lotse = small_pages.world.principal("lotse")
+    page = await small_pages.services.live.wait_agent_events(lotse, after=0, wait=MAX_WAIT_SECONDS)
+    assert [d.event.type for d in page.deliveries] == [EventType.AGENT_INVOCATION]
+    assert small_pages.waker.waits == 0
+
+
+async def test_an_agent_stream_reads_past_undeliverable_events_without_waiting(
+    small_pages: Live,
+) -> None:
+    lotse = small_pages.world.principal("lotse")
+    async with await small_pages.services.live.open_agent_events(lotse) as stream:
+        page = await anext(stream)
+    assert isinstance(page, AgentEventPage)
+    assert [d.event.type for d in page.deliveries] == [EventType.AGENT_INVOCATION]
+    assert small_pages.waker.waits == 0

@@ -47,6 +47,16 @@ class Heartbeat:
 HEARTBEAT: Final = Heartbeat()
 
 
+def _moved(page: EventPage | AgentEventPage, before: int | None) -> bool:
+    """Whether a read may have left readable events behind (read again at once).
+
+    The agent feed skips undeliverable events without a trace in the page, so any page
+    that moved the cursor (or that started from the feed's default position) may have
+    stopped at its size with more to come; an empty page of the shared feed never moves.
+    """
+    return before is None or page.next_after != before
+
+
 def _size(page: EventPage | AgentEventPage) -> int:
     if isinstance(page, EventPage):
         return len(page.events)
@@ -284,11 +294,16 @@ class LiveDelivery:
         budget = wait
         with self._waker.listen(feed) as listener:
             generation = self._waker.generation
-            page = await read(after)
+            before, page = after, await read(after)
             while not _size(page) and not self._waker.closed:
                 remaining = min(budget, deadline - self._clock.now())
                 if remaining <= timedelta(0):
                     break
+                if _moved(page, before):
+                    # Only undeliverable events were read (invocations of runs that are
+                    # no longer queued): more may follow at once.
+                    before, page = page.next_after, await read(page.next_after)
+                    continue
                 step = min(remaining, self._heartbeat)
                 woken = await listener.wait(step)
                 if not woken:
@@ -296,7 +311,7 @@ class LiveDelivery:
                     if self._waker.generation == generation:
                         continue
                 generation = self._waker.generation
-                page = await read(page.next_after)
+                before, page = page.next_after, await read(page.next_after)
         return page
 
     # -- streams ---------------------------------------------------------------------------
@@ -334,14 +349,7 @@ class LiveDelivery:
         async def read(cursor: int | None) -> AgentEventPage:
             return await self._runs.poll(agent, after=cursor, limit=size)
 
-        def more(page: AgentEventPage, before: int | None) -> bool:
-            # Undeliverable events are skipped without a trace in the page, so any
-            # page that moved the cursor may have left events behind.
-            if before is None:
-                return bool(page.deliveries)
-            return page.next_after != before
-
-        return await self._open_stream(agent, agent.id, after, read, more)
+        return await self._open_stream(agent, agent.id, after, read, _moved)
 
     async def _open_stream(
         self,
