@@ -248,7 +248,13 @@ async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> No
     elif owner is not None and config.owner_token is None:
         _print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
     app = create_app(backend.services, config.settings, backend.readiness)
-    server = guarded_server(app, host=args.host, port=args.port, settings=config.settings)
+    server = guarded_server(
+        app,
+        host=args.host,
+        port=args.port,
+        settings=config.settings,
+        live=backend.services.live,
+    )
     jobs = None if args.no_jobs else asyncio.create_task(run_jobs_forever(backend.services))
     try:
         await server.serve()

@@ -31,6 +31,8 @@ import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from turnkeeper.adapters.http.shutdown import StreamClosingServer
+from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.settings import Settings
 
 #: Descriptors the process needs besides client connections and the database pool: the
@@ -205,8 +207,13 @@ def connection_budget(settings: Settings) -> int:
     return budget
 
 
-def guarded_server(app: Any, *, host: str, port: int, settings: Settings) -> uvicorn.Server:
+def guarded_server(
+    app: Any, *, host: str, port: int, settings: Settings, live: LiveDelivery
+) -> uvicorn.Server:
     """The uvicorn server of ``turnkeeper serve``, with the guard of this module.
+
+    It ends the process's event streams before it waits for open answers at shutdown
+    (`StreamClosingServer`), so that clients reconnect with Last-Event-ID.
 
     Args:
         app: the ASGI application.
@@ -214,6 +221,7 @@ def guarded_server(app: Any, *, host: str, port: int, settings: Settings) -> uvi
         port: the port.
         settings: for ``http.header_timeout``, ``http.max_connections`` and
             ``database.pool_max_size``.
+        live: the live delivery service of the application (its streams end first).
 
     Returns:
         The server; run it with ``await server.serve()``.
@@ -222,7 +230,7 @@ def guarded_server(app: Any, *, host: str, port: int, settings: Settings) -> uvi
         header_timeout=settings.header_timeout.total_seconds(),
         max_connections=connection_budget(settings),
     )
-    return uvicorn.Server(
+    return StreamClosingServer(
         uvicorn.Config(
             app,
             host=host,
@@ -232,5 +240,6 @@ def guarded_server(app: Any, *, host: str, port: int, settings: Settings) -> uvi
             log_config=None,  # adapters.logging owns the format
             access_log=False,  # the HTTP adapter logs every request itself
             lifespan="on",
-        )
+        ),
+        live,
     )
