@@ -397,14 +397,8 @@ async def _operations() -> list[tuple[str, str]]:
     ]
 
 
-#: Routes whose success is an endless text/event-stream, which this request-and-answer
-#: sweep cannot read to its end; their rules (who may open them, what each reader gets)
-#: are tested in tests/integration/http/test_http_live.py and test_live_delivery.py.
-STREAM_ROUTES = frozenset({("get", "/v1/events/stream"), ("get", "/v1/agent/events/stream")})
-
-
 async def test_the_table_covers_every_route_of_the_openapi_document() -> None:
-    assert set(await _operations()) == set(ROUTES) | STREAM_ROUTES
+    assert set(await _operations()) == set(ROUTES)
 
 
 def _without_correlation(body: dict[str, Any]) -> dict[str, Any]:
