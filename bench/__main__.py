@@ -1,7 +1,9 @@
-"""``python -m bench [--quick | --scale | --freshness | --profile [name]]``: the benchmarks.
+"""``python -m bench [--quick] [name ...] | --scale | --freshness | --profile [name ...]``.
 
 - no option: the full suite (`bench.suite`), one table, a few minutes on two cores;
-- ``--quick``: the same at a tiny size (what the smoke test runs);
+- ``name ...``: only the operations whose name contains one of the names (``finish``
+  measures the four finish rows), at the full size or with ``--quick``;
+- ``--quick``: the suite at a tiny size (what the smoke test runs);
 - ``--scale``: the growth run (`bench.scale`): 10k threads and 1M messages loaded with
   COPY, then send, history read, event poll and run finish against the small tables;
 - ``--freshness``: the older freshness-gate benchmark (`bench.freshness`);
@@ -23,10 +25,13 @@ import structlog
 
 from bench import freshness, scale
 from bench.harness import bench_server, scratch_database, server_version
+from bench.operations import OPERATIONS
 from bench.suite import FULL, HEADER, QUICK, format_row, report_details, run_suite
 
 _OPTIONS = ("--quick", "--scale", "--freshness", "--profile")
-_USAGE = "usage: python -m bench [--quick | --scale | --freshness | --profile [name ...]]"
+_USAGE = (
+    "usage: python -m bench [--quick] [name ...] | --scale | --freshness | --profile [name ...]"
+)
 
 
 def _machine() -> str:
@@ -54,8 +59,13 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
         The exit code.
     """
     profile_names = list(argv[1:]) if argv[:1] == ["--profile"] else None
-    unknown = [a for a in argv if a not in _OPTIONS]
-    if profile_names is None and (unknown or len(argv) > 1):
+    names = [a for a in argv if not a.startswith("--")]
+    flags = [a for a in argv if a.startswith("--")]
+    operations = tuple(o for o in OPERATIONS if not names or any(n in o.name for n in names))
+    understood = all(f in _OPTIONS for f in flags) and (
+        len(flags) <= 1 and (not names or flags in ([], ["--quick"])) and bool(operations)
+    )
+    if profile_names is None and not understood:
         print(f"{_USAGE} (not understood: {' '.join(argv)})", file=sys.stderr)
         return 2
     if "--freshness" in argv:
@@ -81,6 +91,7 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
             conninfo,
             size,
             data_dir=server.data_dir,
+            operations=operations,
             on_row=lambda row: print(format_row(row), file=out, flush=True),
         )
     report_details(rows, out)

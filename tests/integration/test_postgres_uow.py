@@ -19,6 +19,7 @@ from turnkeeper.adapters.postgres.uow import (
 )
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import DenialRecord, ReaderScope, UnitOfWorkFactory
+from turnkeeper.domain.authorization import Action
 from turnkeeper.domain.events import EventType, NewEvent
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
 from turnkeeper.domain.world import (
@@ -413,7 +414,7 @@ async def test_denials_are_aggregated_per_window(pg_uow_factory: UnitOfWorkFacto
     later = AT + timedelta(minutes=5)
     for window in (AT, AT, later):
         async with pg_uow_factory() as uow:
-            await uow.audit.record_denial(s.person.id, "message.create", "no_grant", window)
+            await uow.audit.record_denial(s.person.id, Action.MESSAGE_CREATE, "no_grant", window)
             await uow.commit()
     async with pg_uow_factory() as uow:
         assert await uow.audit.denials(s.person.id) == [

@@ -25,6 +25,7 @@ from turnkeeper.domain.runs import (
     OutcomeKind,
     Run,
     RunState,
+    Transition,
     TriggerFacts,
     answer_verdict,
     decide_trigger,
@@ -122,7 +123,7 @@ def apply(run: Run, step: tuple[str, RunState | None], at: int) -> Run:
         if operation == "end":
             assert target is not None
             return end(run, target, None, when)
-        return move(run, operation, when)
+        return move(run, Transition(operation), when)
     except InvalidStateTransition:
         return run
 

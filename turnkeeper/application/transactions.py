@@ -1,24 +1,27 @@
 """Running a use case as one unit of work: commit, retry, and audit of denials.
 
-`Transactor.run` opens a unit, runs the work, commits, and reruns the whole work on a
+`Transactor.run` opens a unit, runs the work on it (as a `TrackedUnit`, so that the work
+can answer with the rows as they commit), commits, and reruns the whole work on a
 `RetriableConflict` (deadlock, serialization failure, unique-key race) up to
 ``database.tx_retry_max`` times. An `AccessDenied` rolls the unit back and is recorded,
-aggregated, in a unit of its own before it propagates, because the audit must survive
-the refusal it describes.
+aggregated (`turnkeeper.application.audit`), in a unit of its own before it propagates,
+because the audit must survive the refusal it describes.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
 from typing import TypeVar
 
 import structlog
 
+from turnkeeper.application.audit import DenialAudit
 from turnkeeper.application.errors import ApplicationError, RetriableConflict
 from turnkeeper.application.ports import Clock, UnitOfWork, UnitOfWorkFactory
+from turnkeeper.application.ports.audit import DeniedAction
 from turnkeeper.application.settings import Settings
+from turnkeeper.application.tracking import TrackedUnit
 
 T = TypeVar("T")
 
@@ -38,28 +41,14 @@ class AccessDenied(ApplicationError):
         action: what was refused.
     """
 
-    def __init__(self, *, code: str, reason: str, principal_id: uuid.UUID, action: str) -> None:
+    def __init__(
+        self, *, code: str, reason: str, principal_id: uuid.UUID, action: DeniedAction
+    ) -> None:
         super().__init__(code, reason=None if code == "not_found" else reason)
         self.code = code
         self.audit_reason = reason
         self.principal_id = principal_id
         self.action = action
-
-
-def window_start(at: datetime, window: timedelta) -> datetime:
-    """The start of the aggregation window that contains a time.
-
-    Args:
-        at: the time of the denial.
-        window: ``audit.deny_aggregate_window``.
-
-    Returns:
-        `at` rounded down to a multiple of the window since the epoch.
-    """
-    epoch = datetime(1970, 1, 1, tzinfo=at.tzinfo)
-    # Whole-number arithmetic: floor division rounds down also before the epoch, and no
-    # float ever loses a microsecond far from it.
-    return epoch + ((at - epoch) // window) * window
 
 
 class Transactor:
@@ -74,14 +63,14 @@ class Transactor:
     def __init__(self, uow_factory: UnitOfWorkFactory, settings: Settings, clock: Clock) -> None:
         self._uow = uow_factory
         self._settings = settings
-        self._clock = clock
+        self._audit = DenialAudit(clock, settings)
 
-    async def run(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+    async def run(self, work: Callable[[TrackedUnit], Awaitable[T]]) -> T:
         """Run `work` in a unit of work and commit it.
 
         Args:
             work: the use case; it may run more than once, so it must do everything
-                through the unit it is given.
+                through the unit it is given (which remembers what it wrote).
 
         Returns:
             What `work` returned in the attempt that committed.
@@ -95,7 +84,7 @@ class Transactor:
         while True:
             try:
                 async with self._uow() as uow:
-                    result = await work(uow)
+                    result = await work(TrackedUnit(uow))
                     await uow.commit()
                     return result
             except RetriableConflict as exc:
@@ -134,12 +123,11 @@ class Transactor:
         Args:
             denied: the denial.
         """
-        start = window_start(self._clock.now(), self._settings.deny_aggregate_window)
         for _ in range(self._settings.tx_retry_max + 1):
             try:
                 async with self._uow() as uow:
-                    await uow.audit.record_denial(
-                        denied.principal_id, denied.action, denied.audit_reason, start
+                    await self._audit.record(
+                        uow, denied.principal_id, denied.action, denied.audit_reason
                     )
                     await uow.commit()
                     return

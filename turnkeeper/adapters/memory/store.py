@@ -24,7 +24,7 @@ from turnkeeper.domain.events import Event, NewEvent
 from turnkeeper.domain.followups import OPEN_STATES, FollowupState, OpenFollowup
 from turnkeeper.domain.messaging import Message, TriggerState, visible_to
 from turnkeeper.domain.ratelimit import Bucket, take_token
-from turnkeeper.domain.runs import AnswerRun, Run
+from turnkeeper.domain.runs import AnswerRun, Run, RunState
 from turnkeeper.domain.world import Channel, Grant, Principal, Space, Thread, ThreadState
 
 
@@ -364,15 +364,21 @@ class _Runs:
     async def update(self, run: Run) -> None:
         self._t.runs[run.id] = run
 
-    async def lock_due(
-        self, *, states: Sequence[str], before: datetime, field: str, limit: int
-    ) -> list[Run]:
+    async def lock_queued_before(self, before: datetime, limit: int) -> list[Run]:
+        return self._due({RunState.QUEUED}, "created_at", before, limit)
+
+    async def lock_cancel_unconfirmed_before(self, before: datetime, limit: int) -> list[Run]:
+        states = {RunState.RUNNING, RunState.WAITING_INPUT}
+        return self._due(states, "cancel_requested_at", before, limit)
+
+    async def lock_running_unchanged_before(self, before: datetime, limit: int) -> list[Run]:
+        return self._due({RunState.RUNNING}, "updated_at", before, limit)
+
+    def _due(self, states: set[RunState], field: str, before: datetime, limit: int) -> list[Run]:
         due = [
             r
             for r in self._t.runs.values()
-            if r.state.value in states
-            and getattr(r, field) is not None
-            and getattr(r, field) < before
+            if r.state in states and getattr(r, field) is not None and getattr(r, field) < before
         ]
         return sorted(due, key=lambda r: r.id)[:limit]
 

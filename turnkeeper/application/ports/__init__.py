@@ -5,7 +5,13 @@ unit left without commit rolls back. Reads inside a unit see the unit's own writ
 port is defined in the submodule of its concern and named here, its one import path.
 """
 
-from turnkeeper.application.ports.audit import AuditLog, DenialRecord, RateLimitStore
+from turnkeeper.application.ports.audit import (
+    AuditAction,
+    AuditLog,
+    DenialRecord,
+    DeniedAction,
+    RateLimitStore,
+)
 from turnkeeper.application.ports.freshness import (
     FreshnessRepository,
     ThreadFrontier,
@@ -31,10 +37,12 @@ from turnkeeper.application.ports.world import (
 __all__ = [
     "AgentCursor",
     "AgentFeedRepository",
+    "AuditAction",
     "AuditLog",
     "ChannelRepository",
     "Clock",
     "DenialRecord",
+    "DeniedAction",
     "EventLog",
     "FollowupRepository",
     "FreshnessRepository",

@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import attrs
+
+from turnkeeper.domain.authorization import Action
+
+
+class AuditAction(enum.StrEnum):
+    """What a denial refused, beyond the `Action` of a channel or thread."""
+
+    AGENT_INVOKE = "agent.invoke"
+    FOLLOWUP_CREATE = "run.followup.create"
+    AGENT_EVENTS_CONSUME = "agent.events.consume"
+    AGENT_HEARTBEAT = "agent.heartbeat"
+    AGENT_SEND = "agent.send"
+    RUN_UPDATE = "run.update"
+    PRINCIPAL_CREATE = "principal.create"
+    SPACE_CREATE = "space.create"
+    CHANNEL_CREATE = "channel.create"
+    CHANNEL_BEHAVIOR = "channel.behavior"
+    CHANNEL_OPERATOR = "channel.operator"
+    CHANNEL_ARCHIVE = "channel.archive"
+    GRANT_CREATE = "grant.create"
+    GRANT_DELETE = "grant.delete"
+    AGENT_CONFIG = "agent.config"
+
+
+#: The action of an audited denial: an authorization action or one of the services'.
+DeniedAction: TypeAlias = Action | AuditAction
 
 
 @attrs.frozen(kw_only=True)
@@ -32,7 +59,7 @@ class AuditLog(Protocol):
     """Audit of authorization denials, aggregated per window."""
 
     async def record_denial(
-        self, principal_id: uuid.UUID, action: str, reason: str, window_start: datetime
+        self, principal_id: uuid.UUID, action: DeniedAction, reason: str, window_start: datetime
     ) -> None:
         """Count a denial in the row of its principal, action, reason and window."""
         ...

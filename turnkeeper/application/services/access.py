@@ -70,7 +70,7 @@ async def require(
             code=decision.code or "forbidden",
             reason=str(decision.reason or ""),
             principal_id=principal.id,
-            action=action.value,
+            action=action,
         )
 
 

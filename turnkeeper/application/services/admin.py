@@ -13,6 +13,7 @@ import attrs
 
 from turnkeeper.application.errors import DuplicateKey
 from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.identity import hash_token, new_token
 from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.errors import FieldError, NotFound, ValidationFailed
@@ -66,7 +67,7 @@ class AdminService:
         self._ids = ids
 
     @staticmethod
-    def _require_owner(actor: Principal, action: str) -> None:
+    def _require_owner(actor: Principal, action: AuditAction) -> None:
         if not actor.is_owner:
             raise AccessDenied(
                 code="forbidden", reason="owner_required", principal_id=actor.id, action=action
@@ -146,7 +147,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: for inconsistent members or a taken handle.
         """
-        self._require_owner(actor, "principal.create")
+        self._require_owner(actor, AuditAction.PRINCIPAL_CREATE)
         if kind is PrincipalKind.APP:
             raise _invalid("/kind", "invalid_enum")
         if not handle or len(handle.split()) != 1:
@@ -203,7 +204,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: when the operator is not an agent.
         """
-        self._require_owner(actor, "space.create")
+        self._require_owner(actor, AuditAction.SPACE_CREATE)
         if not name.strip():
             raise _invalid("/name", "required")
 
@@ -239,7 +240,7 @@ class AdminService:
             NotFound: for an unknown space.
             ValidationFailed: for an operator that does not fit the mode.
         """
-        self._require_owner(actor, "channel.create")
+        self._require_owner(actor, AuditAction.CHANNEL_CREATE)
         if not name.strip():
             raise _invalid("/name", "required")
         _check_operator(operator_mode, operator_id, "/operator_id")
@@ -279,7 +280,7 @@ class AdminService:
         return await self._tx.run(work)
 
     async def _change_channel(
-        self, actor: Principal, channel_id: uuid.UUID, action: str, change: _ChannelChange
+        self, actor: Principal, channel_id: uuid.UUID, action: AuditAction, change: _ChannelChange
     ) -> Channel:
         self._require_owner(actor, action)
 
@@ -322,7 +323,7 @@ class AdminService:
             )
             return attrs.evolve(channel, behavior=behavior)
 
-        return await self._change_channel(actor, channel_id, "channel.behavior", change)
+        return await self._change_channel(actor, channel_id, AuditAction.CHANNEL_BEHAVIOR, change)
 
     async def set_operator(
         self,
@@ -346,7 +347,7 @@ class AdminService:
                 await self._agent(uow, operator_id, "/operator_id")
             return attrs.evolve(channel, operator_mode=mode, operator_id=operator_id)
 
-        return await self._change_channel(actor, channel_id, "channel.operator", change)
+        return await self._change_channel(actor, channel_id, AuditAction.CHANNEL_OPERATOR, change)
 
     async def archive_channel(self, actor: Principal, channel_id: uuid.UUID) -> Channel:
         """Make a channel read-only for everyone.
@@ -359,7 +360,7 @@ class AdminService:
         async def change(uow: UnitOfWork, channel: Channel) -> Channel:
             return attrs.evolve(channel, archived=True)
 
-        return await self._change_channel(actor, channel_id, "channel.archive", change)
+        return await self._change_channel(actor, channel_id, AuditAction.CHANNEL_ARCHIVE, change)
 
     async def create_grant(
         self,
@@ -377,7 +378,7 @@ class AdminService:
             ValidationFailed: for an unknown principal or resource, level none, or a
                 second grant on the same resource.
         """
-        self._require_owner(actor, "grant.create")
+        self._require_owner(actor, AuditAction.GRANT_CREATE)
         if level is Level.NONE:
             raise _invalid("/level", "invalid_enum")
 
@@ -418,7 +419,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown grant.
         """
-        self._require_owner(actor, "grant.delete")
+        self._require_owner(actor, AuditAction.GRANT_DELETE)
 
         async def work(uow: UnitOfWork) -> None:
             if await uow.grants.get(grant_id) is None:
@@ -441,7 +442,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown id or a principal that is not an agent.
         """
-        self._require_owner(actor, "agent.config")
+        self._require_owner(actor, AuditAction.AGENT_CONFIG)
 
         async def work(uow: UnitOfWork) -> Principal:
             agent = await uow.principals.get(agent_id)
