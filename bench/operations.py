@@ -25,6 +25,7 @@ from bench.harness import gather_limited
 from bench.world import SETUP_CONCURRENCY, BenchWorld, Worker
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.application.services.agent_send import AgentSend, SendFreshness
+from turnkeeper.domain.followups import FollowupMode
 from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.messaging import MessageDraft
 from turnkeeper.domain.runs import RunState
@@ -271,11 +272,16 @@ async def running_runs(
     return list(tokens)
 
 
-def _prepare_finish(followups: int) -> Prepare:
+def _prepare_finish(followups: int, mode: FollowupMode = FollowupMode.NONE) -> Prepare:
+    # Every finish row reports its agents' follow-up mode first: a steer row leaves its
+    # workers in steer, and the next row must not inherit that.
+    reported = None if mode is FollowupMode.NONE else mode.value
+
     async def prepare(world: BenchWorld, workers: Sequence[Worker], n: int) -> list[list[Item]]:
         start = await last_event_seq(world)
 
         async def job(worker: Worker) -> list[Item]:
+            await world.services.agent_feed.heartbeat(worker.agent.principal, reported)
             worker.feed_after = max(worker.feed_after, start)
             runs = await running_runs(world, worker, n, followups)
             return [Item(worker=worker, run_id=r) for r in runs]
@@ -295,6 +301,11 @@ async def _service_finish(world: BenchWorld, http: AsgiClient, item: Item) -> ob
 async def _raw_finish(world: BenchWorld, http: AsgiClient, item: Item) -> object:
     assert item.run_id is not None
     return await raw.finish_run(world, item.worker, item.run_id)
+
+
+async def _raw_finish_steer(world: BenchWorld, http: AsgiClient, item: Item) -> object:
+    assert item.run_id is not None
+    return await raw.finish_run(world, item.worker, item.run_id, steer=True)
 
 
 async def _http_finish(world: BenchWorld, http: AsgiClient, item: Item) -> object:
@@ -537,6 +548,14 @@ OPERATIONS: tuple[Operation, ...] = (
         prepare=_prepare_finish(100),
         service=_service_finish,
         raw=_raw_finish,
+        http=None,
+        ops_scale=0.02,
+    ),
+    Operation(
+        name="finish, 100 follow-ups, steer",
+        prepare=_prepare_finish(100, FollowupMode.STEER),
+        service=_service_finish,
+        raw=_raw_finish_steer,
         http=None,
         ops_scale=0.02,
     ),

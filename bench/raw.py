@@ -475,7 +475,7 @@ async def human_message(
         if operator is not None:
             active = await q.lock_active_run_in_thread(conn, thread_id=thread_id)
             await known.one(conn, operator)
-            await known.one(conn, author_id)
+            # The author comes with the message (MessagePosted): only its grants are read.
             await q.list_grants_for_principal(conn, principal_id=author_id)
             if active is None:
                 await _open_run(conn, known, target, message_id, author_id, operator, now, events)
@@ -569,17 +569,20 @@ async def agent_answer(
     return message_id
 
 
-async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uuid.UUID | None:
+async def finish_run(
+    world: BenchWorld, worker: Worker, run_id: uuid.UUID, *, steer: bool = False
+) -> uuid.UUID | None:
     """The agent finishes its running run completed: end, trigger done, settlement.
 
-    Settlement as the service does it: lock the open follow-ups, defer them, open the
-    follow-on run for the first, move the rest (and read each moved message, as the
-    service's per-follow-up trigger-state check does).
+    Settlement as the service does it: lock the open follow-ups, read their authors and
+    the authors' grants (the follow-on choice), defer the first, open the follow-on run
+    for it, move the rest, and in steer mode append their agent.followup events.
 
     Args:
         world: the world.
         worker: whose agent finishes.
         run_id: the run (running).
+        steer: the agent reported steer (the moved follow-ups get events).
 
     Returns:
         The follow-on run, if any.
@@ -591,6 +594,7 @@ async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uu
         if run is None or run.agent_id != agent.id or run.state != "running":
             raise RuntimeError("raw finish: not the agent's running run")
         now = datetime.now(UTC)
+        target = await _target(conn, run.thread_id)
         await q.update_run(
             conn,
             state="completed",
@@ -602,7 +606,6 @@ async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uu
             updated_at=now,
             id=run.id,
         )
-        target = await _target(conn, run.thread_id)
         events = [
             _event(
                 target,
@@ -621,15 +624,15 @@ async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uu
         follow_on: uuid.UUID | None = None
         open_rows = await q.lock_open_followups(conn, run_id=run.id)
         if open_rows:
-            target = await _target(conn, run.thread_id)
             candidates = sorted(
                 (r for r in open_rows if r.deleted_at is None), key=lambda r: r.thread_seq
             )
             await known.one(conn, run.agent_id)
             first, rest = candidates[0], candidates[1:]
-            await q.get_message(conn, id=first.message_id)
-            await known.one(conn, first.author_id)
-            await q.list_grants_for_principal(conn, principal_id=first.author_id)
+            authors = list(dict.fromkeys(r.author_id for r in candidates))
+            await known.many(conn, authors)
+            for author_id in authors:
+                await q.list_grants_for_principal(conn, principal_id=author_id)
             await q.set_followup_states(
                 conn, state="deferred", at=now, run_id=run.id, message_ids=[first.message_id]
             )
@@ -647,6 +650,24 @@ async def finish_run(world: BenchWorld, worker: Worker, run_id: uuid.UUID) -> uu
             await _set_trigger_states(
                 conn, known, target, [r.message_id for r in rest], "received", events
             )
+            if steer:
+                events.extend(
+                    _event(
+                        target,
+                        "agent.followup",
+                        r.author_id,
+                        "person",
+                        "run",
+                        follow_on,
+                        {
+                            "run_id": str(follow_on),
+                            "thread_id": str(target.thread_id),
+                            "message_id": str(r.message_id),
+                        },
+                        audience_id=run.agent_id,
+                    )
+                    for r in rest
+                )
         await q.list_followups(conn, run_id=run.id)
         await _append(conn, events, now)
         await conn.commit()

@@ -136,16 +136,28 @@ if TYPE_CHECKING:
     from turnkeeper.application.services.identity import (
         IdentityService as IdentityService,
     )
-    from turnkeeper.application.services.runs import (
+    from turnkeeper.application.services.runs.agent_feed import (
         AgentEventPage as AgentEventPage,
     )
-    from turnkeeper.application.services.runs import (
+    from turnkeeper.application.services.runs.agent_feed import (
+        AgentFeedService as AgentFeedService,
+    )
+    from turnkeeper.application.services.runs.agent_feed import (
         Delivery as Delivery,
     )
-    from turnkeeper.application.services.runs import (
+    from turnkeeper.application.services.runs.lifecycle import (
+        RunLifecycleService as RunLifecycleService,
+    )
+    from turnkeeper.application.services.runs.run_jobs import (
+        RunJobsService as RunJobsService,
+    )
+    from turnkeeper.application.services.runs.run_patch import (
+        RunPatchService as RunPatchService,
+    )
+    from turnkeeper.application.services.runs.service import (
         RunsService as RunsService,
     )
-    from turnkeeper.application.services.runs import (
+    from turnkeeper.application.services.runs.views import (
         RunView as RunView,
     )
     from turnkeeper.application.services.tokens import (
@@ -290,10 +302,14 @@ _HOMES: dict[str, str] = {
     "EventPage": "turnkeeper.application.services.conversation",
     "MessagePage": "turnkeeper.application.services.conversation",
     "PostedMessage": "turnkeeper.application.services.conversation",
-    "AgentEventPage": "turnkeeper.application.services.runs",
-    "Delivery": "turnkeeper.application.services.runs",
-    "RunView": "turnkeeper.application.services.runs",
-    "RunsService": "turnkeeper.application.services.runs",
+    "AgentEventPage": "turnkeeper.application.services.runs.agent_feed",
+    "AgentFeedService": "turnkeeper.application.services.runs.agent_feed",
+    "Delivery": "turnkeeper.application.services.runs.agent_feed",
+    "RunLifecycleService": "turnkeeper.application.services.runs.lifecycle",
+    "RunJobsService": "turnkeeper.application.services.runs.run_jobs",
+    "RunPatchService": "turnkeeper.application.services.runs.run_patch",
+    "RunsService": "turnkeeper.application.services.runs.service",
+    "RunView": "turnkeeper.application.services.runs.views",
     "AgentSend": "turnkeeper.application.services.agent_send",
     "AgentSendService": "turnkeeper.application.services.agent_send",
     "SendFreshness": "turnkeeper.application.services.agent_send",

@@ -802,7 +802,7 @@ class TestAnswer_RunIDActiveRun:  # noqa: N801 (the seed names the test)
         seen: dict[uuid.UUID, MessagePosted] = {}
 
         async def spy(uow: UnitOfWork, posted: MessagePosted) -> None:
-            seen[posted.message_id] = posted
+            seen[posted.message.id] = posted
 
         services.bus.subscribe(MessagePosted, spy)
         if state == "queued-other-thread":
@@ -825,7 +825,7 @@ class TestAnswer_RunIDActiveRun:  # noqa: N801 (the seed names the test)
         assert "run_id" not in message_document(posted.message, posted.author)
         assert (await message(services, posted.message.id)).run_id is None
         event = seen[posted.message.id]
-        assert (event.run_id, event.origin, event.kind, event.author_id) == (
+        assert (event.run_id, event.message.origin, event.message.kind, event.author.id) == (
             run.id,
             Origin.AGENT,
             MessageKind.TEXT,
@@ -849,7 +849,8 @@ class TestAnswer_RunIDActiveRun:  # noqa: N801 (the seed names the test)
 
         services.bus.subscribe(MessagePosted, spy)
         trigger = await post(services, world, "alex", main_thread(world, "allgemein"), "t")
-        assert [(p.message_id, p.origin, p.run_id) for p in seen if p.kind is MessageKind.TEXT] == [
+        texts = [p for p in seen if p.message.kind is MessageKind.TEXT]
+        assert [(p.message.id, p.message.origin, p.run_id) for p in texts] == [
             (trigger.id, Origin.HUMAN, None)
         ]
 
@@ -864,7 +865,11 @@ class TestAnswer_RunIDActiveRun:  # noqa: N801 (the seed names the test)
         services.bus.subscribe(MessagePosted, spy)
         await post(services, world, "alex", main_thread(world, "allgemein"), "t")
         (run,) = await runs_of(services, main_thread(world, "allgemein"))
-        anchors = [(p.kind, p.origin, p.run_id) for p in seen if p.kind is MessageKind.RUN]
+        anchors = [
+            (p.message.kind, p.message.origin, p.run_id)
+            for p in seen
+            if p.message.kind is MessageKind.RUN
+        ]
         assert anchors == [(MessageKind.RUN, Origin.SYSTEM, run.id)]
 
 

@@ -25,6 +25,7 @@ from turnkeeper.application.ports import (
     ResolvedToken,
     UnitOfWorkFactory,
 )
+from turnkeeper.domain.authorization import Action
 from turnkeeper.domain.credentials import ApiToken, TokenOrigin
 from turnkeeper.domain.events import EventType, NewEvent
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
@@ -438,7 +439,7 @@ async def test_denials_are_aggregated_per_window(pg_uow_factory: UnitOfWorkFacto
     later = AT + timedelta(minutes=5)
     for window in (AT, AT, later):
         async with pg_uow_factory() as uow:
-            await uow.audit.record_denial(s.person.id, "message.create", "no_grant", window)
+            await uow.audit.record_denial(s.person.id, Action.MESSAGE_CREATE, "no_grant", window)
             await uow.commit()
     async with pg_uow_factory() as uow:
         assert await uow.audit.denials(s.person.id) == [

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnkeeper.application.transactions import window_start
+from turnkeeper.application.audit import window_start
 from turnkeeper.domain.ratelimit import Bucket, take_token
 
 T0 = datetime(2025, 3, 1, 9, 0, 0, tzinfo=UTC)

@@ -26,6 +26,7 @@ from turnkeeper.domain.runs import (
     OutcomeKind,
     Run,
     RunState,
+    Transition,
     TriggerFacts,
     answer_verdict,
     check_invoke,
@@ -56,7 +57,7 @@ def apply(run: Run, step: tuple[str, RunState | None], at: int) -> Run:
         if operation == "end":
             assert target is not None
             return end(run, target, None, when)
-        return move(run, operation, when)
+        return move(run, Transition(operation), when)
     except InvalidStateTransition:
         return run
 

@@ -10,13 +10,14 @@ import uuid
 import pytest
 
 from tests.support.domain_world import T0, fixed_id
-from turnkeeper.domain.errors import FieldError, ValidationFailed
+from turnkeeper.domain.errors import FieldError, ValidationFailed, reject_invalid
 from turnkeeper.domain.messaging import (
     Message,
     MessageDraft,
     MessageKind,
     Origin,
-    check_create_rules,
+    content_errors,
+    draft_errors,
     origin_for,
     payload_digest,
     title_from_content,
@@ -46,30 +47,23 @@ def errors_of(
     first_message: bool = False,
 ) -> set[FieldError]:
     """The field errors the rules report, or the empty set when they accept."""
-    failure: ValidationFailed | None = None
-    try:
-        check_create_rules(
-            d,
-            author_kind=author,
-            kind=kind,
-            max_content_bytes=MAX,
-            pointer_prefix="/first_message" if first_message else "",
-            first_message=first_message,
-        )
-    except ValidationFailed as exc:
-        failure = exc
-    if failure is None:
-        return set()
-    assert failure.code == "validation_failed"
-    assert failure.errors, "ValidationFailed without errors"
-    return set(failure.errors)
+    errors = draft_errors(
+        d,
+        author_kind=author,
+        kind=kind,
+        max_content_bytes=MAX,
+        prefix="/first_message" if first_message else "",
+        first_message=first_message,
+    )
+    assert len(set(errors)) == len(errors), "a member reported twice"
+    return set(errors)
 
 
 def fe(pointer: str, code: str) -> FieldError:
     return FieldError(pointer=pointer, code=code)
 
 
-# --- check_create_rules ---------------------------------------------------------------
+# --- draft_errors ---------------------------------------------------------------
 
 CREATE_CASES: list[tuple[str, MessageDraft, PrincipalKind, str | None, bool, set[FieldError]]] = [
     ("text-kind-ok", draft(), PERSON, "text", False, set()),
@@ -173,7 +167,7 @@ CREATE_CASES: list[tuple[str, MessageDraft, PrincipalKind, str | None, bool, set
     [c[1:] for c in CREATE_CASES],
     ids=[c[0] for c in CREATE_CASES],
 )
-def test_check_create_rules(
+def test_draft_errors(
     d: MessageDraft,
     author: PrincipalKind,
     kind: str | None,
@@ -184,11 +178,36 @@ def test_check_create_rules(
 
 
 def test_errors_come_in_a_stable_order() -> None:
+    errors = draft_errors(
+        draft("", run_id=RUN), author_kind=PERSON, kind="run", max_content_bytes=MAX
+    )
+    assert [e.pointer for e in errors] == ["/kind", "/content", "/run_id"]
+
+
+def test_one_validation_failed_carries_every_error() -> None:
+    errors = draft_errors(
+        draft("", run_id=RUN), author_kind=PERSON, kind=None, max_content_bytes=MAX
+    )
     with pytest.raises(ValidationFailed) as caught:
-        check_create_rules(
-            draft("", run_id=RUN), author_kind=PERSON, kind="run", max_content_bytes=MAX
-        )
-    assert [e.pointer for e in caught.value.errors] == ["/kind", "/content", "/run_id"]
+        reject_invalid(errors)
+    assert caught.value.code == "validation_failed"
+    assert caught.value.errors == tuple(errors)
+    reject_invalid([])
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("hallo", []),
+        (" \n", [("/x/content", "required")]),
+        ("ü" * MAX, [("/x/content", "too_long")]),
+    ],
+)
+def test_content_errors_take_a_pointer_prefix(
+    content: str, expected: list[tuple[str, str]]
+) -> None:
+    errors = content_errors(content, max_content_bytes=MAX, prefix="/x")
+    assert [(e.pointer, e.code) for e in errors] == expected
 
 
 # --- payload_digest -------------------------------------------------------------------
@@ -340,17 +359,13 @@ def test_no_principal_kind_gets_the_system_origin() -> None:
 def test_a_client_id_longer_than_the_limit_is_too_long(
     client_id: str, prefix: str, expected: set[FieldError]
 ) -> None:
-    found: set[FieldError] = set()
-    try:
-        check_create_rules(
-            draft(client_msg_id=client_id),
-            author_kind=PERSON,
-            kind=None,
-            max_content_bytes=MAX,
-            max_client_id_length=8,
-            pointer_prefix=prefix,
-            first_message=bool(prefix),
-        )
-    except ValidationFailed as exc:
-        found = set(exc.errors)
-    assert found == expected
+    found = draft_errors(
+        draft(client_msg_id=client_id),
+        author_kind=PERSON,
+        kind=None,
+        max_content_bytes=MAX,
+        max_client_id_length=8,
+        prefix=prefix,
+        first_message=bool(prefix),
+    )
+    assert set(found) == expected

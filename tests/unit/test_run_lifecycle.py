@@ -23,9 +23,12 @@ from turnkeeper.domain.runs import (
     EndReason,
     Run,
     RunState,
+    Transition,
+    bump_version,
     end,
     finish,
     move,
+    request_cancel,
 )
 
 WORLD = build_world()
@@ -62,9 +65,9 @@ def test_the_state_sets() -> None:
 # --- move -----------------------------------------------------------------------------
 
 MOVES = {
-    "start": (RunState.QUEUED, RunState.RUNNING),
-    "await_input": (RunState.RUNNING, RunState.WAITING_INPUT),
-    "resume": (RunState.WAITING_INPUT, RunState.RUNNING),
+    Transition.START: (RunState.QUEUED, RunState.RUNNING),
+    Transition.AWAIT_INPUT: (RunState.RUNNING, RunState.WAITING_INPUT),
+    Transition.RESUME: (RunState.WAITING_INPUT, RunState.RUNNING),
 }
 ALLOWED_MOVES = [(op, source) for op, (source, _) in MOVES.items()]
 REFUSED_MOVES = [
@@ -75,7 +78,7 @@ REFUSED_MOVES = [
 
 
 @pytest.mark.parametrize(("operation", "source"), ALLOWED_MOVES, ids=lambda v: str(v))
-def test_move_allowed(operation: str, source: RunState) -> None:
+def test_move_allowed(operation: Transition, source: RunState) -> None:
     before = run_in(source)
     after = move(before, operation, LATER)
     target = MOVES[operation][1]
@@ -83,7 +86,7 @@ def test_move_allowed(operation: str, source: RunState) -> None:
 
 
 @pytest.mark.parametrize(("operation", "source"), REFUSED_MOVES, ids=lambda v: str(v))
-def test_move_refused(operation: str, source: RunState) -> None:
+def test_move_refused(operation: Transition, source: RunState) -> None:
     with pytest.raises(InvalidStateTransition) as raised:
         move(run_in(source), operation, LATER)
     assert raised.value.code == "invalid_state_transition"
@@ -91,6 +94,30 @@ def test_move_refused(operation: str, source: RunState) -> None:
 
 def test_move_table_covers_every_pair() -> None:
     assert len(ALLOWED_MOVES) + len(REFUSED_MOVES) == len(MOVES) * len(RunState)
+    assert set(MOVES) == set(Transition)
+
+
+# --- stored changes that are no transition ------------------------------------------------
+
+
+@pytest.mark.parametrize("state", list(RunState), ids=str)
+def test_bump_version_raises_the_version_and_nothing_else(state: RunState) -> None:
+    before = run_in(state)
+    assert bump_version(before, LATER) == attrs.evolve(
+        before, version=VERSION + 1, updated_at=LATER
+    )
+
+
+@pytest.mark.parametrize("state", [RunState.RUNNING, RunState.WAITING_INPUT], ids=str)
+def test_request_cancel_is_a_stored_change_with_its_time(state: RunState) -> None:
+    before = run_in(state)
+    assert request_cancel(before, LATER) == attrs.evolve(
+        before,
+        cancel_requested=True,
+        cancel_requested_at=LATER,
+        version=VERSION + 1,
+        updated_at=LATER,
+    )
 
 
 # --- finish ---------------------------------------------------------------------------

@@ -1,14 +1,17 @@
 """Wiring of the application: one function builds every service from the ports.
 
 Adapters call `build_services` with their unit-of-work factory, clock and id source;
-tests pass the memory adapter and a fake clock. Nothing is built at import time.
+tests pass the memory adapter and a fake clock. Nothing is built at import time. The
+in-transaction subscribers are registered here, and only here, in the order they run.
 """
 
 from __future__ import annotations
 
 import attrs
 
-from turnkeeper.application.bus import EventBus
+from turnkeeper.application.audit import DenialAudit
+from turnkeeper.application.bus import EventBus, MessagePosted
+from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import Clock, IdGenerator, TokenSigner, UnitOfWorkFactory
 from turnkeeper.application.services.admin import AdminService
 from turnkeeper.application.services.agent_send import AgentSendService
@@ -16,7 +19,17 @@ from turnkeeper.application.services.conversation import ConversationService
 from turnkeeper.application.services.grants import GrantService
 from turnkeeper.application.services.identity import IdentityService
 from turnkeeper.application.services.live import LiveDelivery
-from turnkeeper.application.services.runs import RunsService
+from turnkeeper.application.services.messages_append import MessageAppender
+from turnkeeper.application.services.runs.agent_feed import AgentFeedService
+from turnkeeper.application.services.runs.answers import check_named_run
+from turnkeeper.application.services.runs.changes import RunChanges
+from turnkeeper.application.services.runs.lifecycle import RunLifecycleService
+from turnkeeper.application.services.runs.opening import RunOpener
+from turnkeeper.application.services.runs.run_end import RunEnder
+from turnkeeper.application.services.runs.run_jobs import RunJobsService
+from turnkeeper.application.services.runs.run_patch import RunPatchService
+from turnkeeper.application.services.runs.service import RunsService
+from turnkeeper.application.services.runs.trigger import TriggerDecision
 from turnkeeper.application.services.tokens import TokenService
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.telemetry import TelemetryHub
@@ -40,10 +53,14 @@ class Services:
         grants: the owner's grants (one level per principal and resource, listed).
         tokens: the owner's API tokens (issued, listed, revoked).
         conversation: threads, messages, history, events.
-        runs: trigger acceptance, agent feed, run lifecycle, jobs.
         agent_send: agent sends through the freshness gate.
         telemetry: the sinks of spans and committed changes (metrics, traces).
         live: long-polls and event streams.
+        agent_feed: the agent's personal events, their ack, the heartbeat.
+        run_lifecycle: read, start, await input, resume, finish and cancel a run.
+        run_patch: the agent adapter's acknowledgement of follow-ups.
+        run_jobs: the periodic jobs that end runs.
+        runs: one facade over the four runs services above.
     """
 
     settings: Settings
@@ -57,10 +74,14 @@ class Services:
     grants: GrantService
     tokens: TokenService
     conversation: ConversationService
-    runs: RunsService
     agent_send: AgentSendService
     telemetry: TelemetryHub
     live: LiveDelivery
+    agent_feed: AgentFeedService
+    run_lifecycle: RunLifecycleService
+    run_patch: RunPatchService
+    run_jobs: RunJobsService
+    runs: RunsService
 
 
 def build_services(
@@ -94,8 +115,23 @@ def build_services(
     tx = Transactor(uow, settings, clock, hub)
     if waker is None:
         waker = uow.waker if isinstance(uow, ProvidesWaker) else PollingWaker()
-    conversation = ConversationService(tx, bus, clock, ids, settings)
-    runs = RunsService(tx, bus, clock, ids, settings, signer)
+    events = EventFactory(clock)
+    audit = DenialAudit(clock, settings)
+    appender = MessageAppender(bus, events, clock, ids, settings)
+    changes = RunChanges(events)
+    opener = RunOpener(appender, changes, events, clock, ids)
+    ender = RunEnder(opener, changes, events, audit, clock)
+    trigger = TriggerDecision(opener, changes, events, audit, clock)
+    # The subscribers of a new message, in order: an agent's answer naming a run it may
+    # not answer in vetoes the unit before anything else; then the trigger decision.
+    bus.subscribe(MessagePosted, check_named_run)
+    bus.subscribe(MessagePosted, trigger.on_message_posted)
+    agent_feed = AgentFeedService(tx, ender, changes, audit, clock, ids, settings, signer)
+    run_lifecycle = RunLifecycleService(tx, ender, changes, events, clock, signer)
+    run_patch = RunPatchService(tx, changes, clock)
+    run_jobs = RunJobsService(tx, ender, clock, settings)
+    runs = RunsService(agent_feed, run_lifecycle, run_patch, run_jobs)
+    conversation = ConversationService(tx, appender, events, clock, ids, settings)
     return Services(
         settings=settings,
         clock=clock,
@@ -108,8 +144,12 @@ def build_services(
         grants=GrantService(tx, clock, ids),
         tokens=TokenService(tx, clock, ids, settings),
         conversation=conversation,
+        agent_send=AgentSendService(tx, appender, settings),
+        agent_feed=agent_feed,
+        run_lifecycle=run_lifecycle,
+        run_patch=run_patch,
+        run_jobs=run_jobs,
         runs=runs,
-        agent_send=AgentSendService(tx, bus, clock, ids, settings),
         telemetry=hub,
         live=LiveDelivery(conversation, runs, waker, clock, settings),
     )

@@ -3,7 +3,8 @@
 Subscribers run inside the publishing unit of work, on its transaction, before commit.
 A subscriber that raises vetoes the unit: the error propagates and everything the unit
 wrote rolls back. Messaging publishes `MessagePosted`; the runs capability subscribes
-without messaging knowing it exists.
+without messaging knowing it exists. Every subscriber is registered in one place,
+`turnkeeper.application.bootstrap.build_services`, in the order it runs.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import attrs
 
 from turnkeeper.application.ports import UnitOfWork
 from turnkeeper.domain.authorization import AccessTarget
-from turnkeeper.domain.messaging import MessageKind, Origin
-from turnkeeper.domain.world import PrincipalKind
+from turnkeeper.domain.messaging import Message
+from turnkeeper.domain.world import Principal
 
 E = TypeVar("E")
 
@@ -27,35 +28,21 @@ E = TypeVar("E")
 class MessagePosted:
     """Published after every message insert, inside the message's unit of work.
 
+    It carries what the subscribers need, as the publisher holds it in this unit, so
+    that no subscriber reads it again.
+
     Attributes:
-        message_id: the new message.
-        thread_id: its thread.
-        channel_id: its channel.
-        space_id: its space.
-        author_id: the author.
-        author_kind: person, agent or app.
-        origin: human, agent, app or system.
-        kind: text, system or run.
-        mentions: mentioned principal ids.
+        message: the stored message.
+        author: its author.
+        target: its thread with channel and space.
         run_id: for kind run the anchored run; for an agent answer the run the request
-            named (validated by the runs subscriber, never stored on the message).
-        restricted_to: the audience of a restricted message (None: public).
-        target: the thread, channel and space as the publisher read them in this unit
-            (subscribers use it instead of reading them again; None: not known).
+            named (validated by the answer check, never stored on the message).
     """
 
-    message_id: uuid.UUID
-    thread_id: uuid.UUID
-    channel_id: uuid.UUID
-    space_id: uuid.UUID
-    author_id: uuid.UUID
-    author_kind: PrincipalKind
-    origin: Origin
-    kind: MessageKind
-    mentions: tuple[uuid.UUID, ...] = ()
+    message: Message
+    author: Principal
+    target: AccessTarget
     run_id: uuid.UUID | None = None
-    restricted_to: tuple[uuid.UUID, ...] | None = None
-    target: AccessTarget | None = attrs.field(default=None, eq=False, repr=False)
 
 
 Handler = Callable[[UnitOfWork, Any], Awaitable[None]]

@@ -1,10 +1,10 @@
-"""A unit of work that remembers what it wrote, for the telemetry of committed changes.
+"""Repositories that note what a unit of work wrote, for the telemetry of committed changes.
 
-`RecordingUnit` wraps the unit the `Transactor` opens for one attempt: every repository
-is the unit's own, except that the event log, the runs, the follow-ups and the audit
-also note what the use case appended, added, updated or denied. The `Transactor` reads
-`RecordingUnit.changes` only after the commit succeeded; an attempt that rolls back or
-is retried is dropped with its records, so nothing is ever reported twice or for a
+`turnkeeper.application.tracking.TrackedUnit` wraps the unit the `Transactor` opens for
+one attempt with these: the event log, the runs, the follow-ups and the audit note what
+the use case appended, added, updated or denied in a `ChangeRecords`. The `Transactor`
+reads `ChangeRecords.changes` only after the commit succeeded; an attempt that rolls back
+or is retried is dropped with its records, so nothing is ever reported twice or for a
 change that did not happen.
 """
 
@@ -16,24 +16,14 @@ from datetime import datetime
 
 from turnkeeper.application.ports import (
     AdminChange,
-    AgentFeedRepository,
     AuditLog,
-    ChannelRepository,
     DenialRecord,
     EventLog,
     FollowupRepository,
-    FreshnessRepository,
-    GrantRepository,
-    MessageRepository,
-    PrincipalRepository,
-    RateLimitStore,
     ReaderScope,
     RunRepository,
-    SpaceRepository,
-    ThreadRepository,
-    TokenRepository,
-    UnitOfWork,
 )
+from turnkeeper.application.ports.audit import DeniedAction
 from turnkeeper.application.telemetry import CommittedChanges, DenialFact, FollowupChange
 from turnkeeper.domain.events import Event, NewEvent
 from turnkeeper.domain.followups import FollowupState, OpenFollowup
@@ -43,7 +33,7 @@ from turnkeeper.domain.runs import AnswerRun, Run
 MOVED = "moved"
 
 
-class _Records:
+class ChangeRecords:
     """What one attempt wrote, in order."""
 
     def __init__(self) -> None:
@@ -53,11 +43,22 @@ class _Records:
         self.followups: list[FollowupChange] = []
         self.denials: list[DenialFact] = []
 
+    @property
+    def changes(self) -> CommittedChanges:
+        """What the attempt wrote so far (read it after the commit)."""
+        return CommittedChanges(
+            events=tuple(self.events),
+            runs_opened=tuple(self.runs_opened),
+            runs_updated=tuple(self.runs_updated),
+            followups=tuple(self.followups),
+            denials=tuple(self.denials),
+        )
 
-class _RecordingEvents:
+
+class RecordingEvents:
     """The unit's event log, noting every append."""
 
-    def __init__(self, inner: EventLog, records: _Records) -> None:
+    def __init__(self, inner: EventLog, records: ChangeRecords) -> None:
         self._inner = inner
         self._records = records
 
@@ -71,10 +72,10 @@ class _RecordingEvents:
         return await self._inner.read(scope, after, limit)
 
 
-class _RecordingRuns:
+class RecordingRuns:
     """The unit's runs, noting every add and update."""
 
-    def __init__(self, inner: RunRepository, records: _Records) -> None:
+    def __init__(self, inner: RunRepository, records: ChangeRecords) -> None:
         self._inner = inner
         self._records = records
 
@@ -104,11 +105,17 @@ class _RecordingRuns:
         """The unit's own lock."""
         return await self._inner.lock_for_answer(run_id)
 
-    async def lock_due(
-        self, *, states: Sequence[str], before: datetime, field: str, limit: int
-    ) -> list[Run]:
+    async def lock_queued_before(self, before: datetime, limit: int) -> list[Run]:
         """The unit's own lock."""
-        return await self._inner.lock_due(states=states, before=before, field=field, limit=limit)
+        return await self._inner.lock_queued_before(before, limit)
+
+    async def lock_cancel_unconfirmed_before(self, before: datetime, limit: int) -> list[Run]:
+        """The unit's own lock."""
+        return await self._inner.lock_cancel_unconfirmed_before(before, limit)
+
+    async def lock_running_unchanged_before(self, before: datetime, limit: int) -> list[Run]:
+        """The unit's own lock."""
+        return await self._inner.lock_running_unchanged_before(before, limit)
 
     async def lock_active_of_agent(self, agent_id: uuid.UUID, limit: int) -> list[Run]:
         """The unit's own lock."""
@@ -119,10 +126,10 @@ class _RecordingRuns:
         return await self._inner.lock_active_of_disabled_agents(limit)
 
 
-class _RecordingFollowups:
+class RecordingFollowups:
     """The unit's follow-ups, noting every outcome."""
 
-    def __init__(self, inner: FollowupRepository, records: _Records) -> None:
+    def __init__(self, inner: FollowupRepository, records: ChangeRecords) -> None:
         self._inner = inner
         self._records = records
 
@@ -170,15 +177,15 @@ class _RecordingFollowups:
         return await self._inner.lock_open(run_id)
 
 
-class _RecordingAudit:
+class RecordingAudit:
     """The unit's audit log, noting every denial."""
 
-    def __init__(self, inner: AuditLog, records: _Records) -> None:
+    def __init__(self, inner: AuditLog, records: ChangeRecords) -> None:
         self._inner = inner
         self._records = records
 
     async def record_denial(
-        self, principal_id: uuid.UUID, action: str, reason: str, window_start: datetime
+        self, principal_id: uuid.UUID, action: DeniedAction, reason: str, window_start: datetime
     ) -> None:
         """Record and note the denial."""
         await self._inner.record_denial(principal_id, action, reason, window_start)
@@ -197,110 +204,11 @@ class _RecordingAudit:
         return await self._inner.changes(subject_id)
 
 
-class RecordingUnit:
-    """A `UnitOfWork` that notes what the use case wrote through it.
-
-    Args:
-        inner: the unit opened for this attempt.
-    """
-
-    def __init__(self, inner: UnitOfWork) -> None:
-        self._inner = inner
-        self._records = _Records()
-        self._events = _RecordingEvents(inner.events, self._records)
-        self._runs: _RecordingRuns | None = None
-        self._followups = _RecordingFollowups(inner.followups, self._records)
-        self._audit = _RecordingAudit(inner.audit, self._records)
-
-    @property
-    def changes(self) -> CommittedChanges:
-        """What the attempt wrote so far (read it after the commit)."""
-        records = self._records
-        return CommittedChanges(
-            events=tuple(records.events),
-            runs_opened=tuple(records.runs_opened),
-            runs_updated=tuple(records.runs_updated),
-            followups=tuple(records.followups),
-            denials=tuple(records.denials),
-        )
-
-    @property
-    def principals(self) -> PrincipalRepository:
-        """The unit's principals."""
-        return self._inner.principals
-
-    @property
-    def tokens(self) -> TokenRepository:
-        """The unit's API tokens."""
-        return self._inner.tokens
-
-    @property
-    def spaces(self) -> SpaceRepository:
-        """The unit's spaces."""
-        return self._inner.spaces
-
-    @property
-    def channels(self) -> ChannelRepository:
-        """The unit's channels."""
-        return self._inner.channels
-
-    @property
-    def threads(self) -> ThreadRepository:
-        """The unit's threads."""
-        return self._inner.threads
-
-    @property
-    def grants(self) -> GrantRepository:
-        """The unit's grants."""
-        return self._inner.grants
-
-    @property
-    def messages(self) -> MessageRepository:
-        """The unit's messages."""
-        return self._inner.messages
-
-    @property
-    def events(self) -> EventLog:
-        """The unit's event log, noting appends."""
-        return self._events
-
-    @property
-    def audit(self) -> AuditLog:
-        """The unit's audit log, noting denials."""
-        return self._audit
-
-    @property
-    def buckets(self) -> RateLimitStore:
-        """The unit's rate-limit buckets."""
-        return self._inner.buckets
-
-    @property
-    def runs(self) -> RunRepository:
-        """The unit's runs, noting adds and updates."""
-        # Built on first use: a unit whose adapter has no runs repository wired fails
-        # only when a use case needs one, as the unit itself would.
-        if self._runs is None:
-            self._runs = _RecordingRuns(self._inner.runs, self._records)
-        return self._runs
-
-    @property
-    def agent_feed(self) -> AgentFeedRepository:
-        """The unit's agent feed."""
-        return self._inner.agent_feed
-
-    @property
-    def followups(self) -> FollowupRepository:
-        """The unit's follow-ups, noting outcomes."""
-        return self._followups
-
-    @property
-    def freshness(self) -> FreshnessRepository:
-        """The unit's freshness allocator."""
-        return self._inner.freshness
-
-    async def commit(self) -> None:
-        """Commit the unit it wraps."""
-        await self._inner.commit()
-
-
-__all__ = ["MOVED", "RecordingUnit"]
+__all__ = [
+    "MOVED",
+    "ChangeRecords",
+    "RecordingAudit",
+    "RecordingEvents",
+    "RecordingFollowups",
+    "RecordingRuns",
+]

@@ -1,30 +1,32 @@
 """Running a use case as one unit of work: commit, retry, and audit of denials.
 
-`Transactor.run` opens a unit, runs the work, commits, and reruns the whole work on a
+`Transactor.run` opens a unit, runs the work on it (as a `TrackedUnit`, so that the work
+can answer with the rows as they commit), commits, and reruns the whole work on a
 `RetriableConflict` (deadlock, serialization failure, unique-key race) up to
 ``database.tx_retry_max`` times. An `AccessDenied` rolls the unit back and is recorded,
-aggregated, in a unit of its own before it propagates, because the audit must survive
-the refusal it describes.
+aggregated (`turnkeeper.application.audit`), in a unit of its own before it propagates,
+because the audit must survive the refusal it describes.
 
 Each use case runs in a span of the `Telemetry` sink (named after the use case), and the
 changes of the attempt that committed, and only of that one, are reported to it after
-the commit (`turnkeeper.application.recording`).
+the commit (the unit's `TrackedUnit.changes`).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
 from typing import TypeVar
 
 import structlog
 
+from turnkeeper.application.audit import DenialAudit
 from turnkeeper.application.errors import ApplicationError, RetriableConflict
 from turnkeeper.application.ports import Clock, UnitOfWork, UnitOfWorkFactory
-from turnkeeper.application.recording import RecordingUnit
+from turnkeeper.application.ports.audit import DeniedAction
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.telemetry import TelemetryHub
+from turnkeeper.application.tracking import TrackedUnit
 
 T = TypeVar("T")
 
@@ -44,28 +46,14 @@ class AccessDenied(ApplicationError):
         action: what was refused.
     """
 
-    def __init__(self, *, code: str, reason: str, principal_id: uuid.UUID, action: str) -> None:
+    def __init__(
+        self, *, code: str, reason: str, principal_id: uuid.UUID, action: DeniedAction
+    ) -> None:
         super().__init__(code, reason=None if code == "not_found" else reason)
         self.code = code
         self.audit_reason = reason
         self.principal_id = principal_id
         self.action = action
-
-
-def window_start(at: datetime, window: timedelta) -> datetime:
-    """The start of the aggregation window that contains a time.
-
-    Args:
-        at: the time of the denial.
-        window: ``audit.deny_aggregate_window``.
-
-    Returns:
-        `at` rounded down to a multiple of the window since the epoch.
-    """
-    epoch = datetime(1970, 1, 1, tzinfo=at.tzinfo)
-    # Whole-number arithmetic: floor division rounds down also before the epoch, and no
-    # float ever loses a microsecond far from it.
-    return epoch + ((at - epoch) // window) * window
 
 
 def use_case_name(work: Callable[..., object]) -> str:
@@ -101,15 +89,15 @@ class Transactor:
     ) -> None:
         self._uow = uow_factory
         self._settings = settings
-        self._clock = clock
+        self._audit = DenialAudit(clock, settings)
         self.telemetry = telemetry if telemetry is not None else TelemetryHub()
 
-    async def run(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+    async def run(self, work: Callable[[TrackedUnit], Awaitable[T]]) -> T:
         """Run `work` in a unit of work and commit it.
 
         Args:
             work: the use case; it may run more than once, so it must do everything
-                through the unit it is given.
+                through the unit it is given (which remembers what it wrote).
 
         Returns:
             What `work` returned in the attempt that committed.
@@ -125,22 +113,18 @@ class Transactor:
         with telemetry.span(use_case_name(work)):
             return await self._attempts(work)
 
-    async def _attempts(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+    async def _attempts(self, work: Callable[[TrackedUnit], Awaitable[T]]) -> T:
         attempt = 0
         telemetry = self.telemetry
         while True:
             try:
                 async with self._uow() as uow:
-                    if not telemetry.active:
-                        result = await work(uow)
-                        await uow.commit()
-                        return result
-                    recording = RecordingUnit(uow)
-                    result = await work(recording)
+                    tracked = TrackedUnit(uow)
+                    result = await work(tracked)
                     await uow.commit()
                 # Reported only now: the commit succeeded, and an attempt that raised
                 # above took its records with it.
-                telemetry.committed(recording.changes)
+                telemetry.committed(tracked.changes)
                 return result
             except RetriableConflict as exc:
                 if attempt >= self._settings.tx_retry_max:
@@ -182,12 +166,11 @@ class Transactor:
         Args:
             denied: the denial.
         """
-        start = window_start(self._clock.now(), self._settings.deny_aggregate_window)
         for _ in range(self._settings.tx_retry_max + 1):
             try:
                 async with self._uow() as uow:
-                    await uow.audit.record_denial(
-                        denied.principal_id, denied.action, denied.audit_reason, start
+                    await self._audit.record(
+                        uow, denied.principal_id, denied.action, denied.audit_reason
                     )
                     await uow.commit()
                     return

@@ -57,6 +57,22 @@ class ValidationFailed(DomainError):
         self.errors = tuple(errors)
 
 
+def reject_invalid(errors: Sequence[FieldError]) -> None:
+    """Raise the one `ValidationFailed` of a request when a validator found errors.
+
+    Validators return their field errors (pointers relative to what they were given,
+    prefixed by the caller); a use case collects them and calls this once.
+
+    Args:
+        errors: every offending member found.
+
+    Raises:
+        ValidationFailed: when `errors` is not empty.
+    """
+    if errors:
+        raise ValidationFailed(errors)
+
+
 class NotFound(DomainError):
     """The resource does not exist or the caller may not read it (indistinguishable)."""
 

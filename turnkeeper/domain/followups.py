@@ -1,20 +1,27 @@
 """Follow-ups: human messages written while a run of their agent is active.
 
 Pure rules (seed: followups-steer-and-queue): the effective mode of an agent, whether a
-follow-up needs an event, the forward-only states an adapter may set, and the plan of
-what becomes of the open follow-ups when a run ends.
+follow-up needs an event, the forward-only states an adapter may set, the plan of what
+becomes of the open follow-ups when a run ends, and the choice of the follow-on run.
 """
 
 from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
 from turnkeeper.domain.errors import InvalidStateTransition
-from turnkeeper.domain.runs import END_STATES, EndReason, RunState
+from turnkeeper.domain.runs import (
+    END_STATES,
+    EndReason,
+    FailReason,
+    InvokeFacts,
+    RunState,
+    check_invoke,
+)
 
 
 class FollowupState(enum.StrEnum):
@@ -183,3 +190,67 @@ def plan_run_end(end: RunEnd, open_followups: Sequence[OpenFollowup]) -> RunEndP
         return RunEndPlan(deleted=deleted, stopped=tuple(alive))
     ordered = tuple(sorted(alive, key=lambda f: (f.thread_seq, f.message_id)))
     return RunEndPlan(deleted=deleted, candidates=ordered)
+
+
+@attrs.frozen(kw_only=True)
+class DeniedCandidate:
+    """A candidate whose author no longer passes agent.invoke.
+
+    Attributes:
+        followup: the candidate.
+        reason: why agent.invoke refuses its author now.
+    """
+
+    followup: OpenFollowup
+    reason: FailReason
+
+
+@attrs.frozen(kw_only=True)
+class FollowOn:
+    """The choice of the follow-on run among the candidates of an ended run.
+
+    Attributes:
+        denied: the candidates before the trigger, each refused (discarded, failed).
+        trigger: the first candidate whose author passes agent.invoke: it triggers the
+            follow-on run and stays deferred on the ended run (None: no author passes).
+        moved: the candidates after the trigger, in order: they become queued
+            follow-ups of the follow-on run.
+    """
+
+    denied: tuple[DeniedCandidate, ...] = ()
+    trigger: OpenFollowup | None = None
+    moved: tuple[OpenFollowup, ...] = ()
+
+
+def choose_follow_on(
+    candidates: Sequence[OpenFollowup], invoke: Mapping[uuid.UUID, InvokeFacts]
+) -> FollowOn:
+    """Choose the follow-on run of an ended run (DESIGN.md section 7).
+
+    The candidates are taken in order: each one whose author no longer passes
+    agent.invoke is denied, the first one whose author passes triggers the follow-on
+    run, and every candidate after it moves to that run (its author is checked again
+    when it is delivered).
+
+    Args:
+        candidates: `RunEndPlan.candidates`, in thread order.
+        invoke: the agent.invoke facts of each candidate's author now (the thread's
+            target, the run's agent, no active run), by author id.
+
+    Returns:
+        Every candidate in exactly one place: denied, trigger or moved; order kept.
+
+    Raises:
+        KeyError: when a candidate's author has no facts.
+    """
+    denied: list[DeniedCandidate] = []
+    for index, candidate in enumerate(candidates):
+        reason = check_invoke(invoke[candidate.author_id])
+        if reason is None:
+            return FollowOn(
+                denied=tuple(denied),
+                trigger=candidate,
+                moved=tuple(candidates[index + 1 :]),
+            )
+        denied.append(DeniedCandidate(followup=candidate, reason=reason))
+    return FollowOn(denied=tuple(denied))

@@ -15,7 +15,7 @@ from datetime import datetime
 
 import attrs
 
-from turnkeeper.domain.errors import FieldError, ValidationFailed
+from turnkeeper.domain.errors import FieldError
 from turnkeeper.domain.world import PrincipalKind
 
 
@@ -137,17 +137,35 @@ class MessageDraft:
     run_id: uuid.UUID | None = None
 
 
-def check_create_rules(
+def content_errors(content: str, *, max_content_bytes: int, prefix: str = "") -> list[FieldError]:
+    """The rules of a message's text: not blank, at most ``message.max_content_bytes``.
+
+    Args:
+        content: the text.
+        max_content_bytes: ``message.max_content_bytes`` (counted in UTF-8).
+        prefix: the pointer of the object holding ``content`` (``/first_message``).
+
+    Returns:
+        ``{prefix}/content`` required or too_long; empty when the text is fine.
+    """
+    if not content.strip():
+        return [FieldError(pointer=f"{prefix}/content", code="required")]
+    if len(content.encode("utf-8")) > max_content_bytes:
+        return [FieldError(pointer=f"{prefix}/content", code="too_long")]
+    return []
+
+
+def draft_errors(
     draft: MessageDraft,
     *,
     author_kind: PrincipalKind,
     kind: str | None,
     max_content_bytes: int,
     max_client_id_length: int | None = None,
-    pointer_prefix: str = "",
+    prefix: str = "",
     first_message: bool = False,
-) -> None:
-    """Apply the body rules of createMessage and createThread's first message.
+) -> list[FieldError]:
+    """The body rules of createMessage and of createThread's first message.
 
     Args:
         draft: the decoded request.
@@ -156,33 +174,30 @@ def check_create_rules(
         max_content_bytes: ``message.max_content_bytes``.
         max_client_id_length: ``message.max_client_id_length`` (characters; None: no
             limit).
-        pointer_prefix: ``/first_message`` for createThread.
+        prefix: the pointer of the draft in its request (``/first_message`` for
+            createThread, empty for createMessage).
         first_message: True for createThread, where run_id is never accepted.
 
-    Raises:
-        ValidationFailed: with every offending member.
+    Returns:
+        Every offending member, in a stable order; empty when the draft is fine.
     """
     errors: list[FieldError] = []
     if kind is not None and kind != MessageKind.TEXT:
-        errors.append(FieldError(pointer=f"{pointer_prefix}/kind", code="invalid_enum"))
+        errors.append(FieldError(pointer=f"{prefix}/kind", code="invalid_enum"))
     if not draft.client_msg_id:
-        errors.append(FieldError(pointer=f"{pointer_prefix}/client_msg_id", code="required"))
+        errors.append(FieldError(pointer=f"{prefix}/client_msg_id", code="required"))
     elif max_client_id_length is not None and len(draft.client_msg_id) > max_client_id_length:
         # The client id is a key of a unique index, whose rows have a size limit.
-        errors.append(FieldError(pointer=f"{pointer_prefix}/client_msg_id", code="too_long"))
-    if not draft.content.strip():
-        errors.append(FieldError(pointer=f"{pointer_prefix}/content", code="required"))
-    elif len(draft.content.encode("utf-8")) > max_content_bytes:
-        errors.append(FieldError(pointer=f"{pointer_prefix}/content", code="too_long"))
+        errors.append(FieldError(pointer=f"{prefix}/client_msg_id", code="too_long"))
+    errors.extend(content_errors(draft.content, max_content_bytes=max_content_bytes, prefix=prefix))
     if draft.run_id is not None and (first_message or author_kind is not PrincipalKind.AGENT):
         # A run belongs to an agent, and a thread made by this request has no run yet.
-        errors.append(FieldError(pointer=f"{pointer_prefix}/run_id", code="run_mismatch"))
+        errors.append(FieldError(pointer=f"{prefix}/run_id", code="run_mismatch"))
     if draft.restricted_to is not None and not draft.restricted_to:
-        errors.append(FieldError(pointer=f"{pointer_prefix}/restricted_to", code="empty"))
+        errors.append(FieldError(pointer=f"{prefix}/restricted_to", code="empty"))
     if len(set(draft.mentions)) != len(draft.mentions):
-        errors.append(FieldError(pointer=f"{pointer_prefix}/mentions", code="duplicate"))
-    if errors:
-        raise ValidationFailed(errors)
+        errors.append(FieldError(pointer=f"{prefix}/mentions", code="duplicate"))
+    return errors
 
 
 def payload_digest(

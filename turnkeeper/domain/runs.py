@@ -286,31 +286,68 @@ class Run:
     updated_at: datetime
 
 
-_MOVES: dict[str, tuple[frozenset[RunState], RunState]] = {
-    "start": (frozenset({RunState.QUEUED}), RunState.RUNNING),
-    "await_input": (frozenset({RunState.RUNNING}), RunState.WAITING_INPUT),
-    "resume": (frozenset({RunState.WAITING_INPUT}), RunState.RUNNING),
+class Transition(enum.StrEnum):
+    """The moves between active states (the agent's start, await input and resume)."""
+
+    START = "start"
+    AWAIT_INPUT = "await_input"
+    RESUME = "resume"
+
+
+_MOVES: dict[Transition, tuple[frozenset[RunState], RunState]] = {
+    Transition.START: (frozenset({RunState.QUEUED}), RunState.RUNNING),
+    Transition.AWAIT_INPUT: (frozenset({RunState.RUNNING}), RunState.WAITING_INPUT),
+    Transition.RESUME: (frozenset({RunState.WAITING_INPUT}), RunState.RUNNING),
 }
 
 
-def move(run: Run, operation: str, at: datetime) -> Run:
+def bump_version(run: Run, at: datetime) -> Run:
+    """Raise the version of a run for a stored change that is no transition.
+
+    Every stored change raises the version; the transitions do it through here, and so
+    do a follow-up added, acknowledged or refused.
+
+    Args:
+        run: the run.
+        at: the time of the change.
+
+    Returns:
+        The run with version + 1 and `updated_at` set.
+    """
+    return attrs.evolve(run, version=run.version + 1, updated_at=at)
+
+
+def request_cancel(run: Run, at: datetime) -> Run:
+    """A person asks a running or waiting run to stop (a stored change).
+
+    Args:
+        run: the active run (not queued: a queued run ends cancelled at once).
+        at: the time of the request (``agent.cancel_grace`` counts from it).
+
+    Returns:
+        The run with cancel_requested, its time, version + 1.
+    """
+    return attrs.evolve(bump_version(run, at), cancel_requested=True, cancel_requested_at=at)
+
+
+def move(run: Run, transition: Transition, at: datetime) -> Run:
     """Apply start, await_input or resume.
 
     Args:
         run: the run.
-        operation: ``start``, ``await_input`` or ``resume``.
+        transition: the move.
         at: the time of the change.
 
     Returns:
         The changed run (version + 1).
 
     Raises:
-        InvalidStateTransition: when the run is not in the state the operation needs.
+        InvalidStateTransition: when the run is not in the state the move needs.
     """
-    sources, target = _MOVES[operation]
+    sources, target = _MOVES[transition]
     if run.state not in sources:
-        raise InvalidStateTransition(f"{operation} from {run.state}")
-    return attrs.evolve(run, state=target, version=run.version + 1, updated_at=at)
+        raise InvalidStateTransition(f"{transition} from {run.state}")
+    return attrs.evolve(bump_version(run, at), state=target)
 
 
 def finish(run: Run, state: RunState, reason: str | None, at: datetime) -> Run | None:
@@ -348,9 +385,7 @@ def end(run: Run, state: RunState, reason: str | None, at: datetime) -> Run:
     """
     if state not in END_STATES or run.state in END_STATES:
         raise InvalidStateTransition(f"end {run.state} as {state}")
-    return attrs.evolve(
-        run, state=state, state_reason=reason, version=run.version + 1, updated_at=at
-    )
+    return attrs.evolve(bump_version(run, at), state=state, state_reason=reason)
 
 
 #: The trigger_state a triggering message shows for each run state.

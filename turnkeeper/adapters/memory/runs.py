@@ -17,7 +17,7 @@ from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import AgentCursor
 from turnkeeper.domain.events import Event
 from turnkeeper.domain.followups import OPEN_STATES, FollowupState, OpenFollowup
-from turnkeeper.domain.runs import AnswerRun, Run
+from turnkeeper.domain.runs import AnswerRun, Run, RunState
 
 
 class MemoryRunRepository:
@@ -65,16 +65,24 @@ class MemoryRunRepository:
         """Store the new value of a run."""
         self._t.runs[run.id] = run
 
-    async def lock_due(
-        self, *, states: Sequence[str], before: datetime, field: str, limit: int
-    ) -> list[Run]:
-        """Runs in `states` whose `field` is before a time, by id."""
+    async def lock_queued_before(self, before: datetime, limit: int) -> list[Run]:
+        """Queued runs created before a time, by id."""
+        return self._due({RunState.QUEUED}, "created_at", before, limit)
+
+    async def lock_cancel_unconfirmed_before(self, before: datetime, limit: int) -> list[Run]:
+        """Running or waiting runs whose cancel was requested before a time, by id."""
+        states = {RunState.RUNNING, RunState.WAITING_INPUT}
+        return self._due(states, "cancel_requested_at", before, limit)
+
+    async def lock_running_unchanged_before(self, before: datetime, limit: int) -> list[Run]:
+        """Running runs not updated since a time, by id."""
+        return self._due({RunState.RUNNING}, "updated_at", before, limit)
+
+    def _due(self, states: set[RunState], field: str, before: datetime, limit: int) -> list[Run]:
         due = [
             r
             for r in self._t.runs.values()
-            if r.state.value in states
-            and getattr(r, field) is not None
-            and getattr(r, field) < before
+            if r.state in states and getattr(r, field) is not None and getattr(r, field) < before
         ]
         return sorted(due, key=lambda r: r.id)[:limit]
 

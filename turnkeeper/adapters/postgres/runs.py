@@ -106,22 +106,28 @@ class PostgresRunRepository(PostgresRepository):
         if changed != 1:
             raise MissingRow(f"run {run.id}")
 
-    async def lock_due(
-        self, *, states: Sequence[str], before: datetime, field: str, limit: int
-    ) -> list[Run]:
-        """Due runs for a job, FOR UPDATE SKIP LOCKED.
+    async def lock_queued_before(self, before: datetime, limit: int) -> list[Run]:
+        """Queued runs created before a time, FOR UPDATE SKIP LOCKED."""
+        rows = await q.lock_runs_created_before(
+            self._conn, states=[RunState.QUEUED.value], before=before, max_runs=limit
+        )
+        return [_run(row) for row in rows]
 
-        Raises:
-            ValueError: for a field without a query.
-        """
-        lookups = {
-            "created_at": q.lock_runs_created_before,
-            "updated_at": q.lock_runs_updated_before,
-            "cancel_requested_at": q.lock_runs_cancel_requested_before,
-        }
-        if field not in lookups:
-            raise ValueError(field)
-        rows = await lookups[field](self._conn, states=list(states), before=before, max_runs=limit)
+    async def lock_cancel_unconfirmed_before(self, before: datetime, limit: int) -> list[Run]:
+        """Active runs with a cancel requested before a time, FOR UPDATE SKIP LOCKED."""
+        rows = await q.lock_runs_cancel_requested_before(
+            self._conn,
+            states=[RunState.RUNNING.value, RunState.WAITING_INPUT.value],
+            before=before,
+            max_runs=limit,
+        )
+        return [_run(row) for row in rows]
+
+    async def lock_running_unchanged_before(self, before: datetime, limit: int) -> list[Run]:
+        """Running runs unchanged since before a time, FOR UPDATE SKIP LOCKED."""
+        rows = await q.lock_runs_updated_before(
+            self._conn, states=[RunState.RUNNING.value], before=before, max_runs=limit
+        )
         return [_run(row) for row in rows]
 
     async def lock_active_of_agent(self, agent_id: uuid.UUID, limit: int) -> list[Run]:

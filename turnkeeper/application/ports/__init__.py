@@ -5,7 +5,14 @@ unit left without commit rolls back. Reads inside a unit see the unit's own writ
 port is defined in the submodule of its concern and named here, its one import path.
 """
 
-from turnkeeper.application.ports.audit import AdminChange, AuditLog, DenialRecord, RateLimitStore
+from turnkeeper.application.ports.audit import (
+    AdminChange,
+    AuditAction,
+    AuditLog,
+    DenialRecord,
+    DeniedAction,
+    RateLimitStore,
+)
 from turnkeeper.application.ports.freshness import (
     FreshnessRepository,
     ThreadFrontier,
@@ -33,10 +40,12 @@ __all__ = [
     "AdminChange",
     "AgentCursor",
     "AgentFeedRepository",
+    "AuditAction",
     "AuditLog",
     "ChannelRepository",
     "Clock",
     "DenialRecord",
+    "DeniedAction",
     "EventLog",
     "FollowupRepository",
     "FreshnessRepository",

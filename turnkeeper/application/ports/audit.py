@@ -2,11 +2,55 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import attrs
+
+from turnkeeper.domain.authorization import Action
+
+
+class AuditAction(enum.StrEnum):
+    """What a denial refused, beyond the `Action` of a channel or thread."""
+
+    AGENT_INVOKE = "agent.invoke"
+    FOLLOWUP_CREATE = "run.followup.create"
+    AGENT_EVENTS_CONSUME = "agent.events.consume"
+    AGENT_HEARTBEAT = "agent.heartbeat"
+    AGENT_SEND = "agent.send"
+    RUN_UPDATE = "run.update"
+    PRINCIPAL_CREATE = "principal.create"
+    SPACE_CREATE = "space.create"
+    CHANNEL_CREATE = "channel.create"
+    CHANNEL_BEHAVIOR = "channel.behavior"
+    CHANNEL_OPERATOR = "channel.operator"
+    CHANNEL_ARCHIVE = "channel.archive"
+    GRANT_CREATE = "grant.create"
+    GRANT_DELETE = "grant.delete"
+    GRANT_LIST = "grant.list"
+    TOKEN_CREATE = "token.create"  # noqa: S105 (an audit action name, not a secret)
+    TOKEN_LIST = "token.list"  # noqa: S105 (an audit action name, not a secret)
+    TOKEN_REVOKE = "token.revoke"  # noqa: S105 (an audit action name, not a secret)
+    AGENT_CONFIG = "agent.config"
+
+
+class ChangeAction(enum.StrEnum):
+    """What an administrative change did, as the audit keeps it."""
+
+    GRANT_CREATED = "grant.created"
+    #: The level of an existing grant changed (before and after differ).
+    GRANT_LEVEL_CHANGED = "grant.level_changed"
+    #: The same level was granted again.
+    GRANT_LEVEL_KEPT = "grant.level_kept"
+    GRANT_DELETED = "grant.deleted"
+    TOKEN_ISSUED = "token.issued"  # noqa: S105 (an audit action name, not a secret)
+    TOKEN_REVOKED = "token.revoked"  # noqa: S105 (an audit action name, not a secret)
+
+
+#: The action of an audited denial: an authorization action or one of the services'.
+DeniedAction: TypeAlias = Action | AuditAction
 
 
 @attrs.frozen(kw_only=True)
@@ -35,9 +79,7 @@ class AdminChange:
     Attributes:
         id: UUIDv7 of the record.
         actor_id: who made the change (the owner).
-        action: what changed: ``grant.created``, ``grant.level_changed`` (before and
-            after differ), ``grant.level_kept`` (the same level granted again),
-            ``grant.deleted``, ``token.issued`` or ``token.revoked``.
+        action: what changed (a `ChangeAction` value).
         subject_id: the grant or token.
         at: when.
         before: the value before (a grant's level), None where there was none.
@@ -57,7 +99,7 @@ class AuditLog(Protocol):
     """Audit of denials (aggregated per window) and of administrative changes (one each)."""
 
     async def record_denial(
-        self, principal_id: uuid.UUID, action: str, reason: str, window_start: datetime
+        self, principal_id: uuid.UUID, action: DeniedAction, reason: str, window_start: datetime
     ) -> None:
         """Count a denial in the row of its principal, action, reason and window."""
         ...

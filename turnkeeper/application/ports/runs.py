@@ -45,14 +45,20 @@ class RunRepository(Protocol):
         """Store every mutable attribute of a run (state, reason, version, cancel, jti)."""
         ...
 
-    async def lock_due(
-        self, *, states: Sequence[str], before: datetime, field: str, limit: int
-    ) -> list[Run]:
-        """Runs in `states` whose `field` is older than `before`, locked for a job.
+    async def lock_queued_before(self, before: datetime, limit: int) -> list[Run]:
+        """Queued runs created before `before`, for the queued expiry job.
 
-        `field` is created_at, updated_at or cancel_requested_at; rows are taken FOR
-        UPDATE SKIP LOCKED so that several job runners never take the same run.
+        Rows are taken FOR UPDATE SKIP LOCKED, oldest first, so that several job runners
+        never take the same run (likewise for the other job queries).
         """
+        ...
+
+    async def lock_cancel_unconfirmed_before(self, before: datetime, limit: int) -> list[Run]:
+        """Running or waiting runs whose cancel was requested before `before`."""
+        ...
+
+    async def lock_running_unchanged_before(self, before: datetime, limit: int) -> list[Run]:
+        """Running runs whose last change is older than `before`, for the stall check."""
         ...
 
     async def lock_active_of_agent(self, agent_id: uuid.UUID, limit: int) -> list[Run]:

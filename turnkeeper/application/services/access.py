@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 from turnkeeper.application.ports import ReaderScope, UnitOfWork
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action, authorize, effective_level
 from turnkeeper.domain.errors import NotFound
@@ -70,7 +71,7 @@ async def require(
             code=decision.code or "forbidden",
             reason=str(decision.reason or ""),
             principal_id=principal.id,
-            action=action.value,
+            action=action,
         )
 
 
@@ -115,7 +116,7 @@ def thread_of(target: AccessTarget) -> Thread:
     return target.thread
 
 
-async def require_owner(tx: Transactor, actor: Principal, action: str) -> None:
+async def require_owner(tx: Transactor, actor: Principal, action: AuditAction) -> None:
     """Enforce the owner role of an administrative use case, auditing a denial.
 
     Called before the use case opens its unit, so the denial is recorded here (the

@@ -15,6 +15,7 @@ import attrs
 
 from turnkeeper.application.errors import DuplicateKey
 from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import require_owner
 from turnkeeper.application.services.grants import GrantService
 from turnkeeper.application.services.tokens import add_token, settle_owner_env_token
@@ -76,7 +77,7 @@ class AdminService:
         self._settings = settings or Settings()
         self._grants = GrantService(tx, clock, ids)
 
-    async def _require_owner(self, actor: Principal, action: str) -> None:
+    async def _require_owner(self, actor: Principal, action: AuditAction) -> None:
         await require_owner(self._tx, actor, action)
 
     async def _agent(self, uow: UnitOfWork, agent_id: uuid.UUID, pointer: str) -> Principal:
@@ -165,7 +166,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: for inconsistent members or a taken handle.
         """
-        await self._require_owner(actor, "principal.create")
+        await self._require_owner(actor, AuditAction.PRINCIPAL_CREATE)
         if kind is PrincipalKind.APP:
             raise _invalid("/kind", "invalid_enum")
         if not handle or len(handle.split()) != 1:
@@ -224,7 +225,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: when the operator is not an agent.
         """
-        await self._require_owner(actor, "space.create")
+        await self._require_owner(actor, AuditAction.SPACE_CREATE)
         if not name.strip():
             raise _invalid("/name", "required")
 
@@ -260,7 +261,7 @@ class AdminService:
             NotFound: for an unknown space.
             ValidationFailed: for an operator that does not fit the mode.
         """
-        await self._require_owner(actor, "channel.create")
+        await self._require_owner(actor, AuditAction.CHANNEL_CREATE)
         if not name.strip():
             raise _invalid("/name", "required")
         _check_operator(operator_mode, operator_id, "/operator_id")
@@ -300,7 +301,7 @@ class AdminService:
         return await self._tx.run(work)
 
     async def _change_channel(
-        self, actor: Principal, channel_id: uuid.UUID, action: str, change: _ChannelChange
+        self, actor: Principal, channel_id: uuid.UUID, action: AuditAction, change: _ChannelChange
     ) -> Channel:
         await self._require_owner(actor, action)
 
@@ -343,7 +344,7 @@ class AdminService:
             )
             return attrs.evolve(channel, behavior=behavior)
 
-        return await self._change_channel(actor, channel_id, "channel.behavior", change)
+        return await self._change_channel(actor, channel_id, AuditAction.CHANNEL_BEHAVIOR, change)
 
     async def set_operator(
         self,
@@ -367,7 +368,7 @@ class AdminService:
                 await self._agent(uow, operator_id, "/operator_id")
             return attrs.evolve(channel, operator_mode=mode, operator_id=operator_id)
 
-        return await self._change_channel(actor, channel_id, "channel.operator", change)
+        return await self._change_channel(actor, channel_id, AuditAction.CHANNEL_OPERATOR, change)
 
     async def archive_channel(self, actor: Principal, channel_id: uuid.UUID) -> Channel:
         """Make a channel read-only for everyone.
@@ -380,7 +381,7 @@ class AdminService:
         async def change(uow: UnitOfWork, channel: Channel) -> Channel:
             return attrs.evolve(channel, archived=True)
 
-        return await self._change_channel(actor, channel_id, "channel.archive", change)
+        return await self._change_channel(actor, channel_id, AuditAction.CHANNEL_ARCHIVE, change)
 
     async def create_grant(
         self,
@@ -431,7 +432,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown id or a principal that is not an agent.
         """
-        await self._require_owner(actor, "agent.config")
+        await self._require_owner(actor, AuditAction.AGENT_CONFIG)
 
         async def work(uow: UnitOfWork) -> Principal:
             agent = await uow.principals.get(agent_id)

@@ -40,11 +40,11 @@ from typing import Any
 import attrs
 import structlog
 
-from turnkeeper.application.bus import EventBus
 from turnkeeper.application.errors import RetriableConflict
-from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.ports import UnitOfWork
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import require, thread_target
-from turnkeeper.application.services.messages_append import MessageAppender
+from turnkeeper.application.services.messages_append import MessageAppender, replay
 from turnkeeper.application.services.send_records import (
     outcome_fields,
     refused_fields,
@@ -54,22 +54,21 @@ from turnkeeper.application.settings import Settings
 from turnkeeper.application.telemetry import SendAnswered
 from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action
-from turnkeeper.domain.errors import DomainError, FieldError, IdempotencyConflict, ValidationFailed
-from turnkeeper.domain.freshness import SendState
-from turnkeeper.domain.messaging import (
-    Message,
-    MessageDraft,
-    MessageKind,
-    check_create_rules,
-    payload_digest,
+from turnkeeper.domain.errors import (
+    DomainError,
+    FieldError,
+    ValidationFailed,
+    reject_invalid,
 )
+from turnkeeper.domain.freshness import SendState
+from turnkeeper.domain.messaging import Message, MessageDraft, content_errors, payload_digest
 from turnkeeper.domain.world import Principal, thread_target_key
 
 #: The logger of every send outcome (one record per answered or refused send).
 LOGGER_NAME = "turnkeeper.freshness"
 
-#: The action name of a refused send in the audit (a person or app is not an agent).
-SEND_ACTION = "agent.send"
+#: The action of a refused send in the audit (a person or app is not an agent).
+SEND_ACTION = AuditAction.AGENT_SEND
 
 
 def _log() -> Any:
@@ -185,21 +184,24 @@ def send_digest(thread_id: uuid.UUID, content: str) -> str:
     return payload_digest(thread_id, content, None, None)
 
 
-def check_send(request: AgentSend, *, author: Principal, settings: Settings) -> None:
-    """Apply the body rules of a send (seed section 3.1 step 5, and createMessage's rules).
+def send_errors(request: AgentSend, *, settings: Settings) -> list[FieldError]:
+    """The body rules of a send (seed section 3.1 step 5, and the rules of its content).
+
+    An agent names no mentions, audience, reply or kind, and its run_id is checked by the
+    answer check in the unit: only the content rules of createMessage apply besides the
+    gate's own.
 
     Args:
         request: the decoded request.
-        author: the sending agent.
         settings: ``freshness.*`` and ``message.max_content_bytes``.
 
-    Raises:
-        ValidationFailed: with every offending member: ``/freshness`` freshness_required,
-            ``/client_message_id`` client_message_id_required or too_long
-            (``message.max_client_id_length``), ``/freshness/target_key``
-            target_key_required or target_key_mismatch, ``/freshness/seen_up_to_seq``
-            negative, ``/freshness/source_message_ids`` too_many, and ``/content``
-            required or too_long.
+    Returns:
+        Every offending member: ``/freshness`` freshness_required,
+        ``/client_message_id`` client_message_id_required or too_long
+        (``message.max_client_id_length``), ``/freshness/target_key``
+        target_key_required or target_key_mismatch, ``/freshness/seen_up_to_seq``
+        negative, ``/freshness/source_message_ids`` too_many, and ``/content`` required
+        or too_long; empty when the request is fine.
     """
     errors: list[FieldError] = []
     if not request.client_message_id:
@@ -219,24 +221,13 @@ def check_send(request: AgentSend, *, author: Principal, settings: Settings) -> 
             errors.append(FieldError(pointer="/freshness/seen_up_to_seq", code="negative"))
         if len(freshness.source_message_ids) > settings.max_source_message_ids:
             errors.append(FieldError(pointer="/freshness/source_message_ids", code="too_many"))
-    try:
-        check_create_rules(
-            # The client id is checked above, under its own member name.
-            _draft(request, client_msg_id="-"),
-            author_kind=author.kind,
-            kind=None,
-            max_content_bytes=settings.max_content_bytes,
-            max_client_id_length=settings.max_client_id_length,
-        )
-    except ValidationFailed as failed:
-        errors.extend(failed.errors)
-    if errors:
-        raise ValidationFailed(errors)
+    errors.extend(content_errors(request.content, max_content_bytes=settings.max_content_bytes))
+    return errors
 
 
-def _draft(request: AgentSend, *, client_msg_id: str | None = None) -> MessageDraft:
+def _draft(request: AgentSend) -> MessageDraft:
     return MessageDraft(
-        client_msg_id=request.client_message_id if client_msg_id is None else client_msg_id,
+        client_msg_id=request.client_message_id,
         content=request.content,
         run_id=request.run_id,
     )
@@ -247,18 +238,14 @@ class AgentSendService:
 
     Args:
         tx: the transactor (retries, denial audit).
-        bus: the in-transaction bus (`MessagePosted`).
-        clock: the time.
-        ids: the UUIDv7 source.
-        settings: ``freshness.*``, ``message.max_content_bytes``, ``ratelimit.rl.message.*``.
+        appender: stores messages and publishes them to the subscribers.
+        settings: ``freshness.*``, ``message.max_content_bytes``.
     """
 
-    def __init__(
-        self, tx: Transactor, bus: EventBus, clock: Clock, ids: IdGenerator, settings: Settings
-    ) -> None:
+    def __init__(self, tx: Transactor, appender: MessageAppender, settings: Settings) -> None:
         self._tx = tx
+        self._appender = appender
         self._settings = settings
-        self._appender = MessageAppender(bus, clock, ids, settings)
 
     async def send(self, actor: Principal, request: AgentSend) -> SendOutcome:
         """Send one agent message through the freshness gate.
@@ -273,7 +260,7 @@ class AgentSendService:
         Raises:
             AccessDenied: forbidden / agents_only for a person or app; not_found without
                 read on the thread; forbidden or channel_read_only without write.
-            ValidationFailed: body rules (`check_send`), ``/freshness/seen_up_to_seq``
+            ValidationFailed: body rules (`send_errors`), ``/freshness/seen_up_to_seq``
                 ahead_of_latest when the frontier is above the thread's, and
                 ``/run_id`` run_mismatch from the runs subscriber.
             NotFound: for an unknown thread.
@@ -292,7 +279,7 @@ class AgentSendService:
             await self._tx.record_denial(denied)
             raise denied
         try:
-            check_send(request, author=actor, settings=self._settings)
+            reject_invalid(send_errors(request, settings=self._settings))
             digest = send_digest(request.target, request.content)
 
             async def work(uow: UnitOfWork) -> SendOutcome:
@@ -340,9 +327,7 @@ class AgentSendService:
         await self._appender.take_rate_token(uow, actor)
         draft = _draft(request)
         if seen is None:
-            message = await self._appender.append(
-                uow, actor, target, draft, digest, kind=MessageKind.TEXT
-            )
+            message = await self._appender.append(uow, actor, target, draft, digest)
             return _sent(message, key, None, SendPath.COMPAT)
         seq = await uow.freshness.compare_and_allocate(request.target, seen)
         path = SendPath.CAS
@@ -363,9 +348,7 @@ class AgentSendService:
                     path=allocation.path,
                 )
             seq, path = allocation.seq, allocation.path
-        message = await self._appender.append(
-            uow, actor, target, draft, digest, kind=MessageKind.TEXT, allocated_seq=seq
-        )
+        message = await self._appender.append(uow, actor, target, draft, digest, allocated_seq=seq)
         return _sent(message, key, seen, path)
 
     async def _replay(
@@ -379,11 +362,9 @@ class AgentSendService:
         path: str,
     ) -> SendOutcome | None:
         """already_sent for a stored client id with the same digest, else None."""
-        existing = await uow.messages.by_client_id(actor.id, request.client_message_id)
+        existing = await replay(uow, actor, request.client_message_id, digest)
         if existing is None:
             return None
-        if existing.digest != digest:
-            raise IdempotencyConflict()
         return SendOutcome(
             state=SendState.ALREADY_SENT,
             target_key=key,
@@ -469,6 +450,6 @@ __all__ = [
     "SendFreshness",
     "SendOutcome",
     "SendPath",
-    "check_send",
     "send_digest",
+    "send_errors",
 ]

@@ -1,11 +1,13 @@
 """Conversation use cases: threads, messages, history and the shared event feed.
 
-Writing a message, in one unit of work: authorize, replay lookup by (author,
-client_msg_id), message rules, rate limit, reopen a done thread with a system line,
-allocate thread_seq under the thread row lock, insert, append message.created, then
-publish `MessagePosted` so that in-transaction subscribers (the runs capability) can act
-or veto. Nothing here knows about runs. The storing steps are shared with the freshness
-gate of agent sends (`turnkeeper.application.services.messages_append.MessageAppender`).
+Writing a message: the body rules first (no I/O), then in one unit of work: authorize,
+replay lookup by (author, client_msg_id), references, rate limit, reopen a done thread
+with a system line, allocate thread_seq under the thread row lock, insert, append
+message.created, then publish `MessagePosted` so that in-transaction subscribers (the
+runs capability) can act or veto. Nothing here knows about runs; the answer shows the
+message and thread as the unit commits them (after the subscribers). The storing steps
+are shared with the freshness gate of agent sends
+(`turnkeeper.application.services.messages_append`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import uuid
 
 import attrs
 
-from turnkeeper.application.bus import EventBus
-from turnkeeper.application.documents import thread_document
+from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
 from turnkeeper.application.services.access import (
     channel_target,
@@ -24,22 +25,21 @@ from turnkeeper.application.services.access import (
     thread_of,
     thread_target,
 )
-from turnkeeper.application.services.messages_append import MessageAppender
+from turnkeeper.application.services.messages_append import (
+    MessageAppender,
+    reference_errors,
+    replay,
+)
 from turnkeeper.application.settings import Settings
+from turnkeeper.application.tracking import TrackedUnit
 from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action
-from turnkeeper.domain.errors import (
-    FieldError,
-    IdempotencyConflict,
-    NotFound,
-    ValidationFailed,
-)
-from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.errors import FieldError, NotFound, reject_invalid
+from turnkeeper.domain.events import Event
 from turnkeeper.domain.messaging import (
     Message,
     MessageDraft,
-    MessageKind,
-    check_create_rules,
+    draft_errors,
     payload_digest,
     title_from_content,
 )
@@ -57,7 +57,8 @@ class PostedMessage:
     """The answer of createMessage.
 
     Attributes:
-        message: the stored (or replayed) message.
+        message: the stored message as committed (with the trigger_state and version the
+            in-transaction decisions gave it), or on a replay the message as it is now.
         author: its author.
         replayed: True when an earlier identical request stored it.
     """
@@ -72,8 +73,9 @@ class CreatedThread:
     """The answer of createThread.
 
     Attributes:
-        thread: the thread (as it is now).
-        message: its first message.
+        thread: the thread as committed (its latest_seq counts a run anchor the first
+            message opened), or on a replay as it is now.
+        message: its first message, as committed or as it is now.
         author: the author of the first message.
         replayed: True when an earlier identical request created it.
     """
@@ -118,22 +120,28 @@ class ConversationService:
 
     Args:
         tx: the transactor.
-        bus: the in-transaction bus (MessagePosted).
+        appender: stores messages and publishes them to the subscribers.
+        events: the event factory.
         clock: the time.
         ids: the UUIDv7 source.
-        settings: limits (``message.max_content_bytes``, ``ratelimit.rl.message.*``,
-            ``page.*``).
+        settings: limits (``message.max_content_bytes``, ``page.*``).
     """
 
     def __init__(
-        self, tx: Transactor, bus: EventBus, clock: Clock, ids: IdGenerator, settings: Settings
+        self,
+        tx: Transactor,
+        appender: MessageAppender,
+        events: EventFactory,
+        clock: Clock,
+        ids: IdGenerator,
+        settings: Settings,
     ) -> None:
         self._tx = tx
-        self._bus = bus
+        self._appender = appender
+        self._events = events
         self._clock = clock
         self._ids = ids
         self._settings = settings
-        self._appender = MessageAppender(bus, clock, ids, settings)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -168,17 +176,19 @@ class ConversationService:
             IdempotencyConflict: a reused client id with another payload.
             RateLimited: the author's rl.message bucket is empty.
         """
-        check_create_rules(
-            first_message,
-            author_kind=actor.kind,
-            kind=kind,
-            max_content_bytes=self._settings.max_content_bytes,
-            max_client_id_length=self._settings.max_client_id_length,
-            pointer_prefix="/first_message",
-            first_message=True,
+        reject_invalid(
+            draft_errors(
+                first_message,
+                author_kind=actor.kind,
+                kind=kind,
+                max_content_bytes=self._settings.max_content_bytes,
+                max_client_id_length=self._settings.max_client_id_length,
+                prefix="/first_message",
+                first_message=True,
+            )
         )
 
-        async def work(uow: UnitOfWork) -> CreatedThread:
+        async def work(uow: TrackedUnit) -> CreatedThread:
             target = await channel_target(uow, channel_id)
             await require(uow, actor, Action.THREAD_CREATE, target)
             # The first message's digest names the channel and title: the thread id does
@@ -189,19 +199,16 @@ class ConversationService:
                 None,
                 first_message.restricted_to,
             )
-            existing = await uow.messages.by_client_id(actor.id, first_message.client_msg_id)
+            existing = await replay(uow, actor, first_message.client_msg_id, digest)
             if existing is not None:
-                if existing.digest != digest:
-                    raise IdempotencyConflict()
                 thread = await uow.threads.get(existing.thread_id)
                 if thread is None:
                     raise NotFound()
                 return CreatedThread(thread=thread, message=existing, author=actor, replayed=True)
-            await self._appender.check_references(
-                uow, first_message, thread_id=None, pointer_prefix="/first_message"
+            reject_invalid(
+                await reference_errors(uow, first_message, thread_id=None, prefix="/first_message")
             )
             await self._appender.take_rate_token(uow, actor)
-            now = self._clock.now()
             thread = Thread(
                 id=self._ids.new_id(),
                 channel_id=channel_id,
@@ -210,26 +217,19 @@ class ConversationService:
                 title_source=TitleSource.AUTO if actor.is_agent else TitleSource.HUMAN,
                 operator_agent_id=effective_operator(target.channel, target.space),
                 created_by=actor.id,
-                created_at=now,
+                created_at=self._clock.now(),
             )
             await uow.threads.add(thread)
+            # The event shows the thread with its first message, as a reader of the log
+            # meets it: the message.created that follows is seq 1.
             await uow.events.append(
-                self._appender.event(
-                    EventType.THREAD_CREATED,
-                    actor,
-                    AccessTarget(space=target.space, channel=target.channel, thread=thread),
-                    resource_kind="thread",
-                    resource_id=thread.id,
-                    payload={"thread": thread_document(attrs.evolve(thread, latest_seq=1))},
-                )
+                self._events.thread_created(attrs.evolve(thread, latest_seq=1), actor, target)
             )
-            thread_target_ = AccessTarget(space=target.space, channel=target.channel, thread=thread)
-            message = await self._appender.append(
-                uow, actor, thread_target_, first_message, digest, kind=MessageKind.TEXT
-            )
+            in_thread = AccessTarget(space=target.space, channel=target.channel, thread=thread)
+            message = await self._appender.append(uow, actor, in_thread, first_message, digest)
             return CreatedThread(
-                thread=attrs.evolve(thread, latest_seq=message.thread_seq),
-                message=message,
+                thread=uow.written.thread(thread),
+                message=uow.written.message(message),
                 author=actor,
                 replayed=False,
             )
@@ -263,29 +263,27 @@ class ConversationService:
             RateLimited: the author's rl.message bucket is empty.
             DomainError: whatever an in-transaction subscriber vetoes with.
         """
-        check_create_rules(
-            draft,
-            author_kind=actor.kind,
-            kind=kind,
-            max_content_bytes=self._settings.max_content_bytes,
-            max_client_id_length=self._settings.max_client_id_length,
+        reject_invalid(
+            draft_errors(
+                draft,
+                author_kind=actor.kind,
+                kind=kind,
+                max_content_bytes=self._settings.max_content_bytes,
+                max_client_id_length=self._settings.max_client_id_length,
+            )
         )
         digest = payload_digest(thread_id, draft.content, draft.reply_to_id, draft.restricted_to)
 
-        async def work(uow: UnitOfWork) -> PostedMessage:
+        async def work(uow: TrackedUnit) -> PostedMessage:
             target = await thread_target(uow, thread_id)
             await require(uow, actor, Action.MESSAGE_CREATE, target)
-            existing = await uow.messages.by_client_id(actor.id, draft.client_msg_id)
+            existing = await replay(uow, actor, draft.client_msg_id, digest)
             if existing is not None:
-                if existing.digest != digest:
-                    raise IdempotencyConflict()
                 return PostedMessage(message=existing, author=actor, replayed=True)
-            await self._appender.check_references(uow, draft, thread_id=thread_id)
+            reject_invalid(await reference_errors(uow, draft, thread_id=thread_id))
             await self._appender.take_rate_token(uow, actor)
-            message = await self._appender.append(
-                uow, actor, target, draft, digest, kind=MessageKind.TEXT
-            )
-            return PostedMessage(message=message, author=actor, replayed=False)
+            message = await self._appender.append(uow, actor, target, draft, digest)
+            return PostedMessage(message=uow.written.message(message), author=actor, replayed=False)
 
         return await self._tx.run(work)
 
@@ -347,8 +345,7 @@ class ConversationService:
             NotFound: for an unknown thread.
         """
         size = self._settings.page_size(limit)
-        if after_seq < 0:
-            raise ValidationFailed([FieldError(pointer="/after_seq", code="out_of_range")])
+        reject_invalid(_cursor_errors("/after_seq", after_seq))
 
         async def work(uow: UnitOfWork) -> MessagePage:
             target = await thread_target(uow, thread_id)
@@ -377,8 +374,7 @@ class ConversationService:
             ValidationFailed: for a negative cursor or a limit out of range.
         """
         size = self._settings.page_size(limit)
-        if after < 0:
-            raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
+        reject_invalid(_cursor_errors("/after", after))
 
         async def work(uow: UnitOfWork) -> EventPage:
             scope = await reader_scope(uow, actor)
@@ -386,3 +382,7 @@ class ConversationService:
             return EventPage(events=events, next_after=events[-1].seq if events else after)
 
         return await self._tx.read(work)
+
+
+def _cursor_errors(pointer: str, value: int) -> list[FieldError]:
+    return [FieldError(pointer=pointer, code="out_of_range")] if value < 0 else []

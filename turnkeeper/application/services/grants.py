@@ -14,6 +14,7 @@ from datetime import datetime
 import attrs
 
 from turnkeeper.application.ports import AdminChange, Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.ports.audit import AuditAction, ChangeAction
 from turnkeeper.application.services.access import require_owner
 from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.errors import FieldError, NotFound, ValidationFailed
@@ -53,7 +54,7 @@ class GrantService:
         self._clock = clock
         self._ids = ids
 
-    async def _require_owner(self, actor: Principal, action: str) -> None:
+    async def _require_owner(self, actor: Principal, action: AuditAction) -> None:
         await require_owner(self._tx, actor, action)
 
     async def set_grant(
@@ -86,7 +87,7 @@ class GrantService:
             AccessDenied: for a non-owner.
             ValidationFailed: for an unknown principal or resource, or level none.
         """
-        await self._require_owner(actor, "grant.create")
+        await self._require_owner(actor, AuditAction.GRANT_CREATE)
         if level is Level.NONE:
             raise _invalid("/level", "invalid_enum")
 
@@ -112,11 +113,17 @@ class GrantService:
                     created_at=now,
                 )
                 await uow.grants.add(grant)
-                await self._audit(uow, actor, "grant.created", grant.id, None, level, now)
+                await self._audit(
+                    uow, actor, ChangeAction.GRANT_CREATED, grant.id, None, level, now
+                )
                 return GrantChange(grant=grant, created=True, before=None)
             if existing.level is not level:
                 await uow.grants.set_level(existing.id, level)
-            action = "grant.level_kept" if existing.level is level else "grant.level_changed"
+            action = (
+                ChangeAction.GRANT_LEVEL_KEPT
+                if existing.level is level
+                else ChangeAction.GRANT_LEVEL_CHANGED
+            )
             await self._audit(uow, actor, action, existing.id, existing.level, level, now)
             grant = attrs.evolve(existing, level=level)
             return GrantChange(grant=grant, created=False, before=existing.level)
@@ -127,7 +134,7 @@ class GrantService:
         self,
         uow: UnitOfWork,
         actor: Principal,
-        action: str,
+        action: ChangeAction,
         grant_id: uuid.UUID,
         before: Level | None,
         after: Level | None,
@@ -165,7 +172,7 @@ class GrantService:
         Raises:
             AccessDenied: for a non-owner.
         """
-        await self._require_owner(actor, "grant.list")
+        await self._require_owner(actor, AuditAction.GRANT_LIST)
         return await self._tx.read(
             lambda uow: uow.grants.list(principal_id=principal_id, resource_id=resource_id)
         )
@@ -177,7 +184,7 @@ class GrantService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown grant.
         """
-        await self._require_owner(actor, "grant.delete")
+        await self._require_owner(actor, AuditAction.GRANT_DELETE)
 
         async def work(uow: UnitOfWork) -> None:
             grant = await uow.grants.get(grant_id)
@@ -185,6 +192,8 @@ class GrantService:
                 raise NotFound()
             await uow.grants.delete(grant_id)
             now = self._clock.now()
-            await self._audit(uow, actor, "grant.deleted", grant_id, grant.level, None, now)
+            await self._audit(
+                uow, actor, ChangeAction.GRANT_DELETED, grant_id, grant.level, None, now
+            )
 
         await self._tx.run(work)

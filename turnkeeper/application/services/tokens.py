@@ -20,6 +20,7 @@ import attrs
 
 from turnkeeper.application.errors import ApplicationError
 from turnkeeper.application.ports import AdminChange, Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.ports.audit import AuditAction, ChangeAction
 from turnkeeper.application.services.access import require_owner
 from turnkeeper.application.services.identity import hash_token, new_token
 from turnkeeper.application.settings import Settings
@@ -134,7 +135,7 @@ async def settle_owner_env_token(
             origin=TokenOrigin.OWNER_ENV,
         )
         configured = added.token.id
-        await _audit(uow, ids, owner.id, "token.issued", configured, at)
+        await _audit(uow, ids, owner.id, ChangeAction.TOKEN_ISSUED, configured, at)
     elif stored.revoked:
         raise OwnerTokenRefused("revoked")
     elif stored.principal_id != owner.id:
@@ -148,14 +149,14 @@ async def settle_owner_env_token(
     retired = owner_tokens_to_revoke(await uow.tokens.list_live(owner.id), configured)
     await uow.tokens.revoke(retired, at)
     for token_id in retired:
-        await _audit(uow, ids, owner.id, "token.revoked", token_id, at)
+        await _audit(uow, ids, owner.id, ChangeAction.TOKEN_REVOKED, token_id, at)
 
 
 async def _audit(
     uow: UnitOfWork,
     ids: IdGenerator,
     actor_id: uuid.UUID,
-    action: str,
+    action: ChangeAction,
     token_id: uuid.UUID,
     at: datetime,
 ) -> None:
@@ -205,7 +206,7 @@ class TokenService:
             ValidationFailed: ``/label`` required or too_long.
             NotFound: for an unknown principal.
         """
-        await require_owner(self._tx, actor, "token.create")
+        await require_owner(self._tx, actor, AuditAction.TOKEN_CREATE)
         errors = label_errors(label, max_chars=self._settings.token_label_max_chars)
         if errors:
             raise ValidationFailed(errors)
@@ -214,7 +215,7 @@ class TokenService:
             await self._principal(uow, principal_id)
             now = self._clock.now()
             issued = await add_token(uow, self._ids, principal_id, now, label=label)
-            await _audit(uow, self._ids, actor.id, "token.issued", issued.token.id, now)
+            await _audit(uow, self._ids, actor.id, ChangeAction.TOKEN_ISSUED, issued.token.id, now)
             return issued
 
         return await self._tx.run(work)
@@ -233,7 +234,7 @@ class TokenService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown principal.
         """
-        await require_owner(self._tx, actor, "token.list")
+        await require_owner(self._tx, actor, AuditAction.TOKEN_LIST)
 
         async def work(uow: UnitOfWork) -> list[ApiToken]:
             await self._principal(uow, principal_id)
@@ -256,7 +257,7 @@ class TokenService:
             NotFound: for an unknown principal, a token of another principal, or a
                 token that is revoked already.
         """
-        await require_owner(self._tx, actor, "token.revoke")
+        await require_owner(self._tx, actor, AuditAction.TOKEN_REVOKE)
 
         async def work(uow: UnitOfWork) -> None:
             token = await uow.tokens.get(token_id)
@@ -266,6 +267,6 @@ class TokenService:
             if await uow.tokens.revoke([token_id], now) != 1:
                 # A concurrent unit revoked it first: it is gone for this caller too.
                 raise NotFound()
-            await _audit(uow, self._ids, actor.id, "token.revoked", token_id, now)
+            await _audit(uow, self._ids, actor.id, ChangeAction.TOKEN_REVOKED, token_id, now)
 
         await self._tx.run(work)

@@ -1,0 +1,299 @@
+"""The agent feed: personal events delivered with fresh invocation tokens, acks, heartbeat.
+
+Every delivery of agent.invocation or agent.followup re-checks agent.invoke for the
+message's author with the rights of this moment (DESIGN.md section 6) and carries a
+fresh token (``agent.invocation_token_ttl``); a denied delivery sends nothing and marks
+the message failed (and ends a queued run).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+
+from turnkeeper.application.audit import DenialAudit
+from turnkeeper.application.ports import (
+    AgentCursor,
+    Clock,
+    IdGenerator,
+    InvocationClaims,
+    TokenSigner,
+    UnitOfWork,
+)
+from turnkeeper.application.ports.audit import AuditAction
+from turnkeeper.application.services.access import thread_target
+from turnkeeper.application.services.runs.changes import RunChanges
+from turnkeeper.application.services.runs.guards import require_agent
+from turnkeeper.application.services.runs.invoke import invoke_denial
+from turnkeeper.application.services.runs.run_end import RunEnder
+from turnkeeper.application.settings import Settings
+from turnkeeper.application.transactions import Transactor
+from turnkeeper.domain.errors import FieldError, ValidationFailed
+from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState
+from turnkeeper.domain.messaging import TriggerState
+from turnkeeper.domain.runs import RunState, TriggerKind, bump_version
+from turnkeeper.domain.world import Principal
+
+#: The capabilities an agent may report by heartbeat (none reported: absent).
+_CAPABILITIES = frozenset({FollowupMode.STEER.value, FollowupMode.QUEUE.value})
+
+
+@attrs.frozen(kw_only=True)
+class Delivery:
+    """One event of an agent's personal feed as delivered now.
+
+    Attributes:
+        event: the stored event.
+        invocation_token: a fresh token for agent.invocation and agent.followup.
+        redelivered: the event was delivered before without an ack.
+    """
+
+    event: Event
+    invocation_token: str | None
+    redelivered: bool
+
+
+@attrs.frozen(kw_only=True)
+class AgentEventPage:
+    """A page of an agent's feed.
+
+    Attributes:
+        deliveries: the deliverable events.
+        next_after: the cursor for the next poll.
+    """
+
+    deliveries: list[Delivery]
+    next_after: int
+
+
+class AgentFeedService:
+    """GET /v1/agent/events, its ack, and the heartbeat.
+
+    Args:
+        tx: the transactor.
+        ender: ends a queued run whose delivery is denied.
+        changes: stores run changes and trigger states.
+        audit: counts denied deliveries.
+        clock: the time.
+        ids: the jti source.
+        settings: ``agent.invocation_token_ttl``, ``page.*``.
+        signer: signs invocation tokens.
+    """
+
+    def __init__(
+        self,
+        tx: Transactor,
+        ender: RunEnder,
+        changes: RunChanges,
+        audit: DenialAudit,
+        clock: Clock,
+        ids: IdGenerator,
+        settings: Settings,
+        signer: TokenSigner,
+    ) -> None:
+        self._tx = tx
+        self._ender = ender
+        self._changes = changes
+        self._audit = audit
+        self._clock = clock
+        self._ids = ids
+        self._settings = settings
+        self._signer = signer
+
+    async def poll(
+        self, agent: Principal, *, after: int | None = None, limit: int | None = None
+    ) -> AgentEventPage:
+        """Deliver an agent's personal events with fresh invocation tokens.
+
+        Every delivery of agent.invocation re-checks agent.invoke for the run's author
+        with the rights of this moment; a denial sends nothing, marks the message failed
+        and ends the queued run. Invocations of runs that are no longer queued are not
+        deliverable and are skipped.
+
+        Args:
+            agent: the polling agent.
+            after: cursor; the acknowledged position when None.
+            limit: page size (``page.default_limit`` when None, at most ``page.max_limit``).
+
+        Returns:
+            The deliveries and the next cursor.
+
+        Raises:
+            AccessDenied: when the caller is not an agent.
+            ValidationFailed: for a bad cursor or limit.
+        """
+        require_agent(agent, AuditAction.AGENT_EVENTS_CONSUME)
+        size = self._settings.page_size(limit)
+        if after is not None and after < 0:
+            raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
+
+        async def work(uow: UnitOfWork) -> AgentEventPage:
+            cursor = await uow.agent_feed.lock_cursor(agent.id)
+            start = cursor.acked_seq if after is None else after
+            events = await uow.agent_feed.read(agent.id, start, size)
+            deliveries: list[Delivery] = []
+            for event in events:
+                token: str | None = None
+                if event.type is EventType.AGENT_INVOCATION:
+                    token = await self._deliver_invocation(uow, event)
+                    if token is None:
+                        continue
+                elif event.type is EventType.AGENT_FOLLOWUP:
+                    token = await self._deliver_followup(uow, event)
+                    if token is None:
+                        continue
+                deliveries.append(
+                    Delivery(
+                        event=event,
+                        invocation_token=token,
+                        redelivered=event.seq <= cursor.delivered_seq,
+                    )
+                )
+            if events:
+                await uow.agent_feed.save_cursor(
+                    agent.id,
+                    attrs.evolve(cursor, delivered_seq=max(cursor.delivered_seq, events[-1].seq)),
+                )
+            return AgentEventPage(
+                deliveries=deliveries, next_after=events[-1].seq if events else start
+            )
+
+        return await self._tx.run(work)
+
+    async def ack(self, agent: Principal, through_seq: int) -> None:
+        """Acknowledge the feed through a seq (the cursor never moves back).
+
+        The cursor never passes what was delivered: an acknowledgement beyond the last
+        delivered event counts up to that event only, so an agent that acknowledges a
+        seq the feed has not reached yet (a bug of its own, or a huge number) still
+        gets every event that comes later.
+
+        Args:
+            agent: the agent.
+            through_seq: the last event it processed.
+
+        Raises:
+            AccessDenied: when the caller is not an agent.
+            ValidationFailed: for a negative seq.
+        """
+        require_agent(agent, AuditAction.AGENT_EVENTS_CONSUME)
+        if through_seq < 0:
+            raise ValidationFailed([FieldError(pointer="/through_seq", code="out_of_range")])
+
+        async def work(uow: UnitOfWork) -> None:
+            cursor = await uow.agent_feed.lock_cursor(agent.id)
+            through = min(through_seq, cursor.delivered_seq)
+            if through > cursor.acked_seq:
+                await uow.agent_feed.save_cursor(
+                    agent.id,
+                    AgentCursor(acked_seq=through, delivered_seq=cursor.delivered_seq),
+                )
+
+        await self._tx.run(work)
+
+    async def heartbeat(self, agent: Principal, followups: str | None) -> None:
+        """Store the capabilities an agent reports.
+
+        Args:
+            agent: the agent.
+            followups: ``steer``, ``queue`` or None (nothing reported).
+
+        Raises:
+            AccessDenied: when the caller is not an agent.
+            ValidationFailed: for an unknown capability value.
+        """
+        require_agent(agent, AuditAction.AGENT_HEARTBEAT)
+        if followups is not None and followups not in _CAPABILITIES:
+            raise ValidationFailed(
+                [FieldError(pointer="/capabilities/followups", code="invalid_enum")]
+            )
+
+        async def work(uow: UnitOfWork) -> None:
+            await uow.agent_feed.set_capabilities(agent.id, followups)
+
+        await self._tx.run(work)
+
+    async def _deliver_invocation(self, uow: UnitOfWork, event: Event) -> str | None:
+        """Deliver an invocation with a fresh token, or None when nothing is to be sent."""
+        run = await uow.runs.lock(event.resource_id)
+        if run is None or run.state is not RunState.QUEUED:
+            return None
+        author = await uow.principals.get(run.triggered_by)
+        message = await uow.messages.get(run.triggering_message_id)
+        agent = await uow.principals.get(run.agent_id)
+        if author is None or message is None or agent is None:
+            return None
+        target = await thread_target(uow, run.thread_id)
+        reason = await invoke_denial(uow, target, author, agent, message.origin)
+        if reason is not None:
+            await self._audit.record(uow, author.id, AuditAction.AGENT_INVOKE, reason.value)
+            await self._ender.end(
+                uow, run, target, RunState.FAILED, reason.value, actor=agent, agent=agent
+            )
+            return None
+        token, _ = self._sign(run.id, message.id, TriggerKind.MESSAGE, author.id)
+        if message.trigger_state is TriggerState.RECEIVED:
+            await self._changes.set_trigger_states(
+                uow, target, [message.id], TriggerState.QUEUED, None
+            )
+        return token
+
+    async def _deliver_followup(self, uow: UnitOfWork, event: Event) -> str | None:
+        """Deliver a follow-up with a fresh token, or None when nothing is to be sent.
+
+        Not deliverable (the row is no longer queued or delivered, the message is
+        deleted, the run ended): skipped without token or audit. The author is
+        re-checked with today's rights; a denial discards the row, raises the run's
+        version and fails the message, and never touches the run otherwise.
+        """
+        run = await uow.runs.lock(event.resource_id)
+        message_id = uuid.UUID(str(event.payload["message_id"]))
+        if run is None or not run.state.active:
+            return None
+        state = await uow.followups.lock(run.id, message_id)
+        message = await uow.messages.get(message_id)
+        if state not in OPEN_STATES or message is None or message.deleted_at is not None:
+            return None
+        author = await uow.principals.get(message.author_id)
+        agent = await uow.principals.get(run.agent_id)
+        assert author is not None
+        assert agent is not None
+        target = await thread_target(uow, run.thread_id)
+        reason = await invoke_denial(uow, target, author, agent, message.origin)
+        if reason is not None:
+            now = self._clock.now()
+            await self._audit.record(uow, author.id, AuditAction.AGENT_INVOKE, reason.value)
+            await uow.followups.set_states(run.id, [message_id], FollowupState.DISCARDED, now)
+            await self._changes.store(uow, run, bump_version(run, now), agent, target)
+            await self._changes.set_trigger_states(
+                uow, target, [message_id], TriggerState.FAILED, reason.value
+            )
+            return None
+        token, jti = self._sign(run.id, message_id, TriggerKind.FOLLOWUP, author.id)
+        if run.state is RunState.WAITING_INPUT:
+            # The follow-up answers the open question: only its token resumes the run,
+            # and every older token is superseded.
+            await uow.runs.update(attrs.evolve(run, invocation_jti=jti))
+        return token
+
+    def _sign(
+        self, run_id: uuid.UUID, message_id: uuid.UUID, kind: TriggerKind, sub: uuid.UUID
+    ) -> tuple[str, str]:
+        """A fresh invocation token and its jti (``agent.invocation_token_ttl``)."""
+        jti = str(self._ids.new_id())
+        token = self._signer.sign(
+            InvocationClaims(
+                run_id=run_id,
+                message_id=message_id,
+                trigger_kind=kind,
+                sub=sub,
+                jti=jti,
+                exp=self._clock.now() + self._settings.invocation_token_ttl,
+            )
+        )
+        return token, jti
+
+
+__all__ = ["AgentEventPage", "AgentFeedService", "Delivery"]

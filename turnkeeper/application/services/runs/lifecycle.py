@@ -1,0 +1,260 @@
+"""The run lifecycle: read, start, await input, resume, finish (the agent) and cancel.
+
+The agent moves its own run with the token of the delivery (start with the
+invocation's, resume with the follow-up's delivered while waiting); a person with
+trigger on the thread cancels. Every end goes through `RunEnder.end`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+
+from turnkeeper.application.errors import InvalidToken
+from turnkeeper.application.event_factory import EventFactory
+from turnkeeper.application.ports import Clock, InvocationClaims, TokenSigner, UnitOfWork
+from turnkeeper.application.services.access import require, thread_target
+from turnkeeper.application.services.runs.changes import RunChanges
+from turnkeeper.application.services.runs.guards import own_run, readable_target
+from turnkeeper.application.services.runs.run_end import RunEnder
+from turnkeeper.application.services.runs.views import RunView, run_view
+from turnkeeper.application.transactions import Transactor
+from turnkeeper.domain.authorization import Action
+from turnkeeper.domain.errors import InvalidStateTransition, NotFound
+from turnkeeper.domain.runs import (
+    EndReason,
+    Run,
+    RunState,
+    Transition,
+    TriggerKind,
+    finish,
+    move,
+    request_cancel,
+)
+from turnkeeper.domain.world import Principal
+
+
+class RunLifecycleService:
+    """GET /v1/runs/{id} and the state changes of a run.
+
+    Args:
+        tx: the transactor.
+        ender: the one end-of-run function.
+        changes: stores run changes.
+        events: the event factory.
+        clock: the time.
+        signer: verifies invocation tokens.
+    """
+
+    def __init__(
+        self,
+        tx: Transactor,
+        ender: RunEnder,
+        changes: RunChanges,
+        events: EventFactory,
+        clock: Clock,
+        signer: TokenSigner,
+    ) -> None:
+        self._tx = tx
+        self._ender = ender
+        self._changes = changes
+        self._events = events
+        self._clock = clock
+        self._signer = signer
+
+    async def get(self, actor: Principal, run_id: uuid.UUID) -> RunView:
+        """The run document for a reader of its thread.
+
+        Args:
+            actor: the caller.
+            run_id: the run.
+
+        Returns:
+            The run with its follow-ups.
+
+        Raises:
+            NotFound: for an unknown run or a caller without read on its thread.
+        """
+
+        async def work(uow: UnitOfWork) -> RunView:
+            run = await uow.runs.get(run_id)
+            if run is None:
+                raise NotFound()
+            await readable_target(uow, actor, run)
+            return await run_view(uow, run)
+
+        return await self._tx.read(work)
+
+    async def start(self, agent: Principal, run_id: uuid.UUID, token: str) -> RunView:
+        """Queued -> running with the token of the invocation's delivery.
+
+        A repeated start with the same token is a no-op.
+
+        Args:
+            agent: the run's agent.
+            run_id: the run.
+            token: the invocation token.
+
+        Returns:
+            The run after the change.
+
+        Raises:
+            InvalidToken: malformed, expired, or for another run.
+            InvalidStateTransition: when the run is not queued.
+        """
+
+        async def work(uow: UnitOfWork) -> RunView:
+            run = await own_run(uow, agent, run_id)
+            claims = self._claims(token, run)
+            if claims.trigger_kind is not TriggerKind.MESSAGE or claims.sub != run.triggered_by:
+                raise InvalidToken("run_mismatch")
+            if run.state is RunState.RUNNING and run.invocation_jti == claims.jti:
+                return await run_view(uow, run)
+            changed = attrs.evolve(
+                move(run, Transition.START, self._clock.now()), invocation_jti=claims.jti
+            )
+            return await self._store(uow, run, changed, agent)
+
+        return await self._tx.run(work)
+
+    async def await_input(self, agent: Principal, run_id: uuid.UUID) -> RunView:
+        """Running -> waiting_input.
+
+        Args:
+            agent: the run's agent.
+            run_id: the run.
+
+        Returns:
+            The run after the change.
+
+        Raises:
+            InvalidStateTransition: when the run is not running.
+        """
+
+        async def work(uow: UnitOfWork) -> RunView:
+            run = await own_run(uow, agent, run_id)
+            changed = move(run, Transition.AWAIT_INPUT, self._clock.now())
+            return await self._store(uow, run, changed, agent)
+
+        return await self._tx.run(work)
+
+    async def resume(self, agent: Principal, run_id: uuid.UUID, token: str) -> RunView:
+        """waiting_input -> running, only with the token of the latest delivery.
+
+        Args:
+            agent: the run's agent.
+            run_id: the run.
+            token: the token of the follow-up delivered while the run waited.
+
+        Returns:
+            The run after the change.
+
+        Raises:
+            InvalidToken: superseded for an older token; run_mismatch for another run's.
+            InvalidStateTransition: when the run is not waiting for input.
+        """
+
+        async def work(uow: UnitOfWork) -> RunView:
+            run = await own_run(uow, agent, run_id)
+            claims = self._claims(token, run)
+            changed = move(run, Transition.RESUME, self._clock.now())
+            if claims.jti != run.invocation_jti:
+                raise InvalidToken("superseded")
+            return await self._store(uow, run, changed, agent)
+
+        return await self._tx.run(work)
+
+    async def finish(
+        self, agent: Principal, run_id: uuid.UUID, state: RunState, reason: str | None
+    ) -> RunView:
+        """The agent ends its run; repeating the same end is a no-op.
+
+        Args:
+            agent: the run's agent.
+            run_id: the run.
+            state: completed, failed or cancelled.
+            reason: optional reason.
+
+        Returns:
+            The ended run.
+
+        Raises:
+            InvalidStateTransition: from queued, or to another end than the stored one.
+        """
+
+        async def work(uow: UnitOfWork) -> RunView:
+            run = await own_run(uow, agent, run_id)
+            if finish(run, state, reason, self._clock.now()) is None:
+                return await run_view(uow, run)
+            target = await thread_target(uow, run.thread_id)
+            # The caller's principal is the one it authenticated with: the settlement
+            # reads the agent as stored now (its reported follow-up mode, its status).
+            ended = await self._ender.end(uow, run, target, state, reason, actor=agent)
+            return await run_view(uow, ended)
+
+        return await self._tx.run(work)
+
+    async def cancel(self, person: Principal, run_id: uuid.UUID) -> RunView:
+        """A person with trigger stops a run.
+
+        A queued run ends cancelled / user_cancelled at once; a running or waiting run
+        gets cancel_requested (a stored change) and run.cancel_requested goes to the
+        agent, which confirms with finish cancelled (or the cancel timeout job ends it).
+
+        Args:
+            person: the caller.
+            run_id: the run.
+
+        Returns:
+            The run after the request (repeats change nothing).
+
+        Raises:
+            AccessDenied: without trigger on the thread (not_found without read).
+            InvalidStateTransition: for a run that ended other than cancelled.
+        """
+
+        async def work(uow: UnitOfWork) -> RunView:
+            run = await uow.runs.lock(run_id)
+            if run is None:
+                raise NotFound()
+            target = await thread_target(uow, run.thread_id)
+            await require(uow, person, Action.RUN_CANCEL, target)
+            if run.state is RunState.QUEUED:
+                ended = await self._ender.end(
+                    uow,
+                    run,
+                    target,
+                    RunState.CANCELLED,
+                    EndReason.USER_CANCELLED.value,
+                    actor=person,
+                )
+                return await run_view(uow, ended)
+            if not run.state.active:
+                if run.state is RunState.CANCELLED:
+                    return await run_view(uow, run)
+                raise InvalidStateTransition(f"cancel {run.state}")
+            if run.cancel_requested:
+                return await run_view(uow, run)
+            changed = request_cancel(run, self._clock.now())
+            await self._changes.store(uow, run, changed, person, target)
+            await uow.events.append(self._events.run_cancel_requested(run, person, target))
+            return await run_view(uow, changed)
+
+        return await self._tx.run(work)
+
+    async def _store(self, uow: UnitOfWork, run: Run, changed: Run, agent: Principal) -> RunView:
+        """Store an agent's move of its run (the target is read once, here)."""
+        target = await thread_target(uow, run.thread_id)
+        await self._changes.store(uow, run, changed, agent, target)
+        return await run_view(uow, changed)
+
+    def _claims(self, token: str, run: Run) -> InvocationClaims:
+        """The claims of a valid token for this run."""
+        claims = self._signer.verify(token, self._clock.now())
+        if claims.run_id != run.id:
+            raise InvalidToken("run_mismatch")
+        return claims
+
+
+__all__ = ["RunLifecycleService"]

@@ -1,0 +1,116 @@
+"""The run patch: the agent's adapter acknowledges follow-ups (delivered, absorbed).
+
+All or nothing and forward only (`advance_followup`); leaving queued sets the message's
+trigger_state followup_delivered; a change raises the run's version once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import attrs
+
+from turnkeeper.application.errors import BaseVersionConflict
+from turnkeeper.application.ports import Clock, UnitOfWork
+from turnkeeper.application.services.access import thread_target
+from turnkeeper.application.services.runs.changes import RunChanges
+from turnkeeper.application.services.runs.guards import own_run
+from turnkeeper.application.services.runs.views import RunView, run_document, run_view
+from turnkeeper.application.transactions import Transactor
+from turnkeeper.domain.errors import Conflict, FieldError, ValidationFailed
+from turnkeeper.domain.followups import FollowupState, advance_followup
+from turnkeeper.domain.messaging import TriggerState
+from turnkeeper.domain.runs import bump_version
+from turnkeeper.domain.world import Principal
+
+
+@attrs.frozen(kw_only=True)
+class FollowupOp:
+    """One replacement of a run patch.
+
+    Attributes:
+        message_id: the follow-up message (None when the path names none).
+        value: delivered or absorbed.
+    """
+
+    message_id: uuid.UUID | None
+    value: FollowupState
+
+
+class RunPatchService:
+    """PATCH /v1/runs/{id}.
+
+    Args:
+        tx: the transactor.
+        changes: stores the run change and the trigger states.
+        clock: the time.
+    """
+
+    def __init__(self, tx: Transactor, changes: RunChanges, clock: Clock) -> None:
+        self._tx = tx
+        self._changes = changes
+        self._clock = clock
+
+    async def patch(
+        self,
+        agent: Principal,
+        run_id: uuid.UUID,
+        base_version: int,
+        ops: Sequence[FollowupOp],
+    ) -> RunView:
+        """The adapter acknowledges follow-ups: all or nothing, forward only.
+
+        Args:
+            agent: the run's agent.
+            run_id: the run.
+            base_version: the version the adapter saw.
+            ops: the replacements, in order.
+
+        Returns:
+            The run after the patch.
+
+        Raises:
+            BaseVersionConflict: when the run moved on (carries the current document).
+            Conflict: run_not_active for an ended run.
+            ValidationFailed: patch_target_missing for a message that is no follow-up.
+            FollowupTransitionError: for a change that is not forward (409).
+        """
+
+        async def work(uow: UnitOfWork) -> RunView:
+            run = await own_run(uow, agent, run_id)
+            if base_version != run.version:
+                raise BaseVersionConflict(run_document(await run_view(uow, run)))
+            if not run.state.active:
+                raise Conflict("run not active", reason="run_not_active")
+            now = self._clock.now()
+            target = await thread_target(uow, run.thread_id)
+            changed_any = False
+            for index, op in enumerate(ops):
+                state = (
+                    None
+                    if op.message_id is None
+                    else await uow.followups.lock(run.id, op.message_id)
+                )
+                if state is None or op.message_id is None:
+                    raise ValidationFailed(
+                        [FieldError(pointer=f"/ops/{index}/path", code="patch_target_missing")]
+                    )
+                if not advance_followup(state, op.value):
+                    continue
+                changed_any = True
+                await uow.followups.set_states(run.id, [op.message_id], op.value, now)
+                if state is FollowupState.QUEUED:
+                    await self._changes.set_trigger_states(
+                        uow, target, [op.message_id], TriggerState.FOLLOWUP_DELIVERED, None
+                    )
+            if not changed_any:
+                return await run_view(uow, run)
+            changed = bump_version(run, now)
+            await self._changes.store(uow, run, changed, agent, target)
+            return await run_view(uow, changed)
+
+        return await self._tx.run(work)
+
+
+__all__ = ["FollowupOp", "RunPatchService"]
