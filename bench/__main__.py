@@ -1,10 +1,12 @@
-"""``python -m bench [--quick] [--floor | --suite] | --scale | --freshness | --profile``.
+"""``python -m bench [--quick] [--floor [name ...] | --suite] | --scale | --freshness | ...``.
 
 - no option: the floor table (`bench.against_floor`: every hot operation against an
   independent floor, in-process and over HTTP against a real ``turnkeeper serve``),
   then the same-statements table (`bench.suite`: service against a raw psycopg loop of
   its own statements, and the Litestar app in-process); half an hour on two cores;
-- ``--floor`` or ``--suite``: only one of the two tables;
+- ``--floor`` or ``--suite``: only one of the two tables; ``--floor name ...`` only the
+  floor table's groups whose name contains one of the names (to measure a few rows
+  again, for example when the machine was busy);
 - ``--quick``: the same at a tiny size (what the smoke test runs);
 - ``--scale``: the growth run (`bench.scale`): 10k threads and 1M messages loaded with
   COPY, then send, history read, event poll and run finish against the small tables;
@@ -34,16 +36,24 @@ from bench.suite import FULL, HEADER, QUICK, format_row, report_details, run_sui
 _ALONE = ("--scale", "--freshness", "--profile")
 _TABLES = ("--floor", "--suite")
 _USAGE = (
-    "usage: python -m bench [--quick] [--floor | --suite] | --scale | --freshness"
+    "usage: python -m bench [--quick] [--floor [name ...] | --suite] | --scale | --freshness"
     " | --profile [name ...]"
 )
+
+
+def _floor_names(argv: Sequence[str]) -> list[str]:
+    if "--floor" not in argv:
+        return []
+    after = list(argv[argv.index("--floor") + 1 :])
+    return [a for a in after if not a.startswith("--")]
 
 
 def _understood(argv: Sequence[str]) -> bool:
     if argv[:1] and argv[0] in _ALONE:
         return argv[0] == "--profile" or len(argv) == 1
+    names = _floor_names(argv)
     tables = [a for a in argv if a in _TABLES]
-    rest = [a for a in argv if a not in _TABLES and a != "--quick"]
+    rest = [a for a in argv if a not in _TABLES and a != "--quick" and a not in names]
     return not rest and len(tables) <= 1 and argv.count("--quick") <= 1
 
 
@@ -99,8 +109,14 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
         quick = "--quick" in argv
         if "--suite" not in argv:
             print(f"\n{_load()}\n{FLOOR_LEGEND}\n{LINE_HEADER}", file=out, flush=True)
+            names = _floor_names(argv)
             results, counts = await against_floor.run_floor_suite(
-                conninfo, against_floor.QUICK if quick else against_floor.FULL, out=out
+                conninfo,
+                against_floor.QUICK if quick else against_floor.FULL,
+                groups=tuple(
+                    g for g in against_floor.GROUPS if not names or any(n in g.name for n in names)
+                ),
+                out=out,
             )
             floor_report(results, counts, out)
             print(_load(), file=out, flush=True)
