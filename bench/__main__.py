@@ -3,7 +3,8 @@
 - no option: the floor table (`bench.against_floor`: every hot operation against an
   independent floor, in-process and over HTTP against a real ``turnkeeper serve``),
   then the same-statements table (`bench.suite`: service against a raw psycopg loop of
-  its own statements, and the Litestar app in-process); half an hour on two cores;
+  its own statements, and the Litestar app in-process); a quarter of an hour on two
+  idle cores;
 - ``--floor`` or ``--suite``: only one of the two tables; ``--floor name ...`` only the
   floor table's groups whose name contains one of the names (to measure a few rows
   again, for example when the machine was busy);
