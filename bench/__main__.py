@@ -1,10 +1,14 @@
-"""``python -m bench [--quick] [--floor|--suite] | --scale | --freshness | --live | --profile``.
+"""``python -m bench [--quick] [--floor|--suite] [name ...] | --scale | --freshness | ...``.
 
 - no option: the floor table (`bench.against_floor`: every hot operation against an
   independent floor, in-process and over HTTP against a real ``turnkeeper serve``),
   then the same-statements table (`bench.suite`: service against a raw psycopg loop of
-  its own statements, and the Litestar app in-process); half an hour on two cores;
-- ``--floor`` or ``--suite``: only one of the two tables;
+  its own statements, and the Litestar app in-process); a quarter of an hour on two
+  idle cores;
+- ``--floor`` or ``--suite``: only one of the two tables; ``name ...`` only the floor
+  groups and suite operations whose name contains one of the names (to measure a few
+  rows again, for example when the machine was busy, or ``--suite steer``);
+- ``--live [--quick]``: the live delivery benchmark (`bench.live`);
 - ``--quick``: the same at a tiny size (what the smoke test runs);
 - ``--scale``: the growth run (`bench.scale`): 10k threads and 1M messages loaded with
   COPY, then send, history read, event poll and run finish against the small tables;
@@ -30,15 +34,20 @@ from bench import live as bench_live
 from bench.floor_report import LINE_HEADER
 from bench.floor_report import report as floor_report
 from bench.harness import BENCH_DATABASE_PREFIX, bench_server, server_version
+from bench.operations import OPERATIONS
 from bench.suite import FULL, HEADER, QUICK, format_row, report_details, run_suite
 from turnkeeper.adapters.postgres.databases import scratch_database
 
 _ALONE = ("--scale", "--freshness", "--profile")
 _TABLES = ("--floor", "--suite")
 _USAGE = (
-    "usage: python -m bench [--quick] [--floor | --suite] | --scale | --freshness"
+    "usage: python -m bench [--quick] [--floor | --suite] [name ...] | --scale | --freshness"
     " | --live [--quick] | --profile [name ...]"
 )
+
+
+def _names(argv: Sequence[str]) -> list[str]:
+    return [a for a in argv if not a.startswith("--")]
 
 
 def _understood(argv: Sequence[str]) -> bool:
@@ -46,8 +55,9 @@ def _understood(argv: Sequence[str]) -> bool:
         return argv[1:] in ([], ["--quick"])
     if argv[:1] and argv[0] in _ALONE:
         return argv[0] == "--profile" or len(argv) == 1
+    names = _names(argv)
     tables = [a for a in argv if a in _TABLES]
-    rest = [a for a in argv if a not in _TABLES and a != "--quick"]
+    rest = [a for a in argv if a not in _TABLES and a != "--quick" and a not in names]
     return not rest and len(tables) <= 1 and argv.count("--quick") <= 1
 
 
@@ -106,10 +116,16 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
             await scale.run_scale(conninfo, out, data_dir=server.data_dir)
             return 0
         quick = "--quick" in argv
+        names = _names(argv)
         if "--suite" not in argv:
             print(f"\n{_load()}\n{FLOOR_LEGEND}\n{LINE_HEADER}", file=out, flush=True)
             results, counts = await against_floor.run_floor_suite(
-                conninfo, against_floor.QUICK if quick else against_floor.FULL, out=out
+                conninfo,
+                against_floor.QUICK if quick else against_floor.FULL,
+                groups=tuple(
+                    g for g in against_floor.GROUPS if not names or any(n in g.name for n in names)
+                ),
+                out=out,
             )
             floor_report(results, counts, out)
             print(_load(), file=out, flush=True)
@@ -123,6 +139,9 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
                     suite_conninfo,
                     QUICK if quick else FULL,
                     data_dir=server.data_dir,
+                    operations=tuple(
+                        o for o in OPERATIONS if not names or any(n in o.name for n in names)
+                    ),
                     on_row=lambda row: print(format_row(row), file=out, flush=True),
                 )
             report_details(rows, out)

@@ -6,7 +6,8 @@ A `CpuProbe` reads, at the start and at the end of a timed phase, the CPU second
 - every process of the PostgreSQL server: the postmaster and all its children (backends,
   WAL writer, checkpointer...), found from a backend's pid, so it works for the embedded
   server and for any server on this machine;
-- optionally one more process (the ``turnkeeper serve`` of the HTTP side).
+- optionally one more process with its children (the ``turnkeeper serve`` of the HTTP
+  side, and its worker processes when it runs several).
 
 Other processes' CPU comes from ``/proc/<pid>/task/<tid>/schedstat`` (nanoseconds run on
 a CPU, every thread), or from ``/proc/<pid>/stat`` (utime + stime in clock ticks, 10 ms)
@@ -144,7 +145,7 @@ class Cpu:
     Attributes:
         python: this process.
         postgres: every process of the PostgreSQL server.
-        server: the HTTP server process.
+        server: the HTTP server process and its children.
         client: the load client process (reported by the client itself).
     """
 
@@ -166,7 +167,7 @@ class CpuProbe:
 
     Args:
         postmaster: the PostgreSQL postmaster's pid (None: PostgreSQL not measured).
-        server: the HTTP server's pid (None: none).
+        server: the HTTP server's pid (None: none); its children count too.
     """
 
     def __init__(self, postmaster: int | None, server: int | None = None) -> None:
@@ -191,7 +192,7 @@ class CpuProbe:
             An opaque reading for `since`.
         """
         postgres = None if self._postmaster is None else tree_cpu(self._postmaster)
-        server = None if self._server is None else process_cpu(self._server)
+        server = None if self._server is None else tree_cpu(self._server)
         return _Reading(python=time.process_time(), postgres=postgres, server=server)
 
     def since(self, start: _Reading, *, client: float | None = None) -> Cpu:
@@ -209,7 +210,7 @@ class CpuProbe:
         """
         python = time.process_time() - start.python
         end_postgres = None if self._postmaster is None else tree_cpu(self._postmaster)
-        end_server = None if self._server is None else process_cpu(self._server)
+        end_server = None if self._server is None else tree_cpu(self._server)
         return Cpu(
             python=python,
             postgres=_delta(start.postgres, end_postgres),
