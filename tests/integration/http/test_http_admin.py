@@ -91,3 +91,29 @@ async def test_writing_into_an_archived_channel_is_read_only(
         "channel_read_only",
         "channel_archived",
     )
+
+
+async def test_every_offending_member_is_answered_at_once(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    owner = bearer(world.owner.token)
+    response = await client.post(
+        "/v1/principals",
+        json={"kind": "person", "handle": "two words", "billing_mode": "personal"},
+        headers=owner,
+    )
+    assert response.status_code == 400
+    assert {(e["pointer"], e["code"]) for e in response.json()["errors"]} == {
+        ("/billing_mode", "agents_only"),
+        ("/handle", "invalid"),
+    }
+    channel = await client.post(
+        f"/v1/spaces/{world.spaces['support'].id}/channels",
+        json={"name": " ", "type": "text", "operator_mode": "agent"},
+        headers=owner,
+    )
+    assert channel.status_code == 400
+    assert {(e["pointer"], e["code"]) for e in channel.json()["errors"]} == {
+        ("/name", "required"),
+        ("/operator_id", "operator_mode_mismatch"),
+    }

@@ -21,8 +21,9 @@ from turnkeeper.application.services.grants import GrantService
 from turnkeeper.application.services.tokens import add_token, settle_owner_env_token
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import Transactor
+from turnkeeper.domain.admin_rules import name_errors, operator_errors, principal_errors
 from turnkeeper.domain.credentials import OWNER_ENV_LABEL, TokenOrigin
-from turnkeeper.domain.errors import FieldError, NotFound, ValidationFailed
+from turnkeeper.domain.errors import FieldError, NotFound, ValidationFailed, reject_invalid
 from turnkeeper.domain.world import (
     BillingMode,
     Channel,
@@ -167,28 +168,18 @@ class AdminService:
             ValidationFailed: for inconsistent members or a taken handle.
         """
         await self._require_owner(actor, AuditAction.PRINCIPAL_CREATE)
-        if kind is PrincipalKind.APP:
-            raise _invalid("/kind", "invalid_enum")
-        if not handle or len(handle.split()) != 1:
-            raise _invalid("/handle", "invalid")
-        if len(handle) > self._settings.max_handle_length:
-            # The handle is a key of a unique index, whose rows have a size limit.
-            raise _invalid("/handle", "too_long")
-        if kind is PrincipalKind.PERSON and (
-            billing_mode is not None or holder_id is not None or supports_followups is not None
-        ):
-            pointer = (
-                "/billing_mode"
-                if billing_mode
-                else "/holder_id"
-                if holder_id
-                else "/supports_followups"
+        reject_invalid(
+            principal_errors(
+                kind=kind,
+                handle=handle,
+                billing_mode=billing_mode,
+                holder_id=holder_id,
+                supports_followups=supports_followups,
+                max_handle_length=self._settings.max_handle_length,
             )
-            raise _invalid(pointer, "agents_only")
+        )
         if kind is PrincipalKind.AGENT:
             billing_mode = billing_mode or BillingMode.ORGANIZATION
-            if (billing_mode is BillingMode.PERSONAL) != (holder_id is not None):
-                raise _invalid("/holder_id", "personal_needs_holder")
 
         async def work(uow: UnitOfWork) -> NewPrincipal:
             if holder_id is not None:
@@ -226,8 +217,7 @@ class AdminService:
             ValidationFailed: when the operator is not an agent.
         """
         await self._require_owner(actor, AuditAction.SPACE_CREATE)
-        if not name.strip():
-            raise _invalid("/name", "required")
+        reject_invalid(name_errors(name))
 
         async def work(uow: UnitOfWork) -> Space:
             if default_operator_id is not None:
@@ -262,9 +252,7 @@ class AdminService:
             ValidationFailed: for an operator that does not fit the mode.
         """
         await self._require_owner(actor, AuditAction.CHANNEL_CREATE)
-        if not name.strip():
-            raise _invalid("/name", "required")
-        _check_operator(operator_mode, operator_id, "/operator_id")
+        reject_invalid([*name_errors(name), *operator_errors(operator_mode, operator_id)])
 
         async def work(uow: UnitOfWork) -> Channel:
             if await uow.spaces.get(space_id) is None:
@@ -361,7 +349,7 @@ class AdminService:
             NotFound: for an unknown channel.
             ValidationFailed: for an operator that does not fit the mode.
         """
-        _check_operator(mode, operator_id, "/operator_id")
+        reject_invalid(operator_errors(mode, operator_id))
 
         async def change(uow: UnitOfWork, channel: Channel) -> Channel:
             if operator_id is not None:
@@ -449,8 +437,3 @@ class AdminService:
             return changed
 
         return await self._tx.run(work)
-
-
-def _check_operator(mode: OperatorMode, operator_id: uuid.UUID | None, pointer: str) -> None:
-    if (mode is OperatorMode.AGENT) != (operator_id is not None):
-        raise _invalid(pointer, "operator_mode_mismatch")
