@@ -81,8 +81,11 @@ class FollowupRepository(Protocol):
         ...
 
     async def trigger_links(self, message_id: uuid.UUID) -> TriggerLinks:
-        """What the store links to a message: its acceptance as a follow-up (the run it was
-        accepted into and the mode recorded then) and the run it triggered, if any."""
+        """What the store links to a message, for its trigger report.
+
+        Its acceptance as a follow-up (the run it was accepted into and the mode recorded
+        then) and the run it triggered, if any.
+        """
         ...
 
     async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
