@@ -27,6 +27,7 @@ from tests.support.http_steps import (
     start,
 )
 from tests.support.scenario import main_thread
+from turnkeeper.adapters.client import AppliedFollowupMode, Trigger, TriggerOutcome, wire
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 
@@ -235,3 +236,28 @@ class TestCreateThread:
         first = created(await client.post(url, json=body, headers=bearer_of(world, "alex")))
         assert first["thread"]["latest_seq"] == 1
         assert first["trigger"] == {"outcome": "none"}
+
+
+class TestTheRuntimeClientModels:
+    async def test_every_outcome_parses_into_the_clients_trigger(
+        self, client: ContractClient, world: DemoWorld
+    ) -> None:
+        await heartbeat(client, world, "queue")
+        opened = wire.posted_message(await say(client, world, "alex", "trigger"))
+        assert opened.trigger.outcome is TriggerOutcome.RUN_OPENED
+        assert opened.trigger.run_id is not None
+        assert (opened.message.origin, opened.replayed) == ("human", False)
+        run_id = await start(client, world)
+        assert opened.trigger.run_id == run_id
+        followup = wire.posted_message(await say(client, world, "sam", "f1"))
+        assert followup.trigger == Trigger(
+            outcome=TriggerOutcome.FOLLOWUP, run_id=run_id, mode=AppliedFollowupMode.QUEUE
+        )
+        refused = wire.posted_message(await say(client, world, "alex", "m2", mentions=("texter",)))
+        assert refused.trigger == Trigger(
+            outcome=TriggerOutcome.REFUSED, reason="run_active_other_agent"
+        )
+        quiet = wire.posted_message(await say(client, world, "alex", "m3", channel="eskalation"))
+        assert quiet.trigger == Trigger(outcome=TriggerOutcome.NONE)
+        again = wire.posted_message(await say(client, world, "sam", "f1"))
+        assert (again.replayed, again.trigger) == (True, followup.trigger)
