@@ -480,7 +480,10 @@ async def human_message(
             if active is None:
                 await _open_run(conn, known, target, message_id, author_id, operator, now, events)
             else:
-                await q.insert_followup(conn, run_id=active.id, message_id=message_id, at=now)
+                # The floor models no capability report: the stored mode costs nothing.
+                await q.insert_followup(
+                    conn, run_id=active.id, message_id=message_id, mode="none", at=now
+                )
                 await q.update_run(
                     conn,
                     state=active.state,

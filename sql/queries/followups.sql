@@ -1,6 +1,7 @@
 -- name: InsertFollowup :exec
-INSERT INTO run_followups (run_id, message_id, state, created_at, updated_at)
-VALUES (sqlc.arg(run_id), sqlc.arg(message_id), 'queued', sqlc.arg(at), sqlc.arg(at));
+INSERT INTO run_followups (run_id, message_id, state, accepted_run_id, mode, created_at, updated_at)
+VALUES (sqlc.arg(run_id), sqlc.arg(message_id), 'queued', sqlc.arg(run_id), sqlc.arg(mode),
+        sqlc.arg(at), sqlc.arg(at));
 
 -- name: ListFollowups :many
 SELECT message_id, state FROM run_followups WHERE run_id = sqlc.arg(run_id) ORDER BY message_id;
@@ -28,3 +29,12 @@ WHERE run_id = sqlc.arg(run_id) AND message_id = ANY(sqlc.arg(message_ids)::uuid
 -- name: MoveFollowups :execrows
 UPDATE run_followups SET run_id = sqlc.arg(new_run_id), state = 'queued', updated_at = sqlc.arg(at)
 WHERE run_id = sqlc.arg(run_id) AND message_id = ANY(sqlc.arg(message_ids)::uuid[]);
+
+-- What the store links to a message for its trigger report: its follow-up row (the run
+-- of its acceptance and the mode recorded then) and the run it triggered, if any.
+-- name: TriggerLinksOfMessage :many
+SELECT 'followup'::text AS link, f.accepted_run_id AS run_id, f.mode
+FROM run_followups f WHERE f.message_id = sqlc.arg(message_id)
+UNION ALL
+SELECT 'run'::text AS link, r.id AS run_id, 'none'::text AS mode
+FROM runs r WHERE r.triggering_message_id = sqlc.arg(message_id);

@@ -26,8 +26,9 @@ from turnkeeper.application.ports import (
 from turnkeeper.application.ports.audit import DeniedAction
 from turnkeeper.application.telemetry import CommittedChanges, DenialFact, FollowupChange
 from turnkeeper.domain.events import Event, NewEvent
-from turnkeeper.domain.followups import FollowupState, OpenFollowup
+from turnkeeper.domain.followups import FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run
+from turnkeeper.domain.trigger_report import TriggerLinks
 
 #: The outcome of follow-ups that move to the follow-on run of their ended run.
 MOVED = "moved"
@@ -133,9 +134,11 @@ class RecordingFollowups:
         self._inner = inner
         self._records = records
 
-    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
+    async def add(
+        self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime, mode: FollowupMode
+    ) -> None:
         """Add and note a queued follow-up."""
-        await self._inner.add(run_id, message_id, at)
+        await self._inner.add(run_id, message_id, at, mode)
         self._records.followups.append(FollowupChange(outcome=FollowupState.QUEUED.value, count=1))
 
     async def set_states(
@@ -175,6 +178,10 @@ class RecordingFollowups:
     async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
         """The unit's own lock."""
         return await self._inner.lock_open(run_id)
+
+    async def trigger_links(self, message_id: uuid.UUID) -> TriggerLinks:
+        """The unit's own read."""
+        return await self._inner.trigger_links(message_id)
 
 
 class RecordingAudit:

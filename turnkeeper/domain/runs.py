@@ -374,7 +374,28 @@ def finish(run: Run, state: RunState, reason: str | None, at: datetime) -> Run |
         raise InvalidStateTransition(f"{run.state} is final")
     if run.state is RunState.QUEUED:
         raise InvalidStateTransition("finish from queued")
-    return end(run, state, reason, at)
+    return end(run, state, finish_reason(run, state, reason), at)
+
+
+def finish_reason(run: Run, state: RunState, reason: str | None) -> str | None:
+    """The reason an agent's finish stores: a person's stop stays a stop.
+
+    An agent that confirms a stop a person requested (``cancel_requested``) with
+    ``cancelled`` ends the run ``user_cancelled`` whatever reason it gives, so that the
+    settlement discards the open follow-ups and nothing new starts (`plan_run_end`).
+
+    Args:
+        run: the run before the finish.
+        state: the end state the agent asks for.
+        reason: the reason it gives (None when it gives none).
+
+    Returns:
+        ``user_cancelled`` for a cancelled finish of a run a person asked to stop, else
+        the agent's reason.
+    """
+    if state is RunState.CANCELLED and run.cancel_requested:
+        return EndReason.USER_CANCELLED.value
+    return reason
 
 
 def end(run: Run, state: RunState, reason: str | None, at: datetime) -> Run:

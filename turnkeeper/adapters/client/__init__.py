@@ -16,14 +16,18 @@ from turnkeeper.adapters.client.errors import (
 )
 from turnkeeper.adapters.client.models import (
     AgentEvent,
+    AppliedFollowupMode,
     Capabilities,
     EventPage,
     FollowupMode,
     HistoryMessage,
     HistoryPage,
     LogicalSendResult,
+    PostedMessage,
     SendResult,
     ThreadTarget,
+    Trigger,
+    TriggerOutcome,
 )
 from turnkeeper.adapters.client.runs import FollowupAck, Run, RunState
 from turnkeeper.adapters.client.runtime import AgentRuntimeClient
@@ -33,6 +37,7 @@ __all__ = [
     "AgentEvent",
     "AgentRuntimeClient",
     "AnswerInvalid",
+    "AppliedFollowupMode",
     "Capabilities",
     "ClientError",
     "ClientProblem",
@@ -43,8 +48,11 @@ __all__ = [
     "HistoryMessage",
     "HistoryPage",
     "LogicalSendResult",
+    "PostedMessage",
     "Run",
     "RunState",
     "SendResult",
     "ThreadTarget",
+    "Trigger",
+    "TriggerOutcome",
 ]

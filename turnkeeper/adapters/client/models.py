@@ -129,6 +129,55 @@ class HistoryMessage:
     run_id: str | None = None
 
 
+class TriggerOutcome(enum.StrEnum):
+    """What became of a created message (API.md Trigger ``outcome``)."""
+
+    RUN_OPENED = "run_opened"
+    FOLLOWUP = "followup"
+    REFUSED = "refused"
+    NONE = "none"
+
+
+class AppliedFollowupMode(enum.StrEnum):
+    """How a follow-up reaches the agent: now, at its next input boundary, or not."""
+
+    STEER = "steer"
+    QUEUE = "queue"
+    NONE = "none"
+
+
+@attrs.frozen(kw_only=True)
+class Trigger:
+    """The ``trigger`` of a create answer, the same on every replay.
+
+    Attributes:
+        outcome: run_opened, followup, refused or none.
+        run_id: the run opened, or the run the follow-up was accepted into.
+        mode: a follow-up's mode (steer, queue or none).
+        reason: a refusal's reason (the message's trigger_state_reason).
+    """
+
+    outcome: TriggerOutcome
+    run_id: str | None = None
+    mode: AppliedFollowupMode | None = None
+    reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PostedMessage:
+    """The answer of POST /v1/threads/{id}/messages (or of its replay).
+
+    Attributes:
+        message: the message as committed (or, on a replay, as it is now).
+        trigger: what became of it.
+        replayed: True for the replay of an earlier identical request.
+    """
+
+    message: HistoryMessage
+    trigger: Trigger
+    replayed: bool = False
+
+
 @attrs.frozen(kw_only=True)
 class HistoryPage:
     """A page of a thread's history.

@@ -16,9 +16,13 @@ import msgspec
 from turnkeeper.adapters.client.errors import UNEXPECTED_ANSWER, AnswerInvalid, ClientProblem
 from turnkeeper.adapters.client.models import (
     AgentEvent,
+    AppliedFollowupMode,
     EventPage,
     HistoryMessage,
+    PostedMessage,
     ThreadTarget,
+    Trigger,
+    TriggerOutcome,
 )
 from turnkeeper.domain.errors import FieldError
 
@@ -92,6 +96,17 @@ class _Message(_Wire):
     mentions: list[str] = msgspec.field(default_factory=list)
     reply_to_id: str | None = None
     run_id: str | None = None
+
+
+class _Trigger(_Wire):
+    outcome: Literal["run_opened", "followup", "refused", "none"]
+    run_id: str | None = None
+    mode: Literal["steer", "queue", "none"] | None = None
+    reason: str | None = None
+
+
+class _MessageCreated(_Message, kw_only=True):
+    trigger: _Trigger
 
 
 class _MessagePage(_Wire):
@@ -245,25 +260,49 @@ def history(response: httpx.Response) -> tuple[tuple[HistoryMessage, ...], int, 
         The messages, ``covers_through_seq`` and the target key when the answer has one.
     """
     page = decode(response, _MessagePage)
-    messages = tuple(
-        HistoryMessage(
-            id=m.id,
-            thread_id=m.thread_id,
-            thread_seq=m.thread_seq,
-            author_id=m.author.id,
-            author_kind=m.author.kind,
-            author_handle=m.author.handle,
-            origin=m.origin,
-            kind=m.kind,
-            content=m.content,
-            mentions=tuple(m.mentions),
-            created_at=m.created_at,
-            reply_to_id=m.reply_to_id,
-            run_id=m.run_id,
-        )
-        for m in page.messages
-    )
+    messages = tuple(_history_message(m) for m in page.messages)
     return messages, page.covers_through_seq, page.target_key
+
+
+def _history_message(m: _Message) -> HistoryMessage:
+    return HistoryMessage(
+        id=m.id,
+        thread_id=m.thread_id,
+        thread_seq=m.thread_seq,
+        author_id=m.author.id,
+        author_kind=m.author.kind,
+        author_handle=m.author.handle,
+        origin=m.origin,
+        kind=m.kind,
+        content=m.content,
+        mentions=tuple(m.mentions),
+        created_at=m.created_at,
+        reply_to_id=m.reply_to_id,
+        run_id=m.run_id,
+    )
+
+
+def posted_message(response: httpx.Response) -> PostedMessage:
+    """Decode the answer of POST /v1/threads/{id}/messages (201, or 200 for a replay).
+
+    Args:
+        response: the success answer.
+
+    Returns:
+        The message with what became of it (``trigger``).
+    """
+    answer = decode(response, _MessageCreated)
+    trigger = answer.trigger
+    return PostedMessage(
+        message=_history_message(answer),
+        trigger=Trigger(
+            outcome=TriggerOutcome(trigger.outcome),
+            run_id=trigger.run_id,
+            mode=None if trigger.mode is None else AppliedFollowupMode(trigger.mode),
+            reason=trigger.reason,
+        ),
+        replayed=response.headers.get("Idempotent-Replay") == "true",
+    )
 
 
 def send_answer(response: httpx.Response) -> SendAnswer:

@@ -19,7 +19,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from turnkeeper.application.services import conversation
-from turnkeeper.domain import events, messaging, world
+from turnkeeper.domain import events, messaging, trigger_report, world
 
 V = TypeVar("V")
 
@@ -303,17 +303,52 @@ class Message(Answer):
         )
 
 
+class Trigger(Answer):
+    """What became of a created message (API.md Trigger), derived from stored facts."""
+
+    outcome: Literal["run_opened", "followup", "refused", "none"]
+    run_id: uuid.UUID | UnsetType = UNSET
+    mode: Literal["steer", "queue", "none"] | UnsetType = UNSET
+    reason: str | UnsetType = UNSET
+
+    @classmethod
+    def of(cls, trigger: trigger_report.MessageTrigger) -> Trigger:
+        """The answer of a trigger report."""
+        mode = trigger.mode
+        return cls(
+            outcome=trigger.outcome.value,
+            run_id=optional(trigger.run_id),
+            mode=UNSET if mode is None else mode.value,
+            reason=optional(trigger.reason),
+        )
+
+
+class MessageCreated(Message, kw_only=True):
+    """Answer of POST /v1/threads/{thread_id}/messages: the Message plus its ``trigger``."""
+
+    trigger: Trigger
+
+    @classmethod
+    def posted(cls, posted: conversation.PostedMessage) -> MessageCreated:
+        """The answer of a created (or replayed) message."""
+        message = Message.of(posted.message, posted.author)
+        return cls(**msgspec.structs.asdict(message), trigger=Trigger.of(posted.trigger))
+
+
 class ThreadCreated(Answer):
     """Answer of POST /v1/channels/{channel_id}/threads."""
 
     thread: Thread
     message: Message
+    trigger: Trigger
 
     @classmethod
     def of(cls, created: conversation.CreatedThread) -> ThreadCreated:
         """The answer of a created (or replayed) thread."""
         return cls(
-            thread=Thread.of(created.thread), message=Message.of(created.message, created.author)
+            thread=Thread.of(created.thread),
+            message=Message.of(created.message, created.author),
+            trigger=Trigger.of(created.trigger),
         )
 
 

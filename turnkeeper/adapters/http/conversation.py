@@ -18,7 +18,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from turnkeeper.adapters.http.answers import (
     EventPage,
     Me,
-    Message,
+    MessageCreated,
     MessagePage,
     Thread,
     ThreadCreated,
@@ -81,19 +81,19 @@ async def create_thread(
 @post(
     "/threads/{thread_id:str}/messages",
     status_code=HTTP_201_CREATED,
-    responses={**problems(403, 409, 429), **_replay_spec(Message)},
+    responses={**problems(403, 409, 429), **_replay_spec(MessageCreated)},
 )
 async def create_message(
     thread_id: FromPath[uuid.UUID],
     data: JSONBody[MessageCreate],
     principal: NamedDependency[Principal],
     conversation: NamedDependency[ConversationService],
-) -> Response[Message]:
-    """Write a message into a thread."""
+) -> Response[MessageCreated]:
+    """Write a message into a thread; the answer says what became of it (``trigger``)."""
     posted = await conversation.create_message(
         principal, thread_id, data.draft(), kind=given(data.kind)
     )
-    return _created(Message.of(posted.message, posted.author), posted.replayed)
+    return _created(MessageCreated.posted(posted), posted.replayed)
 
 
 @get("/threads/{thread_id:str}", responses=problems())

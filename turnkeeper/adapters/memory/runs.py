@@ -16,8 +16,9 @@ from turnkeeper.adapters.memory.tables import FollowupRow, Tables
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import AgentCursor
 from turnkeeper.domain.events import Event
-from turnkeeper.domain.followups import OPEN_STATES, FollowupState, OpenFollowup
+from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run, RunState
+from turnkeeper.domain.trigger_report import AcceptedFollowup, TriggerLinks
 
 
 class MemoryRunRepository:
@@ -142,12 +143,32 @@ class MemoryFollowupRepository:
     def __init__(self, tables: Tables) -> None:
         self._t = tables
 
-    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
+    async def add(
+        self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime, mode: FollowupMode
+    ) -> None:
         """Queue a message as a follow-up of a run (once per message)."""
         if message_id in self._t.followups:
             raise DuplicateKey("run_followups_message_key")
         self._t.followups[message_id] = FollowupRow(
-            run_id=run_id, state=FollowupState.QUEUED, created_at=at, updated_at=at
+            run_id=run_id,
+            state=FollowupState.QUEUED,
+            created_at=at,
+            updated_at=at,
+            accepted_run_id=run_id,
+            mode=mode,
+        )
+
+    async def trigger_links(self, message_id: uuid.UUID) -> TriggerLinks:
+        """The message's follow-up acceptance and the run it triggered."""
+        row = self._t.followups.get(message_id)
+        opened = sorted(
+            r.id for r in self._t.runs.values() if r.triggering_message_id == message_id
+        )
+        return TriggerLinks(
+            opened_run_id=opened[0] if opened else None,
+            followup=None
+            if row is None
+            else AcceptedFollowup(run_id=row.accepted_run_id, mode=row.mode),
         )
 
     async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:

@@ -11,7 +11,7 @@ import attrs
 from turnkeeper.application.ports import AdminChange, AgentCursor
 from turnkeeper.domain.credentials import ApiToken
 from turnkeeper.domain.events import Event
-from turnkeeper.domain.followups import FollowupState
+from turnkeeper.domain.followups import FollowupMode, FollowupState
 from turnkeeper.domain.messaging import Message
 from turnkeeper.domain.ratelimit import Bucket
 from turnkeeper.domain.runs import Run
@@ -26,6 +26,9 @@ class FollowupRow:
     state: FollowupState
     created_at: datetime
     updated_at: datetime
+    #: The run of its acceptance and the mode recorded then (kept when it moves).
+    accepted_run_id: uuid.UUID
+    mode: FollowupMode
 
 
 @attrs.define

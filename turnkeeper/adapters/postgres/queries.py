@@ -178,6 +178,21 @@ class LockOpenFollowupsRow:
 
 
 @attrs.frozen
+class TriggerLinksOfMessageRow:
+    """A result row of TriggerLinksOfMessage.
+
+    Attributes:
+        link: ``text``.
+        run_id: ``uuid``.
+        mode: ``text``.
+    """
+
+    link: str
+    run_id: uuid.UUID
+    mode: str
+
+
+@attrs.frozen
 class ReadThreadFrontierRow:
     """A result row of ReadThreadFrontier.
 
@@ -804,8 +819,9 @@ _READ_EVENT_COUNTER = """SELECT last_seq FROM event_counter WHERE singleton"""
 
 _LISTEN_FOR_EVENTS = """LISTEN turnkeeper_events"""
 
-_INSERT_FOLLOWUP = """INSERT INTO run_followups (run_id, message_id, state, created_at, updated_at)
-VALUES (%(p1)s, %(p2)s, 'queued', %(p3)s, %(p3)s)"""
+_INSERT_FOLLOWUP = """INSERT INTO run_followups (run_id, message_id, state, accepted_run_id, mode, created_at, updated_at)
+VALUES (%(p1)s, %(p2)s, 'queued', %(p1)s, %(p3)s,
+        %(p4)s, %(p4)s)"""
 
 _LIST_FOLLOWUPS = (
     """SELECT message_id, state FROM run_followups WHERE run_id = %(p1)s ORDER BY message_id"""
@@ -826,6 +842,12 @@ WHERE run_id = %(p3)s AND message_id = ANY(%(p4)s::uuid[])"""
 
 _MOVE_FOLLOWUPS = """UPDATE run_followups SET run_id = %(p1)s, state = 'queued', updated_at = %(p2)s
 WHERE run_id = %(p3)s AND message_id = ANY(%(p4)s::uuid[])"""
+
+_TRIGGER_LINKS_OF_MESSAGE = """SELECT 'followup'::text AS link, f.accepted_run_id AS run_id, f.mode
+FROM run_followups f WHERE f.message_id = %(p1)s
+UNION ALL
+SELECT 'run'::text AS link, r.id AS run_id, 'none'::text AS mode
+FROM runs r WHERE r.triggering_message_id = %(p1)s"""
 
 _READ_THREAD_FRONTIER = """SELECT latest_seq, has_restricted FROM threads WHERE id = %(p1)s"""
 
@@ -1800,23 +1822,30 @@ async def listen_for_events(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 async def insert_followup(
-    conn: psycopg.AsyncConnection[Any], *, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    run_id: uuid.UUID,
+    message_id: uuid.UUID,
+    mode: str,
+    at: datetime,
 ) -> None:
     """Run InsertFollowup (:exec, sql/queries/followups.sql).
 
     SQL::
 
-        INSERT INTO run_followups (run_id, message_id, state, created_at, updated_at)
-        VALUES ($1, $2, 'queued', $3, $3)
+        INSERT INTO run_followups (run_id, message_id, state, accepted_run_id, mode, created_at, updated_at)
+        VALUES ($1, $2, 'queued', $1, $3,
+                $4, $4)
 
     Args:
         conn: the connection; the statement runs in its current transaction.
         run_id: ``$1`` (``uuid``).
         message_id: ``$2`` (``uuid``).
-        at: ``$3`` (``timestamptz``).
+        mode: ``$3`` (``text``).
+        at: ``$4`` (``timestamptz``).
     """
     async with conn.cursor() as cur:
-        await cur.execute(_INSERT_FOLLOWUP, {"p1": run_id, "p2": message_id, "p3": at})
+        await cur.execute(_INSERT_FOLLOWUP, {"p1": run_id, "p2": message_id, "p3": mode, "p4": at})
 
 
 async def list_followups(
@@ -1958,6 +1987,34 @@ async def move_followups(
             _MOVE_FOLLOWUPS, {"p1": new_run_id, "p2": at, "p3": run_id, "p4": list(message_ids)}
         )
         return cur.rowcount
+
+
+async def trigger_links_of_message(
+    conn: psycopg.AsyncConnection[Any], *, message_id: uuid.UUID
+) -> list[TriggerLinksOfMessageRow]:
+    """Run TriggerLinksOfMessage (:many, sql/queries/followups.sql).
+
+    What the store links to a message for its trigger report: its follow-up row (the run
+    of its acceptance and the mode recorded then) and the run it triggered, if any.
+
+    SQL::
+
+        SELECT 'followup'::text AS link, f.accepted_run_id AS run_id, f.mode
+        FROM run_followups f WHERE f.message_id = $1
+        UNION ALL
+        SELECT 'run'::text AS link, r.id AS run_id, 'none'::text AS mode
+        FROM runs r WHERE r.triggering_message_id = $1
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        message_id: ``$1`` (``uuid``).
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(TriggerLinksOfMessageRow)) as cur:
+        await cur.execute(_TRIGGER_LINKS_OF_MESSAGE, {"p1": message_id})
+        return await cur.fetchall()
 
 
 async def read_thread_frontier(

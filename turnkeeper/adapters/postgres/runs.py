@@ -16,8 +16,9 @@ from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresReposito
 from turnkeeper.adapters.postgres.events import PostgresEventLog
 from turnkeeper.application.ports import AgentCursor
 from turnkeeper.domain.events import Event
-from turnkeeper.domain.followups import FollowupState, OpenFollowup
+from turnkeeper.domain.followups import FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run, RunState, TriggerKind
+from turnkeeper.domain.trigger_report import AcceptedFollowup, TriggerLinks
 
 
 def _run(row: q.RunRow) -> Run:
@@ -197,9 +198,27 @@ class PostgresFollowupRepository(PostgresRepository):
     same number of statements whatever the number of its follow-ups.
     """
 
-    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
-        """Insert a queued follow-up."""
-        await q.insert_followup(self._conn, run_id=run_id, message_id=message_id, at=at)
+    async def add(
+        self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime, mode: FollowupMode
+    ) -> None:
+        """Insert a queued follow-up with the run and mode of its acceptance."""
+        await q.insert_followup(
+            self._conn, run_id=run_id, message_id=message_id, mode=mode.value, at=at
+        )
+
+    async def trigger_links(self, message_id: uuid.UUID) -> TriggerLinks:
+        """The message's follow-up acceptance and the run it triggered (one statement)."""
+        rows = await q.trigger_links_of_message(self._conn, message_id=message_id)
+        followup = next(
+            (
+                AcceptedFollowup(run_id=row.run_id, mode=FollowupMode(row.mode))
+                for row in rows
+                if row.link == "followup"
+            ),
+            None,
+        )
+        opened = sorted(row.run_id for row in rows if row.link == "run")
+        return TriggerLinks(opened_run_id=opened[0] if opened else None, followup=followup)
 
     async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
         """Every follow-up of a run by message id."""

@@ -10,8 +10,9 @@ from typing import Protocol
 import attrs
 
 from turnkeeper.domain.events import Event
-from turnkeeper.domain.followups import FollowupState, OpenFollowup
+from turnkeeper.domain.followups import FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run
+from turnkeeper.domain.trigger_report import TriggerLinks
 
 
 class RunRepository(Protocol):
@@ -73,8 +74,18 @@ class RunRepository(Protocol):
 class FollowupRepository(Protocol):
     """Follow-up rows of runs (one row per message at most)."""
 
-    async def add(self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime) -> None:
-        """Store a queued follow-up of a run."""
+    async def add(
+        self, run_id: uuid.UUID, message_id: uuid.UUID, at: datetime, mode: FollowupMode
+    ) -> None:
+        """Store a queued follow-up of a run, with the run and mode of its acceptance."""
+        ...
+
+    async def trigger_links(self, message_id: uuid.UUID) -> TriggerLinks:
+        """What the store links to a message, for its trigger report.
+
+        Its acceptance as a follow-up (the run it was accepted into and the mode recorded
+        then) and the run it triggered, if any.
+        """
         ...
 
     async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:

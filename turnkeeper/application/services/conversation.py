@@ -30,6 +30,7 @@ from turnkeeper.application.services.messages_append import (
     reference_errors,
     replay,
 )
+from turnkeeper.application.services.trigger_report import message_trigger
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.tracking import TrackedUnit
 from turnkeeper.application.transactions import Transactor
@@ -43,6 +44,7 @@ from turnkeeper.domain.messaging import (
     payload_digest,
     title_from_content,
 )
+from turnkeeper.domain.trigger_report import MessageTrigger
 from turnkeeper.domain.world import (
     Principal,
     Thread,
@@ -61,11 +63,13 @@ class PostedMessage:
             in-transaction decisions gave it), or on a replay the message as it is now.
         author: its author.
         replayed: True when an earlier identical request stored it.
+        trigger: what became of the message (the same on every replay).
     """
 
     message: Message
     author: Principal
     replayed: bool
+    trigger: MessageTrigger
 
 
 @attrs.frozen(kw_only=True)
@@ -78,12 +82,14 @@ class CreatedThread:
         message: its first message, as committed or as it is now.
         author: the author of the first message.
         replayed: True when an earlier identical request created it.
+        trigger: what became of the first message (the same on every replay).
     """
 
     thread: Thread
     message: Message
     author: Principal
     replayed: bool
+    trigger: MessageTrigger
 
 
 @attrs.frozen(kw_only=True)
@@ -204,7 +210,13 @@ class ConversationService:
                 thread = await uow.threads.get(existing.thread_id)
                 if thread is None:
                     raise NotFound()
-                return CreatedThread(thread=thread, message=existing, author=actor, replayed=True)
+                return CreatedThread(
+                    thread=thread,
+                    message=existing,
+                    author=actor,
+                    replayed=True,
+                    trigger=await message_trigger(uow, existing),
+                )
             reject_invalid(
                 await reference_errors(uow, first_message, thread_id=None, prefix="/first_message")
             )
@@ -226,12 +238,15 @@ class ConversationService:
                 self._events.thread_created(attrs.evolve(thread, latest_seq=1), actor, target)
             )
             in_thread = AccessTarget(space=target.space, channel=target.channel, thread=thread)
-            message = await self._appender.append(uow, actor, in_thread, first_message, digest)
+            message = uow.written.message(
+                await self._appender.append(uow, actor, in_thread, first_message, digest)
+            )
             return CreatedThread(
                 thread=uow.written.thread(thread),
-                message=uow.written.message(message),
+                message=message,
                 author=actor,
                 replayed=False,
+                trigger=await message_trigger(uow, message),
             )
 
         return await self._tx.run(work)
@@ -279,11 +294,23 @@ class ConversationService:
             await require(uow, actor, Action.MESSAGE_CREATE, target)
             existing = await replay(uow, actor, draft.client_msg_id, digest)
             if existing is not None:
-                return PostedMessage(message=existing, author=actor, replayed=True)
+                return PostedMessage(
+                    message=existing,
+                    author=actor,
+                    replayed=True,
+                    trigger=await message_trigger(uow, existing),
+                )
             reject_invalid(await reference_errors(uow, draft, thread_id=thread_id))
             await self._appender.take_rate_token(uow, actor)
-            message = await self._appender.append(uow, actor, target, draft, digest)
-            return PostedMessage(message=uow.written.message(message), author=actor, replayed=False)
+            message = uow.written.message(
+                await self._appender.append(uow, actor, target, draft, digest)
+            )
+            return PostedMessage(
+                message=message,
+                author=actor,
+                replayed=False,
+                trigger=await message_trigger(uow, message),
+            )
 
         return await self._tx.run(work)
 

@@ -29,6 +29,7 @@ from turnkeeper.domain.runs import (
     Transition,
     TriggerKind,
     finish,
+    finish_reason,
     move,
     request_cancel,
 )
@@ -190,7 +191,8 @@ class RunLifecycleService:
             target = await thread_target(uow, run.thread_id)
             # The caller's principal is the one it authenticated with: the settlement
             # reads the agent as stored now (its reported follow-up mode, its status).
-            ended = await self._ender.end(uow, run, target, state, reason, actor=agent)
+            stored_reason = finish_reason(run, state, reason)
+            ended = await self._ender.end(uow, run, target, state, stored_reason, actor=agent)
             return await run_view(uow, ended)
 
         return await self._tx.run(work)

@@ -31,6 +31,7 @@ from turnkeeper.domain.authorization import AccessTarget, effective_level
 from turnkeeper.domain.followups import followup_event_needed
 from turnkeeper.domain.messaging import Message, Origin, TriggerState
 from turnkeeper.domain.runs import OutcomeKind, Run, TriggerFacts, bump_version, decide_trigger
+from turnkeeper.domain.trigger_report import applied_followup_mode
 from turnkeeper.domain.world import Level, Principal, effective_operator
 
 
@@ -159,12 +160,15 @@ class TriggerDecision:
     ) -> None:
         """Make a message a queued follow-up of the thread's active run (locked)."""
         now = self._clock.now()
-        await uow.followups.add(run.id, message.id, now)
+        mode = followup_mode(agent)
+        # The mode that applies to this follow-up is stored with it: its create answer
+        # and every replay report it, whatever the agent reports later.
+        await uow.followups.add(run.id, message.id, now, applied_followup_mode(mode, run.state))
         await self._changes.store(uow, run, bump_version(run, now), author, target)
         await self._changes.set_trigger_states(
             uow, target, [message.id], TriggerState.RECEIVED, None
         )
-        if followup_event_needed(followup_mode(agent), run.state):
+        if followup_event_needed(mode, run.state):
             await uow.events.append(self._events.agent_followup(run, target, message.id, author.id))
 
 

@@ -1,0 +1,40 @@
+"""Properties of `finish_reason`: a confirmed stop always ends user_cancelled and stops.
+
+Over every active run (with or without a person's cancel request), every end state and
+any reason an agent may give.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from turnkeeper.domain import strategies as ds
+from turnkeeper.domain.followups import OpenFollowup, RunEnd, plan_run_end
+from turnkeeper.domain.runs import EndReason, Run, RunState, finish, finish_reason
+
+reasons = st.none() | st.text(max_size=20) | st.sampled_from(list(EndReason))
+
+
+@given(
+    ds.runs(state=st.sampled_from([RunState.RUNNING, RunState.WAITING_INPUT])),
+    ds.end_states,
+    reasons,
+    ds.open_followups(),
+)
+def test_a_confirmed_stop_is_a_stop(
+    run: Run, state: RunState, reason: str | None, open_followups: list[OpenFollowup]
+) -> None:
+    stored = finish_reason(run, state, reason)
+    ended = finish(run, state, reason, run.updated_at + timedelta(seconds=1))
+    assert ended is not None
+    assert ended.state_reason == stored
+    plan = plan_run_end(RunEnd(state=state, reason=stored), open_followups)
+    if state is RunState.CANCELLED and run.cancel_requested:
+        assert stored == EndReason.USER_CANCELLED
+        assert plan.candidates == ()
+    else:
+        # Without a person's stop the agent's own words are kept, unchanged.
+        assert stored == reason
