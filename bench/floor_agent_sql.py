@@ -32,6 +32,7 @@ _AGENT_LEVEL = level_of("%(author_id)s", "target.space_id", "target.channel_id")
 #: checks, a token, the compare-and-set of the frontier and the message, or held with
 #: the committed frontier (read FOR SHARE after the missed compare-and-set, so that it
 #: is the newest committed one, as the service's ReadThreadFrontier in a new statement).
+#: A held send writes the owner's ``message.held`` event, as the service does.
 GATED_SEND = (
     "WITH author AS (\n"
     "    SELECT %(author_id)s::uuid AS id, 'agent'::text AS kind,\n"
@@ -94,6 +95,17 @@ GATED_SEND = (
     "           m.restricted_to AS restricted_to,\n"
     f"           jsonb_build_object('message', {_SEND_DOC}) AS payload\n"
     "    FROM message m, author w\n"
+    "    UNION ALL\n"
+    "    -- held: the owner's message.held, without content (the service's _record_held)\n"
+    "    SELECT 2, 0, 'message.held', w.id, 'agent', 'thread', %(thread_id)s::uuid,\n"
+    "           NULL::bigint, NULL::uuid, ARRAY[o.id],\n"
+    "           jsonb_build_object('thread_id', %(thread_id)s::uuid,\n"
+    "               'author', jsonb_build_object('id', w.id, 'kind', w.kind, 'handle', w.handle),\n"
+    "               'seen_up_to_seq', %(seen)s::bigint, 'latest_seq', f.latest_seq,\n"
+    "               'client_message_id', %(client_msg_id)s::text)\n"
+    "    FROM frontier f, author w,\n"
+    "         (SELECT id FROM principals WHERE is_owner ORDER BY id LIMIT 1) o\n"
+    "    WHERE f.latest_seq > %(seen)s\n"
     "),\n"
     f"{append_events('d.space_id', 'd.channel_id', 'd.thread_id', 'decision d')}\n"
     "SELECT CASE\n"

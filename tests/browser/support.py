@@ -109,6 +109,18 @@ class ServedWorld:
         assert answer["state"] == "sent", answer
         return answer
 
+    async def stale_send(self, agent: str, thread_id: str, seen: int, content: str) -> Any:
+        """The agent's answer through the freshness gate from an old frontier: held."""
+        body = {
+            "target": thread_id,
+            "content": content,
+            "client_message_id": str(uuid.uuid4()),
+            "freshness": {"target_key": f"thread:{thread_id}", "seen_up_to_seq": seen},
+        }
+        answer = await self.call(agent, "POST", "/v1/agent/send", body)
+        assert answer["state"] == "held", answer
+        return answer
+
 
 @contextlib.asynccontextmanager
 async def served_world(settings: Settings | None = None) -> AsyncIterator[ServedWorld]:

@@ -309,11 +309,85 @@ async def test_the_owner_sees_every_space_and_the_held_sends_note(
     assert await page.evaluate(FOCUSED_THREAD) == first
     await expect(page.locator("#held summary")).to_have_text("Held agent sends")
     await page.locator("#held summary").click()
-    await expect(page.locator("#held")).to_contain_text("does not record held agent sends")
+    await expect(page.locator("#held")).to_contain_text("only the owner's token reads")
     # Sam reads only Allgemein in Support and all of Marketing: both threads, no others.
     sam = await context.new_page()
     await sign_in(sam, served.url, served.token("sam"))
     await expect(sam.locator("#thread-tree .thread-link")).to_have_count(2)
+
+
+async def _new_thread(served: ServedWorld, who: str, channel: str, title: str) -> str:
+    channel_id = served.world.channels[channel].id
+    body = {"title": title, "first_message": {"client_msg_id": title, "content": title + "?"}}
+    created = await served.call(who, "POST", f"/v1/channels/{channel_id}/threads", body)
+    return str(created["thread"]["id"])
+
+
+async def test_the_thread_list_grows_live_grouped_by_space_and_channel(
+    served: ServedWorld, context: BrowserContext
+) -> None:
+    from playwright.async_api import expect
+
+    page = await context.new_page()
+    await sign_in(page, served.url, served.token("sam"))
+    await expect(page.locator("#thread-tree")).to_contain_text("No readable events yet.")
+    # Alex's thread in Support/Reports first: Sam may not read it.
+    hidden = await _new_thread(served, "alex", "reports", "Quarterly report")
+    shown = await _new_thread(served, "sam", "ideas", "Spring launch")
+    link = page.locator(f'[data-thread-id="{shown}"]')
+    await expect(link.locator(".thread-name")).to_have_text("Spring launch", timeout=LIVE_MS)
+    await expect(link.locator(".badge")).to_have_text("open")
+    heads = await link.evaluate(
+        "(button) => [button.closest('section.space').querySelector('h3').textContent,"
+        " button.closest('ul').previousElementSibling.textContent]"
+    )
+    space, channel = served.world.spaces["marketing"].id, served.world.channels["ideas"].id
+    # No names for readers in the API: the groups show the ends of their ids.
+    assert heads == [f"Space {str(space)[-8:]}", f"Channel {str(channel)[-8:]}"]
+    await expect(page.locator(f'[data-thread-id="{hidden}"]')).to_have_count(0)
+    await expect(page.locator("#thread-tree .thread-link")).to_have_count(1)
+
+
+async def test_the_owner_sees_a_held_agent_send_live_and_a_person_never_does(
+    served: ServedWorld, context: BrowserContext
+) -> None:
+    from playwright.async_api import expect
+
+    thread = served.main_thread("eskalation")
+    await served.post("alex", thread, "Is the invoice paid?")
+    owner = await context.new_page()
+    await sign_in(owner, served.url, served.world.owner.token)
+    await open_thread(owner, thread)
+    alex = await context.new_page()
+    await sign_in(alex, served.url, served.token("alex"))
+    await open_thread(alex, thread)
+
+    await served.post("alex", thread, "Never mind, it is.")
+    await served.stale_send("lotse", thread, 1, "Not yet, Alex.")
+    held = owner.locator("#timeline > li.held-entry")
+    await expect(held).to_have_count(1, timeout=LIVE_MS)
+    await expect(held).to_have_attribute("data-held-seen", "1")
+    await expect(held).to_have_attribute("data-held-latest", "2")
+    await expect(held.locator(".author")).to_have_text("@lotse")
+    await expect(held.locator(".held-badge")).to_have_attribute(
+        "title", "Held send by @lotse: it had read through #1, the thread was at #2"
+    )
+    await expect(owner.locator("#timeline")).not_to_contain_text("Not yet, Alex.")
+    # After the newest message it was held for.
+    order = await owner.evaluate(
+        "Array.from(document.querySelectorAll('#timeline > li'))"
+        ".map((li) => li.dataset.seq || 'held')"
+    )
+    assert order == ["1", "2", "held"]
+    await expect(owner.locator("#held summary")).to_have_text("Held agent sends (1 in this thread)")
+    await _screenshots(owner, "held")
+
+    # Alex reads the thread, never the held send: the stream is in log order, so a post
+    # written after it arrives after it would have.
+    await served.post("robin", thread, "Lotse, read the thread first.")
+    await expect(message(alex, "Lotse, read the thread first.")).to_be_visible(timeout=LIVE_MS)
+    await expect(alex.locator("#timeline > li.held-entry")).to_have_count(0)
+    await expect(alex.locator("#held summary")).to_have_text("Held agent sends")
 
 
 async def test_a_refused_token_is_not_kept_and_a_reload_keeps_the_session(

@@ -184,11 +184,64 @@ class TestPublicMiss:
         assert outcome.seen_up_to_seq == seen
         assert outcome.message_id is None
         assert outcome.accepted_seq is None
-        # Nothing stored, nothing published, the frontier untouched.
+        # Nothing stored, nothing published but the owner's message.held, the frontier
+        # untouched (shared_events reads as nobody in particular: it sees no held event).
         assert await shared_events(services) == before
         assert await latest_seq(services, world, thread_id) == raw
         async with services.uow() as uow:
             assert await uow.messages.by_client_id(world.principal("lotse").id, "s1") is None
+
+    async def test_a_held_send_writes_one_message_held_event_that_only_the_owner_reads(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        run, _ = await started_run(services, world)
+        run_id, thread_id = run.id, run.thread_id
+        lotse = world.principal("lotse")
+        seen = await latest_seq(services, world, thread_id)
+        raw = (await post(services, world, "robin", thread_id, "r1")).thread_seq
+        start = (await services.conversation.list_events(world.principal("robin"))).next_after
+        outcome = await services.agent_send.send(
+            lotse, request(thread_id, "s1", seen, "The secret answer.", run_id=run_id)
+        )
+        assert outcome.state is SendState.HELD
+        page = await services.conversation.list_events(world.principal("robin"), after=start)
+        (held,) = page.events
+        assert held.type is EventType.MESSAGE_HELD
+        assert (held.actor_id, held.actor_kind) == (lotse.id, "agent")
+        assert (held.thread_id, held.channel_id) == (thread_id, world.channels["allgemein"].id)
+        assert (held.resource_kind, held.resource_id) == ("thread", thread_id)
+        assert held.payload == {
+            "thread_id": str(thread_id),
+            "author": {"id": str(lotse.id), "kind": "agent", "handle": "lotse"},
+            "seen_up_to_seq": seen,
+            "latest_seq": raw,
+            "client_message_id": "s1",
+            "run_id": str(run_id),
+        }
+        assert "The secret answer." not in repr(held.payload)
+        # Readers of the thread who are not the owner, the sender included, never see it.
+        for reader in ("alex", "lotse"):
+            seen_by = await services.conversation.list_events(world.principal(reader))
+            assert EventType.MESSAGE_HELD not in {e.type for e in seen_by.events}, reader
+        assert all(
+            e.type is not EventType.MESSAGE_HELD
+            for events in (await personal_events(services, world)).values()
+            for e in events
+        )
+
+    async def test_a_held_send_in_a_private_gap_names_only_the_visible_seq(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        thread_id = main_thread(world, "eskalation")
+        seen = (await post(services, world, "alex", thread_id, "a1")).thread_seq
+        visible = (await post(services, world, "alex", thread_id, "a2")).thread_seq
+        await post(services, world, "alex", thread_id, "h1", restricted_to=["sam"])
+        outcome = await send(services, world, "lotse", thread_id, "s1", seen)
+        assert (outcome.state, outcome.path) == (SendState.HELD, SendPath.HELD_VISIBLE)
+        page = await services.conversation.list_events(world.principal("robin"))
+        (held,) = [e for e in page.events if e.type is EventType.MESSAGE_HELD]
+        assert (held.payload["seen_up_to_seq"], held.payload["latest_seq"]) == (seen, visible)
+        assert "run_id" not in held.payload
 
     async def test_held_then_retry_with_a_new_id_and_the_same_frontier_is_held_again(
         self, services: Services, world: DemoWorld

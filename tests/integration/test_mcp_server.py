@@ -6,15 +6,21 @@ scenario over stdio (the client spawns ``turnkeeper mcp``) and over streamable H
 holds it, with guidance free of seqs, keys and ids, and the next send is held without a
 request until the thread is read; a long answer goes in parts, and a part held by a
 person's post stops the rest (partial_held, counted on the metrics port) until a resend
-of the same content replays the stored parts as already_sent; a run's invocation and
-follow-up reach wait_for_work. Tool errors carry the problem's title and code. The
+of the same content replays the stored parts as already_sent; a run's invocation,
+follow-up and cancel request reach wait_for_work, and await_input waits until a person's
+answer resumes the run. Tool errors (no right on the target, an unknown target, rate
+limited) carry the problem's title and code, never a token or a stack trace. The
+transcript of one turn in docs/mcp.md is replayed and must be what the tools answer. The
 server records the state of every agent send (`tests.support.mcp.SendRecorder`).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
 import httpx
@@ -25,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 from tests.live_server import free_port
 from tests.support.mcp import (
     CALL_TIMEOUT_SECONDS,
+    ROOT,
     TRANSPORTS,
     Served,
     mcp_client,
@@ -41,6 +48,7 @@ from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.messaging import Message, MessageDraft, Origin
 from turnkeeper.domain.runs import RunState
+from turnkeeper.domain.world import Level, ResourceKind
 
 #: Small parts, so that a short answer goes in three messages.
 CHUNK_BYTES = 20
@@ -251,6 +259,64 @@ async def test_an_invocation_and_a_followup_of_the_run_reach_wait_for_work(
     assert view.run.state is RunState.COMPLETED
 
 
+async def test_a_cancel_request_reaches_wait_for_work_and_the_run_ends_cancelled(
+    stage: Stage, transport: str
+) -> None:
+    async with mcp_client(transport, stage.env()) as client:
+        await stage.post("Can you check the invoice?", "q-1", mention=True)
+        work = await client.call_tool("wait_for_work", {"timeout_seconds": WAIT_SECONDS})
+        assert isinstance(work.structured_content, dict)
+        run_id = work.structured_content["run_id"]
+        alex = stage.world.principal("alex")
+        await stage.services.runs.cancel(alex, uuid.UUID(run_id))
+        stop = await client.call_tool("wait_for_work", {"timeout_seconds": WAIT_SECONDS})
+        assert stop.structured_content == {
+            "event": "cancel_requested",
+            "run_id": run_id,
+            "thread_id": stage.target,
+        }
+        assert f'finish_run with run_id "{run_id}" and state "cancelled"' in text_of(stop)
+        ended = await client.call_tool(
+            "finish_run", {"run_id": run_id, "state": "cancelled", "reason": "Alex asked."}
+        )
+    assert text_of(ended) == f"Run {run_id} ended: cancelled."
+    view = await stage.services.runs.get(alex, uuid.UUID(run_id))
+    assert view.run.state is RunState.CANCELLED
+
+
+async def test_await_input_waits_and_the_persons_answer_resumes_the_run(
+    stage: Stage, transport: str
+) -> None:
+    async with mcp_client(transport, stage.env()) as client:
+        await stage.post("Can you check the invoice?", "q-1", mention=True)
+        work = await client.call_tool("wait_for_work", {"timeout_seconds": WAIT_SECONDS})
+        assert isinstance(work.structured_content, dict)
+        run_id = work.structured_content["run_id"]
+        alex = stage.world.principal("alex")
+        await client.call_tool("read_history", {"target": stage.target})
+        asked = await client.call_tool(
+            "send_message", {"target": stage.target, "content": "Which invoice, Alex?"}
+        )
+        assert text_of(asked).startswith("Sent as message ")
+        waiting = await client.call_tool(
+            "await_input", {"run_id": run_id, "question": "Which invoice?"}
+        )
+        assert not waiting.is_error
+        assert text_of(waiting).startswith(f"Run {run_id} now waits for a person's answer.")
+        view = await stage.services.runs.get(alex, uuid.UUID(run_id))
+        assert view.run.state is RunState.WAITING_INPUT
+
+        answer = await stage.post("Invoice seven.", "q-2", mention=True)
+        more = await client.call_tool("wait_for_work", {"timeout_seconds": WAIT_SECONDS})
+        assert isinstance(more.structured_content, dict)
+        assert more.structured_content["event"] == "followup"
+        assert more.structured_content["message_id"] == str(answer.id)
+        assert "which is running" in text_of(more)
+    view = await stage.services.runs.get(alex, uuid.UUID(run_id))
+    assert view.run.state is RunState.RUNNING
+    assert view.followups == {answer.id: "delivered"}
+
+
 async def test_tool_errors_carry_the_problem_title_and_code_and_no_token(
     stage: Stage, transport: str
 ) -> None:
@@ -272,13 +338,51 @@ async def test_tool_errors_carry_the_problem_title_and_code_and_no_token(
     assert "send_message" in text_of(nothing)
 
 
+async def test_no_right_on_the_target_is_a_tool_error_with_the_problem_title_and_code(
+    stage: Stage, transport: str
+) -> None:
+    # Texter has no right in Eskalation: the thread is as unknown to it as a made-up id.
+    texter = stage.world.agents["texter"].token
+    env = mcp_environment(stage.served.url, texter)
+    target = {"target": stage.target}
+    async with mcp_client(transport, env) as client:
+        unread = await client.call_tool("read_history", target)
+        unsent = await client.call_tool("send_message", {**target, "content": "Hello."})
+        # With read, and still no write: the refusal names the missing level.
+        await stage.services.grants.set_grant(
+            stage.world.principal("robin"),
+            principal_id=stage.world.principal("texter").id,
+            resource_kind=ResourceKind.CHANNEL,
+            resource_id=stage.world.channels["eskalation"].id,
+            level=Level.READ,
+        )
+        read = await client.call_tool("read_history", target)
+        refused = await client.call_tool("send_message", {**target, "content": "Hello."})
+    for result in (unread, unsent, refused):
+        assert result.is_error
+        assert result.structured_content is None
+        for secret in (texter, stage.token, "Traceback", "Hello."):
+            assert secret not in text_of(result)
+    assert text_of(unread) == (
+        "Not found (not_found). The thread or run does not exist, or you may not read it."
+    )
+    assert text_of(unsent) == text_of(unread)
+    assert not read.is_error
+    assert text_of(refused) == (
+        "Forbidden (forbidden: level_insufficient). You have no right to do this there."
+    )
+    # The unreadable thread is refused at its first read, before any send is posted.
+    assert stage.served.recorder.states == ["403"]
+    assert await stage.agent_contents() == []
+
+
 async def test_a_rate_limited_send_is_a_tool_error_with_the_wait(
-    pg_pool: AsyncConnectionPool[Conn], pg_conninfo: str
+    pg_pool: AsyncConnectionPool[Conn], pg_conninfo: str, transport: str
 ) -> None:
     # One message in the bucket and no refill: the agent's second message is refused.
     limited = Settings(rl_message_burst=1, rl_message_per_minute=0)
     async for stage in _stage(pg_pool, pg_conninfo, limited):
-        async with mcp_client("stdio", stage.env()) as client:
+        async with mcp_client(transport, stage.env()) as client:
             await client.call_tool("read_history", {"target": stage.target})
             first = await client.call_tool(
                 "send_message", {"target": stage.target, "content": "One."}
@@ -288,8 +392,12 @@ async def test_a_rate_limited_send_is_a_tool_error_with_the_wait(
             )
         assert not first.is_error
         assert second.is_error
-        assert "(rate_limited)" in text_of(second)
-        assert "then try again" in text_of(second)
+        assert text_of(second).startswith("Too many requests (rate_limited). Wait ")
+        assert text_of(second).endswith(" seconds, then try again.")
+        assert stage.token not in text_of(second)
+        assert "Traceback" not in text_of(second)
+        assert stage.served.recorder.states == ["sent", "429"]
+        assert await stage.agent_contents() == ["One."]
 
 
 async def test_http_sessions_keep_their_own_frontiers(stage: Stage) -> None:
@@ -304,4 +412,70 @@ async def test_http_sessions_keep_their_own_frontiers(stage: Stage) -> None:
         read = await reader.call_tool("send_message", {"target": stage.target, "content": "Yes."})
     assert text_of(unread).startswith("Not sent:")
     assert text_of(read).startswith("Sent as message ")
+    assert stage.served.recorder.states == ["held", "sent"]
+
+
+# -- the transcript of docs/mcp.md ---------------------------------------------------------
+
+#: The page whose transcript of one turn is replayed.
+MCP_PAGE = ROOT / "docs" / "mcp.md"
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+
+
+def transcript_steps() -> list[tuple[str, dict[str, Any], str]]:
+    """The calls of the page's transcript: tool, arguments and answer text."""
+    section = MCP_PAGE.read_text(encoding="utf-8").split("## One turn", 1)[1]
+    block = section.split("```text\n", 1)[1].split("```", 1)[0]
+    steps: list[tuple[str, dict[str, Any], str]] = []
+    for chunk in block.split("\n> ")[0:]:
+        call, _, answer = chunk.removeprefix("> ").partition("\n")
+        name, _, arguments = call.partition(" ")
+        steps.append((name, json.loads(arguments), answer))
+    return steps
+
+
+class Placeholders:
+    """Ids named by their order of first appearance, and times made one word."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def text(self, text: str) -> str:
+        def name(match: re.Match[str]) -> str:
+            return self.names.setdefault(match.group(0), f"<id{len(self.names) + 1}>")
+
+        return " ".join(_TIME.sub("<time>", _UUID.sub(name, text)).split())
+
+    def real(self, other: Placeholders, value: str) -> str:
+        """The id this side knows under the name `other` gave `value`."""
+        wanted = other.names[value]
+        return next(real for real, named in self.names.items() if named == wanted)
+
+
+async def test_the_transcript_of_one_turn_is_what_the_tools_answer(stage: Stage) -> None:
+    steps = transcript_steps()
+    assert [name for name, _, _ in steps] == [
+        "wait_for_work",
+        "read_history",
+        "send_message",
+        "read_history",
+        "send_message",
+        "finish_run",
+    ]
+    page, served = Placeholders(), Placeholders()
+    await stage.post("@lotse can you check invoice 4711?", "q-1", mention=True)
+    async with mcp_client("stdio", stage.env()) as client:
+        for number, (name, arguments, documented) in enumerate(steps):
+            expected = page.text(documented)
+            if number == 2:
+                # Alex writes again while the model answers: the send is held.
+                await stage.post("It is the one from November.", "q-2")
+            real = {
+                key: served.real(page, value) if _UUID.fullmatch(str(value)) else value
+                for key, value in arguments.items()
+            }
+            result = await client.call_tool(name, real)
+            assert not result.is_error
+            assert served.text(text_of(result)) == expected, name
     assert stage.served.recorder.states == ["held", "sent"]

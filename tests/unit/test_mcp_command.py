@@ -8,8 +8,10 @@ closes the least recently used session beyond its bound.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import httpx
@@ -20,6 +22,7 @@ from turnkeeper.adapters.client import AgentRuntimeClient
 from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.adapters.mcp import command
 from turnkeeper.adapters.mcp.command import ENV_AGENT_TOKEN, ENV_URL, MISSING_EXTRA
+from turnkeeper.adapters.mcp.server import HTTP_PATH
 from turnkeeper.adapters.mcp.session import DEFAULT_SESSION, McpSession, SessionRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,3 +139,30 @@ async def test_the_registry_keeps_one_session_per_key_and_closes_the_oldest() ->
     assert len(made) == 4
     await registry.aclose()
     assert len(registry) == 0
+
+
+def _host_entries() -> list[dict[str, object]]:
+    """The ``turnkeeper`` entries of the JSON snippets of docs/mcp.md, in page order."""
+    page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    section = page.split("## Register it in an MCP host", 1)[1].split("\n## ", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in section.split("```json\n")[1:]]
+    return [json.loads(block)["mcpServers"]["turnkeeper"] for block in blocks]
+
+
+def test_the_host_snippets_of_the_docs_start_and_reach_this_command() -> None:
+    stdio, http = _host_entries()
+    # stdio: the console script, its sub-command and exactly the variables it reads.
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "scripts"
+    ]
+    assert scripts[stdio["command"]] == "turnkeeper.adapters.cli:main"
+    assert stdio["args"] == ["mcp"]
+    env = stdio["env"]
+    assert isinstance(env, dict)
+    assert set(env) == {ENV_URL, ENV_AGENT_TOKEN}
+    assert str(env[ENV_URL]).startswith("https://")
+    # HTTP: where `turnkeeper mcp --http` listens by default.
+    assert http == {
+        "type": "http",
+        "url": f"http://{command.DEFAULT_HOST}:{command.DEFAULT_PORT}{HTTP_PATH}",
+    }

@@ -4,13 +4,19 @@ Each event is placed where its target is (space, channel, thread), stamped with 
 clock port's time, and carries the payload of API.md: documents for thread and message
 events, ids and states for run events. Personal events (agent.invocation,
 agent.followup, run.cancel_requested) have the agent as audience and carry no content.
+``message.held`` (an agent send the freshness gate held) is a shared event that only the
+owner may read (its ``restricted_to``), and carries no content either.
 """
 
 from __future__ import annotations
 
 import uuid
 
-from turnkeeper.application.documents import message_document, thread_document
+from turnkeeper.application.documents import (
+    author_document,
+    message_document,
+    thread_document,
+)
 from turnkeeper.application.ports import Clock
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.events import EventType, NewEvent
@@ -103,6 +109,58 @@ class EventFactory:
             The event.
         """
         return self._message(EventType.MESSAGE_UPDATED, message, author, target)
+
+    def message_held(
+        self,
+        agent: Principal,
+        target: AccessTarget,
+        *,
+        owner_id: uuid.UUID,
+        seen_up_to_seq: int,
+        latest_seq: int,
+        client_message_id: str,
+        run_id: uuid.UUID | None = None,
+    ) -> NewEvent:
+        """``message.held``: the freshness gate held an agent's send; for the owner only.
+
+        Nothing was stored, so the event names the thread, the agent and the frontiers
+        of the held answer (``latest_seq`` is the answer's, never a seq the agent may
+        not see), never the content.
+
+        Args:
+            agent: the sending agent (the actor and ``author``).
+            target: the thread with its channel and space.
+            owner_id: the owner, the event's only reader.
+            seen_up_to_seq: the frontier the send carried.
+            latest_seq: the held answer's ``latest_seq``.
+            client_message_id: the send's idempotency key (omitted when empty).
+            run_id: the run the send named, if any.
+
+        Returns:
+            The event, with the thread as its resource.
+        """
+        thread = target.thread
+        assert thread is not None  # a send always targets a thread
+        payload: dict[str, object] = {
+            "thread_id": str(thread.id),
+            "author": author_document(agent),
+            "seen_up_to_seq": seen_up_to_seq,
+            "latest_seq": latest_seq,
+        }
+        if client_message_id:
+            payload["client_message_id"] = client_message_id
+        if run_id is not None:
+            payload["run_id"] = str(run_id)
+        return self._new(
+            EventType.MESSAGE_HELD,
+            target,
+            actor_id=agent.id,
+            actor_kind=agent.kind.value,
+            resource_kind="thread",
+            resource_id=thread.id,
+            restricted_to=(owner_id,),
+            payload=payload,
+        )
 
     def run_state_changed(self, run: Run, actor: Principal, target: AccessTarget) -> NewEvent:
         """``run.state_changed`` after every stored change of a run.

@@ -22,6 +22,8 @@ class EventType(enum.StrEnum):
     THREAD_REOPENED = "thread.reopened"
     MESSAGE_CREATED = "message.created"
     MESSAGE_UPDATED = "message.updated"
+    #: An agent send the freshness gate held: no message, no content; the owner's only.
+    MESSAGE_HELD = "message.held"
     RUN_STATE_CHANGED = "run.state_changed"
     AGENT_INVOCATION = "agent.invocation"
     AGENT_FOLLOWUP = "agent.followup"
@@ -49,7 +51,8 @@ class NewEvent:
         resource_id: the resource.
         resource_version: the resource's version after the change, if it has one.
         audience_id: for personal events, the one principal that receives it.
-        restricted_to: for events about restricted messages, who may see them.
+        restricted_to: who alone may read the event in the shared feed: the audience of a
+            restricted message, or the owner for ``message.held``.
         payload: JSON object without null values.
         created_at: time of the change.
     """

@@ -202,3 +202,46 @@ async def test_the_route_is_documented(client: ContractClient) -> None:
     operation = client.spec["paths"][SEND]["post"]
     assert {"200", "400", "401", "403", "404", "409", "429"} <= set(operation["responses"])
     assert operation["security"] == [{"bearer": []}]
+
+
+async def test_a_held_send_is_in_the_owners_event_log_only(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    thread = str(main_thread(world, "eskalation"))
+    lotse = bearer(world.agents["lotse"].token)
+    alex = bearer(world.people["alex"].token)
+    robin = bearer(world.owner.token)
+    start = {
+        name: (await client.get("/v1/events", headers=who)).json()["next_after"]
+        for name, who in (("robin", robin), ("alex", alex), ("lotse", lotse))
+    }
+    await client.post(
+        f"/v1/threads/{thread}/messages",
+        json={"client_msg_id": "a1", "content": "One more thing"},
+        headers=alex,
+    )
+    held = await client.post(SEND, json=body(thread, "s1", 0, "Not for the log."), headers=lotse)
+    assert held.json()["state"] == "held"
+
+    page = await client.get("/v1/events", params={"after": start["robin"]}, headers=robin)
+    assert page.status_code == 200
+    events = page.json()["events"]
+    assert [e["type"] for e in events] == ["message.created", "message.held"]
+    event = events[1]
+    assert event["actor"] == {"id": str(world.principal("lotse").id), "kind": "agent"}
+    assert event["scope"]["thread_id"] == thread
+    assert event["resource"] == {"kind": "thread", "id": thread}
+    assert event["payload"] == {
+        "thread_id": thread,
+        "author": {"id": str(world.principal("lotse").id), "kind": "agent", "handle": "lotse"},
+        "seen_up_to_seq": 0,
+        "latest_seq": 1,
+        "client_message_id": "s1",
+    }
+    assert "Not for the log." not in page.text
+    # A reader of the thread and the sending agent read the post, never the held send.
+    for name, who in (("alex", alex), ("lotse", lotse)):
+        theirs = await client.get("/v1/events", params={"after": start[name]}, headers=who)
+        assert [e["type"] for e in theirs.json()["events"]] == ["message.created"], name
+    feed = await client.get("/v1/agent/events", headers=lotse)
+    assert "message.held" not in {e["type"] for e in feed.json()["events"]}

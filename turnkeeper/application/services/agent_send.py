@@ -22,7 +22,8 @@ One unit of work, in this order (seed sections 3.2, 3.4 and 3.5):
    proof it sends through a second compare-and-set against the raw latest it read. When
    that one misses too, a concurrent send moved the frontier: the frontier is read and
    the check repeated (``freshness.visible_miss_retries`` times), and after that the
-   whole unit is rerun as a retriable conflict;
+   whole unit is rerun as a retriable conflict. A held send stores no message; it writes
+   one ``message.held`` event that only the owner reads (no content, docs/events.md);
 6. the message is stored exactly as createMessage stores it (`MessageAppender`):
    ``message.created`` and `MessagePosted`, so the runs subscriber checks ``run_id`` and
    nothing an agent writes triggers anything.
@@ -41,6 +42,7 @@ import attrs
 import structlog
 
 from turnkeeper.application.errors import RetriableConflict
+from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import require, thread_target
@@ -239,12 +241,16 @@ class AgentSendService:
     Args:
         tx: the transactor (retries, denial audit).
         appender: stores messages and publishes them to the subscribers.
+        events: builds the ``message.held`` event of a held send.
         settings: ``freshness.*``, ``message.max_content_bytes``.
     """
 
-    def __init__(self, tx: Transactor, appender: MessageAppender, settings: Settings) -> None:
+    def __init__(
+        self, tx: Transactor, appender: MessageAppender, events: EventFactory, settings: Settings
+    ) -> None:
         self._tx = tx
         self._appender = appender
+        self._events = events
         self._settings = settings
 
     async def send(self, actor: Principal, request: AgentSend) -> SendOutcome:
@@ -338,7 +344,7 @@ class AgentSendService:
             allocation = await self._after_miss(uow, actor, request.target, seen)
             if allocation.seq is None:
                 assert allocation.held_latest is not None
-                return SendOutcome(
+                held = SendOutcome(
                     state=SendState.HELD,
                     target_key=key,
                     client_message_id=request.client_message_id,
@@ -347,9 +353,34 @@ class AgentSendService:
                     needs_refresh_until_seq=allocation.held_latest,
                     path=allocation.path,
                 )
+                await self._record_held(uow, actor, request, target, held)
+                return held
             seq, path = allocation.seq, allocation.path
         message = await self._appender.append(uow, actor, target, draft, digest, allocated_seq=seq)
         return _sent(message, key, seen, path)
+
+    async def _record_held(
+        self,
+        uow: UnitOfWork,
+        actor: Principal,
+        request: AgentSend,
+        target: AccessTarget,
+        held: SendOutcome,
+    ) -> None:
+        """``message.held`` for the owner, so that the console can show the held send."""
+        owner = await uow.principals.owner()
+        if owner is None or held.seen_up_to_seq is None:
+            return
+        event = self._events.message_held(
+            actor,
+            target,
+            owner_id=owner.id,
+            seen_up_to_seq=held.seen_up_to_seq,
+            latest_seq=held.latest_seq,
+            client_message_id=held.client_message_id,
+            run_id=request.run_id,
+        )
+        await uow.events.append(event)
 
     async def _replay(
         self,

@@ -5,6 +5,7 @@
  * in pages (GET /v1/events), then followed live on GET /v1/events/stream with fetch()
  * and a streaming body reader: EventSource cannot send an Authorization header. A lost
  * stream is opened again with Last-Event-ID, so no event is skipped or applied twice.
+ * Held agent sends come from message.held events, which only the owner's token reads.
  * Content is always inserted as text, never as markup.
  */
 "use strict";
@@ -44,6 +45,7 @@
     failed: [["path", { d: "M4 4l8 8M12 4l-8 8" }]],
     cancelled: [["circle", { cx: 8, cy: 8, r: 5.5 }], ["path", { d: "M4.2 11.8l7.6-7.6" }]],
     followup_delivered: [["path", { d: "M2 8.5l3 3 5-5" }], ["path", { d: "M8 11.5l6-6" }]],
+    held: [["rect", { x: 3, y: 3, width: 10, height: 10, rx: 2 }], ["path", { d: "M6.5 6v4M9.5 6v4" }]],
     lock: [["rect", { x: 3.5, y: 7, width: 9, height: 6.5, rx: 1 }],
            ["path", { d: "M5.5 7V5a2.5 2.5 0 0 1 5 0v2" }]],
   };
@@ -152,7 +154,7 @@
   function threadEntry(id, scope) {
     let entry = state.threads.get(id);
     if (!entry) {
-      entry = { id: id, spaceId: null, channelId: null, doc: null, messages: new Map() };
+      entry = { id: id, spaceId: null, channelId: null, doc: null, messages: new Map(), held: new Map() };
       state.threads.set(id, entry);
     }
     if (scope && scope.space_id) entry.spaceId = scope.space_id;
@@ -203,6 +205,18 @@
       }
     } else if ((event.type === "message.created" || event.type === "message.updated") && payload.message) {
       upsertMessage(entry, payload.message);
+    } else if (event.type === "message.held") {
+      /* The owner's only: an agent send the freshness gate held (no content). */
+      remember(payload.author);
+      entry.held.set(event.seq, {
+        seq: event.seq,
+        author: payload.author || {},
+        seen: payload.seen_up_to_seq,
+        latest: payload.latest_seq,
+        clientId: payload.client_message_id,
+        runId: payload.run_id,
+        at: event.created_at,
+      });
     } else if (event.type === "run.state_changed" && payload.run_id) {
       const run = runEntry(payload.run_id, entry.id);
       if (!run.summary || payload.version >= run.summary.version) {
@@ -677,9 +691,47 @@
     const scrolled = timeline.scrollTop;
     timeline.replaceChildren();
     const messages = Array.from(entry.messages.values()).sort((a, b) => a.thread_seq - b.thread_seq);
+    /* A held send stands after the newest message it was held for. */
+    const held = Array.from(entry.held.values()).sort((a, b) => a.latest - b.latest || a.seq - b.seq);
     if (!messages.length) timeline.append(el("li", { className: "hint", text: "No messages this token may read." }));
-    for (const message of messages) timeline.append(renderMessage(entry, message));
+    let next = 0;
+    for (const message of messages) {
+      while (next < held.length && held[next].latest < message.thread_seq) timeline.append(renderHeld(held[next++]));
+      timeline.append(renderMessage(entry, message));
+    }
+    while (next < held.length) timeline.append(renderHeld(held[next++]));
     timeline.scrollTop = nearBottom ? timeline.scrollHeight : scrolled;
+    const count = byId("held-count");
+    count.textContent = held.length ? " (" + held.length + " in this thread)" : "";
+  }
+
+  function renderHeld(held) {
+    const who = "@" + (held.author.handle || shortId(held.author.id));
+    const label = "Held send by " + who + ": it had read through #" + held.seen +
+      ", the thread was at #" + held.latest;
+    const header = el("header", { className: "message-head" }, [
+      el("span", { className: "author", text: who }),
+      el("span", { className: "badge origin origin-agent", text: "agent" }),
+      el("span", { className: "badge held-badge", role: "img", title: label, "aria-label": label },
+        [icon("held"), el("span", { text: "held", "aria-hidden": "true" })]),
+      el("time", { datetime: held.at, text: clock(held.at) }),
+    ]);
+    const facts = "Not posted: the freshness gate held this send, as the agent had read through #" +
+      held.seen + " while the thread was at #" + held.latest + ".";
+    const body = el("article", { className: "message held-send", "aria-label": label }, [
+      header,
+      el("p", { className: "content", text: facts }),
+    ]);
+    const extra = [];
+    if (held.runId) extra.push("run " + shortId(held.runId));
+    if (held.clientId) extra.push("client id " + held.clientId);
+    if (extra.length) body.append(el("p", { className: "mentions mono", text: extra.join(", ") }));
+    return el("li", {
+      className: "held-entry",
+      "data-held-seq": held.seq,
+      "data-held-seen": held.seen,
+      "data-held-latest": held.latest,
+    }, [body]);
   }
 
   function renderMessage(entry, message) {
