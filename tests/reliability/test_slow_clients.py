@@ -289,21 +289,21 @@ class FakeConnection:
         self.dropped: str | None = None
 
     def drop(self, reason: str) -> None:
-        self.guard.closed(self)  # type: ignore[arg-type]
+        self.guard.closed(self)
         self.dropped = reason
 
 
 def _connections(guard: ConnectionGuard, count: int) -> list[FakeConnection]:
     found = [FakeConnection(guard) for _ in range(count)]
     for connection in found:
-        guard.opened(connection)  # type: ignore[arg-type]
+        guard.opened(connection)
     return found
 
 
 async def test_the_guard_makes_room_by_closing_the_longest_waiting() -> None:
     guard = ConnectionGuard(header_timeout=600, max_connections=3)
     first, second, third = _connections(guard, 3)
-    guard.headers_received(first)  # type: ignore[arg-type]
+    guard.headers_received(first)
     (fourth,) = _connections(guard, 1)
     assert (first.dropped, second.dropped, third.dropped, fourth.dropped) == (
         None,
@@ -318,7 +318,7 @@ async def test_the_guard_refuses_a_newcomer_when_every_other_connection_is_busy(
     guard = ConnectionGuard(header_timeout=600, max_connections=2)
     busy = _connections(guard, 2)
     for connection in busy:
-        guard.headers_received(connection)  # type: ignore[arg-type]
+        guard.headers_received(connection)
     (newcomer,) = _connections(guard, 1)
     assert newcomer.dropped == "connection_limit"
     assert [c.dropped for c in busy] == [None, None]
@@ -327,7 +327,7 @@ async def test_the_guard_refuses_a_newcomer_when_every_other_connection_is_busy(
 async def test_the_guard_closes_a_connection_when_its_header_timer_fires() -> None:
     guard = ConnectionGuard(header_timeout=600, max_connections=10)
     (connection,) = _connections(guard, 1)
-    timer = guard.waiting[connection]  # type: ignore[index]
+    timer = guard.waiting[connection]
     # The timer is the one the loop will fire; run its callback instead of waiting.
     timer._run()
     assert connection.dropped == "header_timeout"

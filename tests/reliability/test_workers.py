@@ -64,6 +64,12 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] != "Z"  # a zombie has ended
 
 
+def _all_started(server: Server) -> bool:
+    assert server.process is not None
+    workers = _workers_of(server.process.pid)
+    return len(workers) == WORKERS and server.log().count("http_server_stack") == WORKERS
+
+
 @contextlib.asynccontextmanager
 async def workers_server(pg_conninfo: str, tmp_path: Path) -> AsyncIterator[Server]:
     server = Server(
@@ -74,9 +80,8 @@ async def workers_server(pg_conninfo: str, tmp_path: Path) -> AsyncIterator[Serv
         await server.wait_ready()
         assert server.process is not None
         async with asyncio.timeout(REQUEST_TIMEOUT_SECONDS):
-            while len(_workers_of(server.process.pid)) < WORKERS or (
-                server.log().count("http_server_stack") < WORKERS
-            ):
+            # Another process's start shows only in /proc and its log: polled, no event.
+            while not _all_started(server):  # noqa: ASYNC110
                 await asyncio.sleep(READY_POLL_SECONDS)
         yield server
     finally:
