@@ -18,7 +18,6 @@ shows. The request log line of every HTTP request goes this way (ADR 0021).
 
 from __future__ import annotations
 
-import functools
 import logging
 import sys
 from collections.abc import Mapping
@@ -42,16 +41,27 @@ RENDERED_ATTRIBUTE = "turnkeeper_rendered"
 _SCALARS = (str, int, float, bool, type(None))
 
 
-@functools.lru_cache(maxsize=1024)
-def _is_secret_name(name: str) -> bool:
-    lowered = name.lower()
+#: How many key names `_is_secret_key` remembers (records use a few dozen).
+_REMEMBERED_NAMES = 1024
+_secret_by_name: dict[object, bool] = {}
+
+
+def _judge(key: object) -> bool:
+    if not isinstance(key, str):
+        return False
+    name = key.lower()
     # Any *_token (owner_token, api_token ...) is a credential as well.
-    return lowered in REDACTED_KEYS or lowered.endswith("_token")
+    return name in REDACTED_KEYS or name.endswith("_token")
 
 
 def _is_secret_key(key: object) -> bool:
-    # Records use a few dozen key names: each is judged once (`_is_secret_name`).
-    return isinstance(key, str) and _is_secret_name(key)
+    # Every record judges the same few names again: each is judged once, then looked up.
+    secret = _secret_by_name.get(key)
+    if secret is None:
+        secret = _judge(key)
+        if len(_secret_by_name) < _REMEMBERED_NAMES:
+            _secret_by_name[key] = secret
+    return secret
 
 
 def _redact(value: Any) -> Any:
