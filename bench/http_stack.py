@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import shutil
 import statistics
@@ -97,11 +98,14 @@ class Variant:
         key: its short name in the table.
         tree: the source tree it runs from (None: this one).
         settings: extra ``TURNKEEPER_*`` variables (by name without the prefix).
+        workers: its worker processes (``http.workers``), which share the pool size
+            of a one-process server between them (PostgreSQL's connections are few).
     """
 
     key: str
     tree: Path | None = None
     settings: tuple[tuple[str, str], ...] = ()
+    workers: int = 1
 
 
 def variants(baseline: Path | None) -> list[Variant]:
@@ -118,7 +122,7 @@ def variants(baseline: Path | None) -> list[Variant]:
         *found,
         Variant(key="h11", settings=(("HTTP__PARSER", "h11"), ("HTTP__EVENT_LOOP", "asyncio"))),
         Variant(key="fast"),
-        Variant(key="fast, 2 workers", settings=(("HTTP__WORKERS", "2"),)),
+        Variant(key="fast, 2 workers", settings=(("HTTP__WORKERS", "2"),), workers=2),
     ]
 
 
@@ -237,7 +241,7 @@ async def _http_rounds(run: _Run, variant: Variant) -> dict[int, Timing]:
     timings: dict[int, Timing] = {}
     # A client process per server: its connections are bound to one server's port.
     async with (
-        started(variant, run.conninfo, most + POOL_SPARE) as server,
+        started(variant, run.conninfo, math.ceil((most + POOL_SPARE) / variant.workers)) as server,
         LoadClient.start() as client,
     ):
         probe = TreeProbe(run.postmaster, server.pid)
