@@ -13,7 +13,7 @@ import contextlib
 import json
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn, TextIO
 
 import structlog
@@ -247,10 +247,10 @@ async def _world_is_empty(backend: Backend) -> bool:
         return not await uow.spaces.list_all()
 
 
-def _run_on_loop(main: Awaitable[int], config: Config) -> int:
+def _run_on_loop(main: Coroutine[Any, Any, int], config: Config) -> int:
     """Run a coroutine on the event loop of ``http.event_loop`` (uvloop when installed)."""
     with asyncio.Runner(loop_factory=event_loop_factory(config.settings.http_event_loop)) as run:
-        return run.run(main)  # type: ignore[arg-type]
+        return run.run(main)
 
 
 def _serve_command(args: argparse.Namespace, config: Config) -> int:
@@ -259,7 +259,9 @@ def _serve_command(args: argparse.Namespace, config: Config) -> int:
         return _guarded(lambda: _run_on_loop(_serve(args, config), config))
     if args.memory:
         # Each worker would hold a store of its own: one world per process.
-        return _fail("turnkeeper: error: --memory serves from one process, not --workers", 2)
+        return _fail(
+            "turnkeeper: error: --memory serves from one process, not --workers", EXIT_USAGE
+        )
     return _guarded(lambda: _serve_workers(args, config, workers))
 
 

@@ -9,8 +9,7 @@ logged, so neither tokens nor message content can reach the log.
 
 The line is written once per request, so what it needs is prepared once: the logger is
 bound once per logging configuration (`RequestLog`), the correlation id is bound to the
-log context with a token that resets it (no copy of the whole context per request), and
-the answer's header is appended without rebuilding the answer's message.
+log context with a token that resets it (no copy of the whole context per request).
 """
 
 from __future__ import annotations
@@ -143,9 +142,7 @@ class CorrelatedApp(Litestar):
             if message["type"] == "http.response.start":
                 status = message["status"]
                 headers = [h for h in message.get("headers", ()) if h[0].lower() != _HEADER_KEY]
-                headers.append(header)
-                # The message is this answer's own (built per answer): changed in place.
-                message["headers"] = headers
+                message = {**message, "headers": [*headers, header]}
             await send(message)
 
         tokens = structlog.contextvars.bind_contextvars(correlation_id=correlation_id)
