@@ -1,6 +1,6 @@
 """The HTTP stack table: ``turnkeeper serve`` variants side by side in one run.
 
-``python -m bench.http_stack [--quick] [--baseline DIR]`` measures a message that
+``python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]`` measures a message that
 triggers nothing (POST /v1/threads/{id}/messages, the hottest request) at concurrency 1,
 8 and 32 on these sides, in interleaved rounds (the order rotates from one round to the
 next), and prints each side's median round:
@@ -19,7 +19,8 @@ load client process (`bench.loadclient`, one keep-alive connection per worker). 
 side: requests per second, spread of the rounds, p50 latency, CPU milliseconds per
 request of the server (all its processes: the workers too), of PostgreSQL and of the
 load client, and the ratios to ``service`` and to ``before`` (or ``h11``) of the same
-rounds.
+rounds. ``--healthz`` measures ``GET /healthz`` instead (no database, no token): the
+cost of the HTTP stack itself.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ from turnkeeper.adapters.postgres.databases import scratch_database
 
 #: Pool connections beyond the highest concurrency (as the floor table).
 POOL_SPARE = 2
+#: The request of ``--healthz``: the HTTP stack alone (no database, no token check).
+HEALTHZ: dict[str, object] = {"method": "GET", "path": "/healthz", "token": "none"}
+#: The command line.
+USAGE = "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]"
 #: ``database.request_timeout`` of the servers.
 REQUEST_TIMEOUT_SECONDS = 60
 #: Milliseconds per second.
@@ -86,6 +91,8 @@ class StackSize:
 
 #: The full run (about ten minutes on two cores).
 FULL = StackSize(ops=320, warmup=8, repeats=3, concurrency=(1, 8, 32))
+#: The ``--healthz`` run: cheap requests, so more of them.
+HEALTHZ_SIZE = StackSize(ops=2000, warmup=20, repeats=3, concurrency=(1, 8, 32))
 #: The smoke size.
 QUICK = StackSize(ops=4, warmup=1, repeats=1, concurrency=(1, 2))
 
@@ -221,6 +228,7 @@ class _Run:
     size: StackSize
     operation: Operation
     asgi: AsgiClient
+    healthz: bool = False
 
 
 def _timed(size: StackSize, concurrency: int) -> int:
@@ -228,6 +236,13 @@ def _timed(size: StackSize, concurrency: int) -> int:
 
 
 async def _service_round(run: _Run, concurrency: int) -> Timing:
+    if run.healthz:
+        calls = [[None] * (_timed(run.size, concurrency) + 1) for _ in range(concurrency)]
+
+        async def health(item: None) -> object:
+            return await run.asgi.get("/healthz")
+
+        return await drive(calls, health, 1, CpuProbe(run.postmaster))
     workers = run.world.workers["service"][:concurrency]
     work = await run.operation.prepare(run.world, workers, _timed(run.size, concurrency) + 1)
     service = run.operation.service
@@ -246,10 +261,14 @@ async def _http_rounds(run: _Run, variant: Variant) -> dict[int, Timing]:
     ):
         probe = TreeProbe(run.postmaster, server.pid)
         for concurrency in run.size.concurrency:
-            workers = run.world.workers["http"][:concurrency]
             count = _timed(run.size, concurrency) + run.size.warmup
-            work = await run.operation.prepare(run.world, workers, count)
-            requests, states = plan(work, message_request)
+            if run.healthz:
+                requests = [[HEALTHZ] * count for _ in range(concurrency)]
+                states: list[dict[str, object]] = [{} for _ in range(concurrency)]
+            else:
+                workers = run.world.workers["http"][:concurrency]
+                work = await run.operation.prepare(run.world, workers, count)
+                requests, states = plan(work, message_request)
             try:
                 timings[concurrency] = await client.run(
                     server, requests, states, run.size.warmup, probe
@@ -260,7 +279,7 @@ async def _http_rounds(run: _Run, variant: Variant) -> dict[int, Timing]:
 
 
 async def measure(
-    conninfo: str, size: StackSize, baseline: Path | None, out: TextIO
+    conninfo: str, size: StackSize, baseline: Path | None, out: TextIO, *, healthz: bool = False
 ) -> dict[str, dict[int, Measured]]:
     """Every side at every concurrency, in interleaved rounds.
 
@@ -269,6 +288,7 @@ async def measure(
         size: the size.
         baseline: the source tree of ``before`` (None: none).
         out: where progress lines go.
+        healthz: measure ``GET /healthz`` (the stack alone) instead of the message.
 
     Returns:
         side key -> concurrency -> its rounds.
@@ -289,6 +309,7 @@ async def measure(
             size=size,
             operation=next(op for op in OPERATIONS if op.name == "message, no trigger"),
             asgi=AsgiClient(create_app(world.services, world.services.settings)),
+            healthz=healthz,
         )
         for index in range(size.repeats):
             shift = index % len(sides)
@@ -348,7 +369,7 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
     """Run the table from the command line.
 
     Args:
-        argv: ``[--quick] [--baseline DIR]``.
+        argv: ``[--quick] [--healthz] [--baseline DIR]``.
         out: where to print.
 
     Returns:
@@ -356,25 +377,33 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
     """
     args = list(argv)
     quick = "--quick" in args
+    healthz = "--healthz" in args
     baseline = None
     if "--baseline" in args:
         at = args.index("--baseline")
         if at + 1 >= len(args):
-            print("usage: python -m bench.http_stack [--quick] [--baseline DIR]", file=sys.stderr)
+            print(
+                "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]",
+                file=sys.stderr,
+            )
             return 2
         baseline = Path(args.pop(at + 1))
         if not baseline.is_absolute():
             raise SystemExit("--baseline needs an absolute path (the server runs in it)")
         args.pop(at)
-    if [a for a in args if a != "--quick"]:
-        print("usage: python -m bench.http_stack [--quick] [--baseline DIR]", file=sys.stderr)
+    if [a for a in args if a not in ("--quick", "--healthz")]:
+        print(
+            "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]",
+            file=sys.stderr,
+        )
         return 2
     async with (
         bench_server() as server,
         scratch_database(server.conninfo, prefix=BENCH_DATABASE_PREFIX) as conninfo,
     ):
         print(_load(), file=out, flush=True)
-        results = await measure(conninfo, QUICK if quick else FULL, baseline, out)
+        size = QUICK if quick else (HEALTHZ_SIZE if healthz else FULL)
+        results = await measure(conninfo, size, baseline, out, healthz=healthz)
         report(results, out)
         print(_load(), file=out, flush=True)
     # The medians of the server's CPU per request, for a quick look at the target.
