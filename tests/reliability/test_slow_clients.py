@@ -13,6 +13,8 @@ descriptors: the server stopped accepting and a polite client waited forever.
   not extend the bound;
 - beyond ``http.max_connections``, the connections that waited longest are closed first.
 
+Every test over sockets runs with both parsers ``http.parser`` offers: httptools (the
+``fast`` extra, what ``auto`` takes when installed) and h11 (ADR 0021).
 `ConnectionGuard` is also tested alone, without sockets.
 """
 
@@ -28,6 +30,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.reliability.support_server import TURNKEEPER, free_port
 from turnkeeper.adapters.http.server import ConnectionGuard, GuardedH11Protocol
@@ -52,6 +55,16 @@ START_TIMEOUT_SECONDS = 60.0
 PARTIAL = b"GET /healthz HTTP/1.1\r\nHost: example.com\r\n"
 #: Descriptors the test process needs besides its slow connections.
 TEST_FD_RESERVE = 256
+#: The parsers of ``http.parser`` the guard hooks into, each with the event loop it is
+#: tested on (``http.event_loop``): the fast stack and the plain one.
+PARSERS = ("httptools", "h11")
+LOOPS = {"httptools": "uvloop", "h11": "asyncio"}
+
+
+@pytest.fixture(params=PARSERS)
+def parser(request: pytest.FixtureRequest) -> str:
+    """The ``http.parser`` of the server under test."""
+    return str(request.param)
 
 
 def _server_limits() -> None:
@@ -83,8 +96,13 @@ def _output(log: Path) -> str:
 
 
 @contextlib.asynccontextmanager
-async def memory_server(tmp_path: Path, **settings: str) -> AsyncIterator[str]:
-    """``turnkeeper serve --memory`` with a small open file limit; yields its base URL."""
+async def memory_server(tmp_path: Path, parser: str, **settings: str) -> AsyncIterator[str]:
+    """``turnkeeper serve --memory`` with a small open file limit; yields its base URL.
+
+    The server's log must name `parser` and its loop (`LOOPS`) as the ones in use.
+    """
+    settings["HTTP__PARSER"] = parser
+    settings["HTTP__EVENT_LOOP"] = LOOPS[parser]
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
     env["TURNKEEPER_DATA_DIR"] = str(tmp_path)
@@ -94,6 +112,8 @@ async def memory_server(tmp_path: Path, **settings: str) -> AsyncIterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         await _until_up(url, process, log)
+        stack = f'"parser": "{parser}", "event_loop": "{LOOPS[parser]}"'
+        assert stack in _output(log), _output(log)
         yield url
     finally:
         _stop(process)
@@ -170,9 +190,11 @@ def _port(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-async def test_a_polite_client_is_served_while_2000_connections_stall(tmp_path: Path) -> None:
+async def test_a_polite_client_is_served_while_2000_connections_stall(
+    tmp_path: Path, parser: str
+) -> None:
     # A header timeout far beyond the test: only the connection bound makes room.
-    async with memory_server(tmp_path, HTTP__HEADER_TIMEOUT="600") as url:
+    async with memory_server(tmp_path, parser, HTTP__HEADER_TIMEOUT="600") as url:
         with open_files_for(SLOW_CONNECTIONS):
             slow = await open_slow(_port(url), SLOW_CONNECTIONS)
             try:
@@ -220,8 +242,10 @@ async def _read_answer(reader: asyncio.StreamReader) -> bytes:
     return head + await reader.readexactly(length)
 
 
-async def test_a_trickling_client_is_closed_after_the_header_timeout(tmp_path: Path) -> None:
-    async with memory_server(tmp_path, HTTP__HEADER_TIMEOUT=str(HEADER_TIMEOUT)) as url:
+async def test_a_trickling_client_is_closed_after_the_header_timeout(
+    tmp_path: Path, parser: str
+) -> None:
+    async with memory_server(tmp_path, parser, HTTP__HEADER_TIMEOUT=str(HEADER_TIMEOUT)) as url:
         # First request: the bound counts from the connection's start.
         reader, writer = await _slow(_port(url))
         first = await _time_to_close(reader, writer)
@@ -238,11 +262,11 @@ async def test_a_trickling_client_is_closed_after_the_header_timeout(tmp_path: P
 
 
 async def test_beyond_the_connection_bound_the_longest_waiting_are_closed(
-    tmp_path: Path,
+    tmp_path: Path, parser: str
 ) -> None:
     bound, extra = 50, 10
     async with memory_server(
-        tmp_path, HTTP__HEADER_TIMEOUT="600", HTTP__MAX_CONNECTIONS=str(bound)
+        tmp_path, parser, HTTP__HEADER_TIMEOUT="600", HTTP__MAX_CONNECTIONS=str(bound)
     ) as url:
         slow = await open_slow(_port(url), bound + extra)
         try:
@@ -265,21 +289,21 @@ class FakeConnection:
         self.dropped: str | None = None
 
     def drop(self, reason: str) -> None:
-        self.guard.closed(self)  # type: ignore[arg-type]
+        self.guard.closed(self)
         self.dropped = reason
 
 
 def _connections(guard: ConnectionGuard, count: int) -> list[FakeConnection]:
     found = [FakeConnection(guard) for _ in range(count)]
     for connection in found:
-        guard.opened(connection)  # type: ignore[arg-type]
+        guard.opened(connection)
     return found
 
 
 async def test_the_guard_makes_room_by_closing_the_longest_waiting() -> None:
     guard = ConnectionGuard(header_timeout=600, max_connections=3)
     first, second, third = _connections(guard, 3)
-    guard.headers_received(first)  # type: ignore[arg-type]
+    guard.headers_received(first)
     (fourth,) = _connections(guard, 1)
     assert (first.dropped, second.dropped, third.dropped, fourth.dropped) == (
         None,
@@ -294,7 +318,7 @@ async def test_the_guard_refuses_a_newcomer_when_every_other_connection_is_busy(
     guard = ConnectionGuard(header_timeout=600, max_connections=2)
     busy = _connections(guard, 2)
     for connection in busy:
-        guard.headers_received(connection)  # type: ignore[arg-type]
+        guard.headers_received(connection)
     (newcomer,) = _connections(guard, 1)
     assert newcomer.dropped == "connection_limit"
     assert [c.dropped for c in busy] == [None, None]
@@ -303,7 +327,7 @@ async def test_the_guard_refuses_a_newcomer_when_every_other_connection_is_busy(
 async def test_the_guard_closes_a_connection_when_its_header_timer_fires() -> None:
     guard = ConnectionGuard(header_timeout=600, max_connections=10)
     (connection,) = _connections(guard, 1)
-    timer = guard.waiting[connection]  # type: ignore[index]
+    timer = guard.waiting[connection]
     # The timer is the one the loop will fire; run its callback instead of waiting.
     timer._run()
     assert connection.dropped == "header_timeout"
@@ -317,3 +341,14 @@ def test_the_guarded_protocol_is_uvicorns_h11_protocol() -> None:
     for name in ("connection_made", "connection_lost", "data_received", "on_response_complete"):
         assert getattr(H11Protocol, name) is not getattr(GuardedH11Protocol, name)
         assert hasattr(H11Protocol, name)
+
+
+def test_the_guarded_httptools_protocol_is_uvicorns_httptools_protocol() -> None:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from turnkeeper.adapters.http.httptools_guard import GuardedHttpToolsProtocol
+
+    hooks = ("connection_made", "connection_lost", "on_headers_complete", "on_response_complete")
+    for name in hooks:
+        assert getattr(HttpToolsProtocol, name) is not getattr(GuardedHttpToolsProtocol, name)
+        assert hasattr(HttpToolsProtocol, name)

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import socket
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn, TextIO
@@ -19,7 +20,8 @@ import structlog
 
 from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
-from turnkeeper.adapters.http.server import guarded_server
+from turnkeeper.adapters.http.server import ACCEPT_BACKLOG, event_loop_factory, guarded_server
+from turnkeeper.adapters.http.workers import listening_socket, run_workers
 from turnkeeper.adapters.logging import configure_from_settings
 from turnkeeper.adapters.mcp.command import add_command as add_mcp_command
 from turnkeeper.adapters.mcp.command import run_mcp
@@ -77,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--no-jobs", action="store_true", help="do not run the periodic jobs")
     serve.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="worker processes sharing the socket (default: http.workers)",
+    )
+    serve.add_argument(
         "--memory",
         action="store_true",
         help="serve from an in-process store instead of PostgreSQL (lost on exit)",
@@ -88,6 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("check", help="check the database's invariants (exit 1 on a violation)")
     add_mcp_command(commands)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,16 +125,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(f"turnkeeper: {exc}", EXIT_USAGE)
     configure_from_settings(config.settings)
+    if args.command == "serve":
+        return _serve_command(args, config)
     handlers: dict[str, Callable[[argparse.Namespace, Config], Coroutine[Any, Any, int]]] = {
-        "serve": _serve,
         "migrate": _migrate,
         "jobs": _jobs,
         "demo-world": _demo_world,
         "check": _check,
         "mcp": run_mcp,
     }
+    command = handlers[args.command]
+    return _guarded(lambda: asyncio.run(command(args, config)))
+
+
+def _guarded(run: Callable[[], int]) -> int:
+    """Run a command, mapping its failures to the exit codes of the module docstring."""
     try:
-        return asyncio.run(handlers[args.command](args, config))
+        return run()
     except KeyboardInterrupt:
         # Ctrl-C is the normal way to stop `serve`; every resource was released on the way.
         return EXIT_OK
@@ -222,6 +247,54 @@ async def _world_is_empty(backend: Backend) -> bool:
         return not await uow.spaces.list_all()
 
 
+def _run_on_loop(main: Coroutine[Any, Any, int], config: Config) -> int:
+    """Run a coroutine on the event loop of ``http.event_loop`` (uvloop when installed)."""
+    with asyncio.Runner(loop_factory=event_loop_factory(config.settings.http_event_loop)) as run:
+        return run.run(main)
+
+
+def _serve_command(args: argparse.Namespace, config: Config) -> int:
+    workers: int = args.workers or config.settings.http_workers
+    if workers == 1:
+        return _guarded(lambda: _run_on_loop(_serve(args, config), config))
+    if args.memory:
+        # Each worker would hold a store of its own: one world per process.
+        return _fail(
+            "turnkeeper: error: --memory serves from one process, not --workers", EXIT_USAGE
+        )
+    return _guarded(lambda: _serve_workers(args, config, workers))
+
+
+def _serve_workers(args: argparse.Namespace, config: Config, workers: int) -> int:
+    """Migrate and create the owner once, bind once, then fork the workers."""
+    with database(config) as conninfo:
+        asyncio.run(_prepare_once(args, config, conninfo))
+        with listening_socket(args.host, args.port, ACCEPT_BACKLOG) as sock:
+
+            def worker(index: int) -> int:
+                # Worker 0 runs the periodic jobs: one pass at a time for the server.
+                jobs = index == 0 and not args.no_jobs
+                serve = _serve_worker(args, config, conninfo, sock, jobs=jobs)
+                return _guarded(lambda: _run_on_loop(serve, config))
+
+            return run_workers(workers, worker)
+
+
+async def _prepare_once(args: argparse.Namespace, config: Config, conninfo: str) -> None:
+    await migrate(conninfo)
+    async with postgres_backend(conninfo, config.settings, signing_key(config)) as pg:
+        await _prepare_world(args, config, pg)
+
+
+async def _serve_worker(
+    args: argparse.Namespace, config: Config, conninfo: str, sock: socket.socket, *, jobs: bool
+) -> int:
+    with process_tracing() as tracing:
+        async with postgres_backend(conninfo, config.settings, signing_key(config)) as pg:
+            await _serve_app(args, config, _traced(pg, tracing), sock=sock, jobs=jobs)
+    return EXIT_OK
+
+
 async def _serve(args: argparse.Namespace, config: Config) -> int:
     if args.memory:
         with process_tracing() as tracing:
@@ -237,6 +310,12 @@ async def _serve(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> None:
+    await _prepare_world(args, config, backend)
+    await _serve_app(args, config, backend, jobs=not args.no_jobs)
+
+
+async def _prepare_world(args: argparse.Namespace, config: Config, backend: Backend) -> None:
+    """The owner (its token printed when new), and the demo world when asked and empty."""
     empty = await _world_is_empty(backend)
     handle = DEMO_OWNER_HANDLE if args.demo and empty else OWNER_HANDLE
     owner = await backend.services.admin.ensure_owner(handle, config.owner_token)
@@ -247,6 +326,16 @@ async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> No
         _print_json(world.to_json())
     elif owner is not None and config.owner_token is None:
         _print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
+
+
+async def _serve_app(
+    args: argparse.Namespace,
+    config: Config,
+    backend: Backend,
+    *,
+    jobs: bool,
+    sock: socket.socket | None = None,
+) -> None:
     app = create_app(backend.services, config.settings, backend.readiness)
     server = guarded_server(
         app,
@@ -254,15 +343,16 @@ async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> No
         port=args.port,
         settings=config.settings,
         live=backend.services.live,
+        sock=sock,
     )
-    jobs = None if args.no_jobs else asyncio.create_task(run_jobs_forever(backend.services))
+    runner = asyncio.create_task(run_jobs_forever(backend.services)) if jobs else None
     try:
         await server.serve()
     finally:
-        if jobs is not None:
-            jobs.cancel()
+        if runner is not None:
+            runner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await jobs
+                await runner
 
 
 def run() -> NoReturn:

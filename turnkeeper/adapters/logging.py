@@ -9,6 +9,11 @@ HTTP request, the ``correlation_id`` bound in `structlog.contextvars`. Records o
 standard library (uvicorn, Litestar) go through the same processors, so one process
 writes one format. Secrets and message text never reach a log line: `redact_secrets`
 replaces them wherever they appear in a record.
+
+A record of structlog is rendered at the end of structlog's own chain and handed to the
+standard library as its finished line (`LineFormatter` writes it as it is): one
+``LogRecord`` per line instead of two, and no caller lookup, which the format never
+shows. The request log line of every HTTP request goes this way (ADR 0021).
 """
 
 from __future__ import annotations
@@ -30,7 +35,18 @@ REDACTED_KEYS = frozenset({"token", "authorization", "content", "invocation_toke
 REDACTED = "[redacted]"
 
 
-def _is_secret_key(key: object) -> bool:
+#: The attribute of a standard library record that holds a line structlog rendered.
+RENDERED_ATTRIBUTE = "turnkeeper_rendered"
+#: Types whose values hold no nested keys: returned by `_redact` as they are.
+_SCALARS = (str, int, float, bool, type(None))
+
+
+#: How many key names `_is_secret_key` remembers (records use a few dozen).
+_REMEMBERED_NAMES = 1024
+_secret_by_name: dict[object, bool] = {}
+
+
+def _judge(key: object) -> bool:
     if not isinstance(key, str):
         return False
     name = key.lower()
@@ -38,7 +54,19 @@ def _is_secret_key(key: object) -> bool:
     return name in REDACTED_KEYS or name.endswith("_token")
 
 
+def _is_secret_key(key: object) -> bool:
+    # Every record judges the same few names again: each is judged once, then looked up.
+    secret = _secret_by_name.get(key)
+    if secret is None:
+        secret = _judge(key)
+        if len(_secret_by_name) < _REMEMBERED_NAMES:
+            _secret_by_name[key] = secret
+    return secret
+
+
 def _redact(value: Any) -> Any:
+    if isinstance(value, _SCALARS):
+        return value
     if isinstance(value, Mapping):
         return {k: REDACTED if _is_secret_key(k) else _redact(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -57,11 +85,11 @@ def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDic
     Returns:
         The record with tokens, authorization headers and content redacted.
     """
-    for key in list(event_dict):
+    for key, value in list(event_dict.items()):
         if _is_secret_key(key):
             event_dict[key] = REDACTED
-        else:
-            event_dict[key] = _redact(event_dict[key])
+        elif not isinstance(value, _SCALARS):
+            event_dict[key] = _redact(value)
     return event_dict
 
 
@@ -100,18 +128,24 @@ def configure_logging(
         else structlog.dev.ConsoleRenderer(colors=False)
     )
     shared = shared_processors()
+    # The format shows no source file, line, process or thread: not looked up per record
+    # (the standard library's documented switches, see "Optimization" in its logging HOWTO).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,
             *shared,
-            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+            _rendered_for_stdlib(renderer),
         ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         # Not cached: tests reconfigure logging, and a cached logger would keep the old set-up.
         cache_logger_on_first_use=False,
     )
-    formatter = structlog.stdlib.ProcessorFormatter(
+    formatter = LineFormatter(
         foreign_pre_chain=shared,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
     )
@@ -127,6 +161,40 @@ def configure_logging(
         named.propagate = True
     # Access lines would duplicate the request log of the HTTP adapter.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+
+
+def _rendered_for_stdlib(renderer: Processor) -> Processor:
+    """The last processor of structlog's chain: the finished line, marked as such."""
+
+    def render(
+        logger: WrappedLogger, method_name: str, event_dict: EventDict
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        line = renderer(logger, method_name, event_dict)
+        # The standard library's call: logger.info(line, extra=...), no caller lookup.
+        return (line,), {"extra": {RENDERED_ATTRIBUTE: True}}
+
+    return render
+
+
+class LineFormatter(structlog.stdlib.ProcessorFormatter):
+    """Writes structlog's finished lines as they are; formats other records as before.
+
+    Records of the standard library itself (uvicorn, Litestar) still pass the shared
+    processors and the renderer (``foreign_pre_chain``), so one process writes one format.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The line of a record.
+
+        Args:
+            record: a standard library record.
+
+        Returns:
+            The line structlog rendered, or the foreign record rendered.
+        """
+        if getattr(record, RENDERED_ATTRIBUTE, False):
+            return str(record.msg)
+        return super().format(record)
 
 
 #: ``log.format`` -> the ``json`` argument of `configure_logging` (None: by terminal).

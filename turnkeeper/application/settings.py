@@ -52,6 +52,10 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 #: The values of ``log.format``: ``auto`` writes console lines on a terminal and JSON
 #: lines otherwise.
 LOG_FORMATS = ("auto", "json", "console")
+#: The values of ``http.parser``: ``auto`` takes httptools when it is installed, else h11.
+HTTP_PARSERS = ("auto", "httptools", "h11")
+#: The values of ``http.event_loop``: ``auto`` takes uvloop when it is installed.
+HTTP_EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 #: The metadata key of a text setting's allowed values (read by the configuration loader).
 CHOICES = "choices"
 
@@ -110,6 +114,11 @@ class Settings:
             open at most.
         max_json_depth: ``http.max_json_depth``, deepest nesting of arrays and objects
             in a request body.
+        http_workers: ``http.workers``, worker processes of ``turnkeeper serve`` sharing
+            its listening socket (1: the server is one process).
+        http_parser: ``http.parser``, the HTTP/1.1 parser of ``serve`` (`HTTP_PARSERS`).
+        http_event_loop: ``http.event_loop``, the event loop of ``serve``
+            (`HTTP_EVENT_LOOPS`).
         max_client_id_length: ``message.max_client_id_length``, characters of a client
             id (``client_msg_id``, ``client_message_id``) at most.
         max_handle_length: ``principal.max_handle_length``, characters of a handle at most.
@@ -175,6 +184,17 @@ class Settings:
     header_timeout: timedelta = attrs.field(default=_seconds(10), validator=_positive_duration)
     max_connections: int = attrs.field(default=1000, validator=_positive)
     max_json_depth: int = attrs.field(default=32, validator=_positive)
+    http_workers: int = attrs.field(default=1, validator=_positive)
+    http_parser: str = attrs.field(
+        default="auto",
+        validator=attrs.validators.in_(HTTP_PARSERS),
+        metadata={CHOICES: HTTP_PARSERS},
+    )
+    http_event_loop: str = attrs.field(
+        default="auto",
+        validator=attrs.validators.in_(HTTP_EVENT_LOOPS),
+        metadata={CHOICES: HTTP_EVENT_LOOPS},
+    )
     max_client_id_length: int = attrs.field(default=256, validator=_positive)
     max_handle_length: int = attrs.field(default=64, validator=_positive)
     stream_max_wait: timedelta = attrs.field(default=_seconds(60), validator=_positive_duration)
@@ -238,6 +258,9 @@ SETTING_KEYS: dict[str, str] = {
     "http.header_timeout": "header_timeout",
     "http.max_connections": "max_connections",
     "http.max_json_depth": "max_json_depth",
+    "http.workers": "http_workers",
+    "http.parser": "http_parser",
+    "http.event_loop": "http_event_loop",
     "message.max_client_id_length": "max_client_id_length",
     "principal.max_handle_length": "max_handle_length",
     "stream.max_wait_seconds": "stream_max_wait",

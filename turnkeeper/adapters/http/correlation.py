@@ -6,6 +6,10 @@ adds it to the answer, and writes one log line per request with the method, the 
 template, the status and the duration (at debug for the successful polls, stream reads
 and heartbeats of `QUIET_ROUTES`, at info otherwise). Bodies, query strings and headers are never
 logged, so neither tokens nor message content can reach the log.
+
+The line is written once per request, so what it needs is prepared once: the logger is
+bound once per logging configuration (`RequestLog`), the correlation id is bound to the
+log context with a token that resets it (no copy of the whole context per request).
 """
 
 from __future__ import annotations
@@ -42,7 +46,47 @@ QUIET_ROUTES = frozenset(
 #: Statuses from here on are logged at info on every route.
 _LOUD_STATUS = 400
 
-_log = structlog.get_logger("turnkeeper.http")
+#: The logger of the request log line.
+LOGGER_NAME = "turnkeeper.http"
+
+
+class RequestLog:
+    """The request log line, bound once per logging configuration.
+
+    structlog's module-level loggers assemble a bound logger at every call (they are not
+    cached, so that a new configuration takes effect at once); this one keeps its bound
+    logger while `structlog.get_config` names the same processors, wrapper and factory.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[object, ...] = ()
+        self._logger: Any = None
+
+    def _bound(self) -> Any:
+        config = structlog.get_config()
+        key = (config["processors"], config["wrapper_class"], config["logger_factory"])
+        if self._logger is None or any(a is not b for a, b in zip(key, self._key, strict=True)):
+            self._logger = structlog.get_logger(LOGGER_NAME).bind()
+            self._key = key
+        return self._logger
+
+    def write(self, *, method: str, route: str, status: int, duration_ms: float) -> None:
+        """Write the line of one request (at debug for a quiet route's success).
+
+        Args:
+            method: the HTTP method.
+            route: the route template, or ``(unmatched)``.
+            status: the answer's status.
+            duration_ms: the request's duration in milliseconds.
+        """
+        logger = self._bound()
+        quiet = status < _LOUD_STATUS and (method, route) in QUIET_ROUTES
+        (logger.debug if quiet else logger.info)(
+            "http_request", method=method, route=route, status=status, duration_ms=duration_ms
+        )
+
+
+_request_log = RequestLog()
 
 
 def _client_id(scope: Scope) -> str | None:
@@ -101,17 +145,16 @@ class CorrelatedApp(Litestar):
                 message = {**message, "headers": [*headers, header]}
             await send(message)
 
-        with structlog.contextvars.bound_contextvars(correlation_id=correlation_id):
+        tokens = structlog.contextvars.bind_contextvars(correlation_id=correlation_id)
+        try:
+            await super().__call__(scope, receive, send_with_id)
+        finally:
             try:
-                await super().__call__(scope, receive, send_with_id)
-            finally:
-                method = scope.get("method", "")
-                route = scope.get("path_template") or "(unmatched)"
-                quiet = status < _LOUD_STATUS and (method, route) in QUIET_ROUTES
-                (_log.debug if quiet else _log.info)(
-                    "http_request",
-                    method=method,
-                    route=route,
+                _request_log.write(
+                    method=str(scope.get("method", "")),
+                    route=scope.get("path_template") or "(unmatched)",
                     status=status,
                     duration_ms=round((time.perf_counter() - started) * _MS_PER_S, 3),
                 )
+            finally:
+                structlog.contextvars.reset_contextvars(**tokens)

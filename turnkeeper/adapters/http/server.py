@@ -1,5 +1,8 @@
 """The HTTP server of ``turnkeeper serve``: uvicorn, guarded against slow clients.
 
+uvicorn parses with httptools when it is installed (``http.parser``, the ``fast`` extra),
+else with h11; the guard of this module hooks into either (ADR 0021).
+
 uvicorn closes an idle keep-alive connection after ``timeout_keep_alive``, but every byte
 received restarts that timer, and a connection that never completes its first request
 has no timer at all: a client that opens connections and trickles header bytes keeps
@@ -16,15 +19,19 @@ them open forever, until the process runs out of file descriptors and accepts no
 
 The bound is kept below the process's open file limit (`connection_budget`), so the
 server never stops accepting for lack of a descriptor. Both bounds live in
-`GuardedH11Protocol`, uvicorn's h11 protocol with three hooks; the body of a request
-and the answer are left to uvicorn and the application.
+`GuardedH11Protocol` (uvicorn's h11 protocol with three hooks) or
+`turnkeeper.adapters.http.httptools_guard.GuardedHttpToolsProtocol`; the body of a
+request and the answer are left to uvicorn and the application.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import resource
-from typing import Any, ClassVar
+import socket
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
 
 import h11
 import structlog
@@ -48,6 +55,17 @@ ACCEPT_PASSES = 2
 _log = structlog.get_logger("turnkeeper.http")
 
 
+class GuardedConnection(Protocol):
+    """A connection the guard can close (`GuardedH11Protocol` and its httptools twin)."""
+
+    def drop(self, reason: str) -> None:
+        """Close the connection because it is too slow or room is needed.
+
+        Args:
+            reason: ``header_timeout`` or ``connection_limit`` (logged).
+        """
+
+
 class ConnectionGuard:
     """The connections of one server and the ones waiting for request headers.
 
@@ -59,11 +77,11 @@ class ConnectionGuard:
     def __init__(self, *, header_timeout: float, max_connections: int) -> None:
         self.header_timeout = header_timeout
         self.max_connections = max_connections
-        self.open: set[GuardedH11Protocol] = set()
+        self.open: set[GuardedConnection] = set()
         # Insertion order is arrival order: the first entry has waited longest.
-        self.waiting: dict[GuardedH11Protocol, asyncio.TimerHandle] = {}
+        self.waiting: dict[GuardedConnection, asyncio.TimerHandle] = {}
 
-    def opened(self, connection: GuardedH11Protocol) -> None:
+    def opened(self, connection: GuardedConnection) -> None:
         """A connection was accepted: start its header timer; make room if over the bound.
 
         Args:
@@ -77,7 +95,7 @@ class ConnectionGuard:
             victim = next(iter(self.waiting))
             victim.drop("connection_limit")
 
-    def await_headers(self, connection: GuardedH11Protocol) -> None:
+    def await_headers(self, connection: GuardedConnection) -> None:
         """Start the header timer of a connection between two requests (if not running).
 
         Args:
@@ -90,7 +108,7 @@ class ConnectionGuard:
             self.header_timeout, connection.drop, "header_timeout"
         )
 
-    def headers_received(self, connection: GuardedH11Protocol) -> None:
+    def headers_received(self, connection: GuardedConnection) -> None:
         """Stop the header timer: the request's headers are complete.
 
         Args:
@@ -100,7 +118,7 @@ class ConnectionGuard:
         if timer is not None:
             timer.cancel()
 
-    def closed(self, connection: GuardedH11Protocol) -> None:
+    def closed(self, connection: GuardedConnection) -> None:
         """Forget a closed (or closing) connection.
 
         Args:
@@ -159,15 +177,55 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()
 
 
-def guarded_protocol(guard: ConnectionGuard) -> type[GuardedH11Protocol]:
+def httptools_installed() -> bool:
+    """Whether httptools can be imported (the ``fast`` extra).
+
+    Returns:
+        True when it is installed.
+    """
+    return importlib.util.find_spec("httptools") is not None
+
+
+def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``turnkeeper serve`` runs on, by ``http.event_loop``.
+
+    Args:
+        choice: ``auto`` (uvloop when installed), ``uvloop`` or ``asyncio``.
+
+    Returns:
+        uvloop's loop factory, or None for asyncio's default loop.
+
+    Raises:
+        ModuleNotFoundError: ``uvloop`` is asked for and not installed.
+    """
+    if choice == "asyncio" or (choice == "auto" and importlib.util.find_spec("uvloop") is None):
+        return None
+    import uvloop  # optional (the fast extra): imported only when chosen
+
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def guarded_protocol(guard: ConnectionGuard, parser: str = "h11") -> type[asyncio.Protocol]:
     """The protocol class of one server, bound to its guard.
 
     Args:
         guard: the server's guard.
+        parser: ``http.parser``: ``auto`` (httptools when installed), ``httptools``
+            or ``h11``.
 
     Returns:
-        A subclass of `GuardedH11Protocol` for uvicorn's ``http`` setting.
+        A subclass of `GuardedH11Protocol` or of ``GuardedHttpToolsProtocol`` for
+        uvicorn's ``http`` setting.
+
+    Raises:
+        ModuleNotFoundError: ``httptools`` is asked for and not installed.
     """
+    if parser == "httptools" or (parser == "auto" and httptools_installed()):
+        # Imported here: httptools is optional, and its module imports it.
+        from turnkeeper.adapters.http.httptools_guard import GuardedHttpToolsProtocol
+
+        return type("GuardedHttpTools", (GuardedHttpToolsProtocol,), {"guard": guard})
     return type("GuardedH11", (GuardedH11Protocol,), {"guard": guard})
 
 
@@ -208,8 +266,14 @@ def connection_budget(settings: Settings) -> int:
 
 
 def guarded_server(
-    app: Any, *, host: str, port: int, settings: Settings, live: LiveDelivery
-) -> uvicorn.Server:
+    app: Any,
+    *,
+    host: str,
+    port: int,
+    settings: Settings,
+    live: LiveDelivery,
+    sock: socket.socket | None = None,
+) -> StreamClosingServer:
     """The uvicorn server of ``turnkeeper serve``, with the guard of this module.
 
     It ends the process's event streams before it waits for open answers at shutdown
@@ -222,24 +286,36 @@ def guarded_server(
         settings: for ``http.header_timeout``, ``http.max_connections`` and
             ``database.pool_max_size``.
         live: the live delivery service of the application (its streams end first).
+        sock: a listening socket shared with other worker processes (then `host` and
+            `port` only name it); None: the server binds its own.
 
     Returns:
-        The server; run it with ``await server.serve()``.
+        The server (logged as ``http_server_stack`` with its parser and event loop);
+        run it with ``await server.serve()`` (the socket, if any, is
+        passed along by `StreamClosingServer.serve`).
     """
     guard = ConnectionGuard(
         header_timeout=settings.header_timeout.total_seconds(),
         max_connections=connection_budget(settings),
+    )
+    protocol = guarded_protocol(guard, settings.http_parser)
+    _log.info(
+        "http_server_stack",
+        parser="httptools" if protocol.__name__ == "GuardedHttpTools" else "h11",
+        event_loop=type(asyncio.get_running_loop()).__module__.split(".")[0],
+        max_connections=guard.max_connections,
     )
     return StreamClosingServer(
         uvicorn.Config(
             app,
             host=host,
             port=port,
-            http=guarded_protocol(guard),
+            http=protocol,
             backlog=ACCEPT_BACKLOG,
             log_config=None,  # adapters.logging owns the format
             access_log=False,  # the HTTP adapter logs every request itself
             lifespan="on",
         ),
         live,
+        sock=sock,
     )

@@ -24,11 +24,26 @@ class StreamClosingServer(uvicorn.Server):
     Args:
         config: the uvicorn configuration.
         live: the live delivery service of the served application.
+        sock: a listening socket shared with other worker processes (None: uvicorn binds
+            ``config.host`` and ``config.port`` itself).
     """
 
-    def __init__(self, config: uvicorn.Config, live: LiveDelivery) -> None:
+    def __init__(
+        self, config: uvicorn.Config, live: LiveDelivery, *, sock: socket.socket | None = None
+    ) -> None:
         super().__init__(config)
         self._live = live
+        self._sock = sock
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """Serve until a signal or ``should_exit``, on the shared socket if there is one.
+
+        Args:
+            sockets: listening sockets (uvicorn's argument; the shared socket when None).
+        """
+        if sockets is None and self._sock is not None:
+            sockets = [self._sock]
+        await super().serve(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """End every stream, then shut down as uvicorn does.

@@ -1,0 +1,433 @@
+"""The HTTP stack table: ``turnkeeper serve`` variants side by side in one run.
+
+``python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]`` measures a message that
+triggers nothing (POST /v1/threads/{id}/messages, the hottest request) at concurrency 1,
+8 and 32 on these sides, in interleaved rounds (the order rotates from one round to the
+next), and prints each side's median round:
+
+- ``service``: the application service in-process (the reference of "HTTP over
+  in-process");
+- ``before`` (with ``--baseline DIR``): ``turnkeeper serve`` run from another source
+  tree, for example ``git archive`` of the commit before a change, as it was;
+- ``h11``: this tree with ``http.parser = h11`` and ``http.event_loop = asyncio``;
+- ``fast``: this tree with the defaults (httptools and uvloop when installed);
+- ``fast, 2 workers``: the same with ``http.workers = 2``.
+
+Each HTTP side is a real server process, started for its turn of a round and stopped
+after it (so that only one pool holds PostgreSQL connections at a time), loaded by the
+load client process (`bench.loadclient`, one keep-alive connection per worker). Per
+side: requests per second, spread of the rounds, p50 latency, CPU milliseconds per
+request of the server (all its processes: the workers too), of PostgreSQL and of the
+load client, and the ratios to ``service`` and to ``before`` (or ``h11``) of the same
+rounds. ``--healthz`` measures ``GET /healthz`` instead (no database, no token): the
+cost of the HTTP stack itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import TextIO
+
+import attrs
+
+from bench.asgi import AsgiClient
+from bench.cpu import Cpu, CpuProbe, _Reading, postmaster_pid, tree_cpu
+from bench.floor_report import Measured
+from bench.harness import BENCH_DATABASE_PREFIX, Timing, bench_server, drive, open_traced_pool
+from bench.http_load import LoadClient, message_request, plan
+from bench.operations import OPERATIONS, Operation
+from bench.serve import (
+    HOST,
+    READY_PROBE_INTERVAL,
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    RunningServer,
+    server_environment,
+)
+from bench.serve import _free_port as free_port
+from bench.serve import _ready as ready
+from bench.world import BenchWorld, build_world
+from turnkeeper.adapters.http.app import create_app
+from turnkeeper.adapters.postgres.databases import scratch_database
+
+#: Pool connections beyond the highest concurrency (as the floor table).
+POOL_SPARE = 2
+#: The request of ``--healthz``: the HTTP stack alone (no database, no token check).
+HEALTHZ: dict[str, object] = {"method": "GET", "path": "/healthz", "token": "none"}
+#: The command line.
+USAGE = "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]"
+#: ``database.request_timeout`` of the servers.
+REQUEST_TIMEOUT_SECONDS = 60
+#: Milliseconds per second.
+MS_PER_SECOND = 1000.0
+
+
+@attrs.frozen(kw_only=True)
+class StackSize:
+    """How much work the table does.
+
+    Attributes:
+        ops: timed requests per measurement.
+        warmup: untimed requests per worker first (prepared statements, plan caches).
+        repeats: rounds (each side once per round).
+        concurrency: the concurrency levels.
+    """
+
+    ops: int
+    warmup: int
+    repeats: int
+    concurrency: tuple[int, ...]
+
+
+#: The full run (about ten minutes on two cores).
+FULL = StackSize(ops=320, warmup=8, repeats=3, concurrency=(1, 8, 32))
+#: The ``--healthz`` run: cheap requests, so more of them.
+HEALTHZ_SIZE = StackSize(ops=2000, warmup=20, repeats=3, concurrency=(1, 8, 32))
+#: The smoke size.
+QUICK = StackSize(ops=4, warmup=1, repeats=1, concurrency=(1, 2))
+
+
+@attrs.frozen(kw_only=True)
+class Variant:
+    """One way of running ``turnkeeper serve``.
+
+    Attributes:
+        key: its short name in the table.
+        tree: the source tree it runs from (None: this one).
+        settings: extra ``TURNKEEPER_*`` variables (by name without the prefix).
+        workers: its worker processes (``http.workers``), which share the pool size
+            of a one-process server between them (PostgreSQL's connections are few).
+    """
+
+    key: str
+    tree: Path | None = None
+    settings: tuple[tuple[str, str], ...] = ()
+    workers: int = 1
+
+
+def variants(baseline: Path | None) -> list[Variant]:
+    """The HTTP sides of the table.
+
+    Args:
+        baseline: the source tree of ``before`` (None: no such side).
+
+    Returns:
+        The variants, ``before`` first when there is one.
+    """
+    found = [] if baseline is None else [Variant(key="before", tree=baseline)]
+    return [
+        *found,
+        Variant(key="h11", settings=(("HTTP__PARSER", "h11"), ("HTTP__EVENT_LOOP", "asyncio"))),
+        Variant(key="fast"),
+        Variant(key="fast, 2 workers", settings=(("HTTP__WORKERS", "2"),), workers=2),
+    ]
+
+
+class TreeProbe(CpuProbe):
+    """A CPU probe whose server figure is the server process and its children.
+
+    Args:
+        postmaster: PostgreSQL's postmaster pid.
+        server: the server's (parent) pid.
+    """
+
+    def __init__(self, postmaster: int | None, server: int) -> None:
+        super().__init__(postmaster)
+        self._root = server
+        self._start = 0.0
+
+    def read(self) -> _Reading:
+        """As `CpuProbe.read`, remembering the server tree's CPU."""
+        self._start = tree_cpu(self._root) or 0.0
+        return super().read()
+
+    def since(self, start: _Reading, *, client: float | None = None) -> Cpu:
+        """As `CpuProbe.since`, with the server tree's CPU since `read`."""
+        cpu = super().since(start, client=client)
+        end = tree_cpu(self._root)
+        server = None if end is None else max(0.0, end - self._start)
+        return attrs.evolve(cpu, server=server)
+
+
+@contextlib.asynccontextmanager
+async def started(variant: Variant, conninfo: str, pool_size: int) -> AsyncIterator[RunningServer]:
+    """Start one variant's ``turnkeeper serve`` (request log on, into a file); stop it after.
+
+    Args:
+        variant: the variant.
+        conninfo: the benchmark's database (migrated, with the world).
+        pool_size: the pool of each of its processes.
+
+    Yields:
+        The running server.
+
+    Raises:
+        RuntimeError: it did not become ready (with the end of its log).
+    """
+    base = Path(tempfile.mkdtemp(prefix="turnkeeper-bench-stack-"))
+    log_path = base / "serve.log"
+    env = server_environment(conninfo, base, pool_size)
+    # A loaded machine (two cores for PostgreSQL, the server, the client and this process)
+    # may hold a unit past the default deadline: the table measures speed, not the bound.
+    env["TURNKEEPER_DATABASE__REQUEST_TIMEOUT"] = str(REQUEST_TIMEOUT_SECONDS)
+    env.update({f"TURNKEEPER_{name}": value for name, value in variant.settings})
+    if variant.tree is not None:
+        env["PYTHONPATH"] = str(variant.tree)
+    port = free_port()
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "turnkeeper.adapters.cli",
+            "serve",
+            "--no-jobs",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            cwd=str(variant.tree) if variant.tree is not None else None,
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not await ready(port):
+            if process.returncode is not None or time.monotonic() > deadline:
+                tail = log_path.read_text(errors="replace").splitlines()[-5:]
+                raise RuntimeError(f"{variant.key} did not start: " + " | ".join(tail))
+            await asyncio.sleep(READY_PROBE_INTERVAL)
+        yield RunningServer(pid=process.pid, host=HOST, port=port, log=log_path)
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@attrs.define
+class _Run:
+    world: BenchWorld
+    conninfo: str
+    postmaster: int | None
+    size: StackSize
+    operation: Operation
+    asgi: AsgiClient
+    healthz: bool = False
+
+
+def _timed(size: StackSize, concurrency: int) -> int:
+    return max(1, size.ops // concurrency)
+
+
+async def _service_round(run: _Run, concurrency: int) -> Timing:
+    if run.healthz:
+        calls = [[None] * (_timed(run.size, concurrency) + 1) for _ in range(concurrency)]
+
+        async def health(item: None) -> object:
+            return await run.asgi.get("/healthz")
+
+        return await drive(calls, health, 1, CpuProbe(run.postmaster))
+    workers = run.world.workers["service"][:concurrency]
+    work = await run.operation.prepare(run.world, workers, _timed(run.size, concurrency) + 1)
+    service = run.operation.service
+    probe = CpuProbe(run.postmaster)
+    return await drive(work, lambda item: service(run.world, run.asgi, item), 1, probe)
+
+
+async def _http_rounds(run: _Run, variant: Variant) -> dict[int, Timing]:
+    """One variant at every concurrency, on one server start."""
+    most = max(run.size.concurrency)
+    timings: dict[int, Timing] = {}
+    # A client process per server: its connections are bound to one server's port.
+    async with (
+        started(variant, run.conninfo, math.ceil((most + POOL_SPARE) / variant.workers)) as server,
+        LoadClient.start() as client,
+    ):
+        probe = TreeProbe(run.postmaster, server.pid)
+        for concurrency in run.size.concurrency:
+            count = _timed(run.size, concurrency) + run.size.warmup
+            if run.healthz:
+                requests = [[HEALTHZ] * count for _ in range(concurrency)]
+                states: list[dict[str, object]] = [{} for _ in range(concurrency)]
+            else:
+                workers = run.world.workers["http"][:concurrency]
+                work = await run.operation.prepare(run.world, workers, count)
+                requests, states = plan(work, message_request)
+            try:
+                timings[concurrency] = await client.run(
+                    server, requests, states, run.size.warmup, probe
+                )
+            except RuntimeError as exc:
+                raise RuntimeError(f"{variant.key} at concurrency {concurrency}: {exc}") from exc
+    return timings
+
+
+async def measure(
+    conninfo: str, size: StackSize, baseline: Path | None, out: TextIO, *, healthz: bool = False
+) -> dict[str, dict[int, Measured]]:
+    """Every side at every concurrency, in interleaved rounds.
+
+    Args:
+        conninfo: a migrated, empty database.
+        size: the size.
+        baseline: the source tree of ``before`` (None: none).
+        out: where progress lines go.
+        healthz: measure ``GET /healthz`` (the stack alone) instead of the message.
+
+    Returns:
+        side key -> concurrency -> its rounds.
+    """
+    most = max(size.concurrency)
+    pool = await open_traced_pool(conninfo, most + POOL_SPARE)
+    try:
+        world = await build_world(pool, most)
+        sides = ["service", *(v.key for v in variants(baseline))]
+        by_key = {v.key: v for v in variants(baseline)}
+        rounds: dict[str, dict[int, list[Timing]]] = {
+            s: {c: [] for c in size.concurrency} for s in sides
+        }
+        run = _Run(
+            world=world,
+            conninfo=conninfo,
+            postmaster=await postmaster_pid(conninfo),
+            size=size,
+            operation=next(op for op in OPERATIONS if op.name == "message, no trigger"),
+            asgi=AsgiClient(create_app(world.services, world.services.settings)),
+            healthz=healthz,
+        )
+        for index in range(size.repeats):
+            shift = index % len(sides)
+            for side in sides[shift:] + sides[:shift]:
+                if side == "service":
+                    found = {c: await _service_round(run, c) for c in size.concurrency}
+                else:
+                    found = await _http_rounds(run, by_key[side])
+                for concurrency, timing in found.items():
+                    rounds[side][concurrency].append(timing)
+                print(f"(round {index + 1}: {side} done)", file=out, flush=True)
+    finally:
+        await pool.close()
+    return {s: {c: Measured.of(r) for c, r in by_c.items()} for s, by_c in rounds.items()}
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def report(results: dict[str, dict[int, Measured]], out: TextIO) -> None:
+    """Print the table: one line per side and concurrency.
+
+    Args:
+        results: what `measure` returned.
+        out: where to print.
+    """
+    reference = "before" if "before" in results else "h11"
+    print(
+        "| side | c | req/s | spread | p50 ms | server ms/req | pg ms/req | client ms/req"
+        f" | of in-process | of {reference} |",
+        file=out,
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|", file=out)
+    for side, by_concurrency in results.items():
+        for concurrency, measured in by_concurrency.items():
+            cpu = measured.cpu_ms(lambda c: c.python) if side == "service" else None
+            server = cpu if side == "service" else measured.cpu_ms(lambda c: c.server)
+            service = results["service"][concurrency].per_second
+            base = results[reference][concurrency].per_second
+            print(
+                f"| {side} | {concurrency} | {measured.per_second:,.0f} | {measured.spread:.2f}"
+                f" | {measured.median.percentile(0.5):.2f} | {_ms(server)}"
+                f" | {_ms(measured.cpu_ms(lambda c: c.postgres))}"
+                f" | {_ms(measured.cpu_ms(lambda c: c.client))}"
+                f" | {measured.per_second / service:.2f} | {measured.per_second / base:.2f} |",
+                file=out,
+                flush=True,
+            )
+
+
+def _load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+async def main_async(argv: Sequence[str], out: TextIO) -> int:
+    """Run the table from the command line.
+
+    Args:
+        argv: ``[--quick] [--healthz] [--baseline DIR]``.
+        out: where to print.
+
+    Returns:
+        The exit code (2 for arguments not understood).
+    """
+    args = list(argv)
+    quick = "--quick" in args
+    healthz = "--healthz" in args
+    baseline = None
+    if "--baseline" in args:
+        at = args.index("--baseline")
+        if at + 1 >= len(args):
+            print(
+                "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]",
+                file=sys.stderr,
+            )
+            return 2
+        baseline = Path(args.pop(at + 1))
+        if not baseline.is_absolute():
+            raise SystemExit("--baseline needs an absolute path (the server runs in it)")
+        args.pop(at)
+    if [a for a in args if a not in ("--quick", "--healthz")]:
+        print(
+            "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]",
+            file=sys.stderr,
+        )
+        return 2
+    async with (
+        bench_server() as server,
+        scratch_database(server.conninfo, prefix=BENCH_DATABASE_PREFIX) as conninfo,
+    ):
+        print(_load(), file=out, flush=True)
+        size = QUICK if quick else (HEALTHZ_SIZE if healthz else FULL)
+        results = await measure(conninfo, size, baseline, out, healthz=healthz)
+        report(results, out)
+        print(_load(), file=out, flush=True)
+    # The medians of the server's CPU per request, for a quick look at the target.
+    fast = [m.cpu_ms(lambda c: c.server) for m in results.get("fast", {}).values()]
+    known = [f for f in fast if f is not None]
+    if known:
+        print(f"fast: server CPU per request, median {statistics.median(known):.2f} ms", file=out)
+    return 0
+
+
+def main() -> int:
+    """Entry point of ``python -m bench.http_stack``.
+
+    Returns:
+        The exit code.
+    """
+    import logging
+
+    import structlog
+
+    # One record per operation of the in-process side would swamp the report.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    return asyncio.run(main_async(sys.argv[1:], sys.stdout))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

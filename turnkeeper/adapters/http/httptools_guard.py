@@ -1,0 +1,67 @@
+"""The connection guard of ``turnkeeper serve`` on uvicorn's httptools protocol.
+
+httptools (the ``fast`` extra) parses requests in C; `GuardedHttpToolsProtocol` reports
+to the same `turnkeeper.adapters.http.server.ConnectionGuard` as the h11 protocol does,
+from the parser's callbacks instead of h11's states: the header timer stops when a
+request's headers are complete (``on_headers_complete``) and starts again when an
+answer is complete and no pipelined request is waiting (``on_response_complete``).
+This module imports httptools: import it only where httptools is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import ClassVar
+
+import structlog
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from turnkeeper.adapters.http.server import ConnectionGuard
+
+_log = structlog.get_logger("turnkeeper.http")
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol that reports to a `ConnectionGuard`.
+
+    Built per server by `turnkeeper.adapters.http.server.guarded_protocol`, which sets
+    `guard`.
+    """
+
+    guard: ClassVar[ConnectionGuard]
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Register the connection with the guard (after uvicorn's own setup)."""
+        super().connection_made(transport)
+        self.guard.opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the connection, then let uvicorn clean up."""
+        self.guard.closed(self)
+        super().connection_lost(exc)
+
+    def on_headers_complete(self) -> None:
+        """Stop the header timer, then let uvicorn start the request."""
+        self.guard.headers_received(self)
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        """Let uvicorn finish the answer, then start the timer of the next request."""
+        super().on_response_complete()
+        if self.transport.is_closing():
+            self.guard.closed(self)
+        elif self.cycle is None or self.cycle.response_complete:
+            # No request in flight (a pipelined one would be the current cycle now): the
+            # next request's headers count from the end of this answer.
+            self.guard.await_headers(self)
+
+    def drop(self, reason: str) -> None:
+        """Close the connection because it is too slow or room is needed.
+
+        Args:
+            reason: ``header_timeout`` or ``connection_limit`` (logged).
+        """
+        self.guard.closed(self)
+        if not self.transport.is_closing():
+            _log.info("http_connection_closed", reason=reason)
+            self.transport.close()
