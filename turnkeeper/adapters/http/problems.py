@@ -32,6 +32,7 @@ from litestar.status_codes import (
     HTTP_405_METHOD_NOT_ALLOWED,
     HTTP_409_CONFLICT,
     HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    HTTP_415_UNSUPPORTED_MEDIA_TYPE,
     HTTP_429_TOO_MANY_REQUESTS,
     HTTP_500_INTERNAL_SERVER_ERROR,
     HTTP_503_SERVICE_UNAVAILABLE,
@@ -46,9 +47,9 @@ from turnkeeper.domain.errors import DomainError, RateLimited, ValidationFailed
 #: Media type of every error answer.
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
-#: Problem code -> HTTP status. The codes are those of API.md; ``method_not_allowed``
-#: and ``unavailable`` cover the two answers of the framework and of /readyz that the
-#: contract's list does not name.
+#: Problem code -> HTTP status. The codes are those of API.md; ``method_not_allowed``,
+#: ``unsupported_media_type`` and ``unavailable`` cover the answers of the framework, of
+#: a body that is no JSON and of /readyz that the contract's list does not name.
 STATUS_BY_CODE: dict[str, int] = {
     "validation_failed": HTTP_400_BAD_REQUEST,
     "unauthenticated": HTTP_401_UNAUTHORIZED,
@@ -62,6 +63,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_state_transition": HTTP_409_CONFLICT,
     "base_version_conflict": HTTP_409_CONFLICT,
     "payload_too_large": HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    "unsupported_media_type": HTTP_415_UNSUPPORTED_MEDIA_TYPE,
     "rate_limited": HTTP_429_TOO_MANY_REQUESTS,
     "internal": HTTP_500_INTERNAL_SERVER_ERROR,
     "unavailable": HTTP_503_SERVICE_UNAVAILABLE,
@@ -80,6 +82,7 @@ _TITLES: dict[str, str] = {
     "invalid_state_transition": "Invalid state transition",
     "base_version_conflict": "The base version is not current",
     "payload_too_large": "Payload too large",
+    "unsupported_media_type": "Unsupported media type: the body must be JSON",
     "rate_limited": "Too many requests",
     "internal": "Internal error",
     "unavailable": "Service unavailable",
