@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from litestar import Request
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, InternalServerException
 from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 
 from turnkeeper.adapters.http.decoding import (
@@ -39,6 +39,7 @@ from turnkeeper.adapters.http.decoding import (
     pointer_token,
     refuse_duplicate_members,
 )
+from turnkeeper.adapters.http.problems import ClientGone
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -191,6 +192,7 @@ def body_guard(max_depth: int) -> BeforeRequest:
         """Refuse a hostile body.
 
         Raises:
+            ClientGone: the client left before its body arrived.
             HTTPException: 415 (``unsupported_media_type``) for a body that is no JSON.
             ValidationFailed: ``too_deep``, ``duplicate_member``, ``invalid_character``
                 or ``invalid_type`` at the member's pointer.
@@ -200,7 +202,11 @@ def body_guard(max_depth: int) -> BeforeRequest:
         kind = _body_type(request)
         if kind is not None and not is_json_media_type(request.headers.get("content-type")):
             raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
-        body = await request.body()
+        try:
+            body = await request.body()
+        except InternalServerException as exc:
+            # Litestar's only error while it reads a body: the client disconnected.
+            raise ClientGone() from exc
         pointer = too_deep(body, max_depth)
         if pointer is not None:
             raise ValidationFailed([FieldError(pointer=pointer, code="too_deep")])
