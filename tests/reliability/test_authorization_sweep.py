@@ -124,8 +124,8 @@ def run_route(suffix: str, setup: str) -> Prepare:
                 headers=hw.headers("alex"),
             )
             page = await hw.services.runs.poll(lotse, after=0)
-            (answer,) = [d for d in page.deliveries if d.event.type is EventType.AGENT_FOLLOWUP]
-            body = {"invocation_token": answer.invocation_token}
+            (reply,) = [d for d in page.deliveries if d.event.type is EventType.AGENT_FOLLOWUP]
+            body = {"invocation_token": reply.invocation_token}
         if setup == "queued":
             body = {"invocation_token": token}
         elif setup == "running" and suffix == "/finish":
