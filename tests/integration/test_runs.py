@@ -20,9 +20,11 @@ from tests.support.scenario import (
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.errors import InvalidToken
+from turnkeeper.application.services.runs import FollowupOp
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.errors import InvalidStateTransition
 from turnkeeper.domain.events import EventType
+from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.messaging import MessageKind, Origin, TriggerState
 from turnkeeper.domain.runs import RunState
 from turnkeeper.domain.world import Level, ResourceKind
@@ -220,14 +222,31 @@ class TestLifecycle:
         ).trigger_state is TriggerState.WORKING
         waiting = await services.runs.await_input(lotse, run.id)
         assert waiting.run.state is RunState.WAITING_INPUT
-        resumed = await services.runs.resume(lotse, run.id, token)
+        # The start token was consumed by the start: only an answer's token resumes.
+        with pytest.raises(InvalidToken):
+            await services.runs.resume(lotse, run.id, token)
+        answer = await post(services, world, "alex", run.thread_id, "answer", content="yes")
+        (delivery,) = [
+            d
+            for d in (await services.runs.poll(lotse)).deliveries
+            if d.event.type is EventType.AGENT_FOLLOWUP
+        ]
+        assert delivery.invocation_token is not None
+        resumed = await services.runs.resume(lotse, run.id, delivery.invocation_token)
         assert resumed.run.state is RunState.RUNNING
+        absorbed = await services.runs.patch(
+            lotse,
+            run.id,
+            resumed.run.version,
+            [FollowupOp(message_id=answer.id, value=FollowupState.ABSORBED)],
+        )
         done = await services.runs.finish(lotse, run.id, RunState.COMPLETED, None)
-        assert (done.run.state, done.run.version) == (RunState.COMPLETED, 5)
+        assert (done.run.state, done.run.version) == (RunState.COMPLETED, 7)
+        assert absorbed.run.version == 6
         trigger = await message(services, run.triggering_message_id)
         assert trigger.trigger_state is TriggerState.DONE
         again = await services.runs.finish(lotse, run.id, RunState.COMPLETED, None)
-        assert again.run.version == 5
+        assert again.run.version == 7
         with pytest.raises(InvalidStateTransition):
             await services.runs.finish(lotse, run.id, RunState.FAILED, "late")
         events = await services.conversation.list_events(world.principal("robin"), limit=500)
@@ -239,8 +258,10 @@ class TestLifecycle:
         assert changes == [
             ("running", 2),
             ("waiting_input", 3),
-            ("running", 4),
-            ("completed", 5),
+            ("waiting_input", 4),
+            ("running", 5),
+            ("running", 6),
+            ("completed", 7),
         ]
 
     async def test_finish_from_queued_is_invalid(

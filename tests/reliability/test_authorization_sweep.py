@@ -117,7 +117,16 @@ def run_route(suffix: str, setup: str) -> Prepare:
             await hw.services.runs.start(lotse, uuid.UUID(run_id), token)
         if setup == "waiting":
             await hw.services.runs.await_input(lotse, uuid.UUID(run_id))
-        if setup == "queued" or setup == "waiting":
+            # Only the token of an answer delivered while the run waits resumes it.
+            await hw.client.post(
+                f"/v1/threads/{hw.main_thread('allgemein')}/messages",
+                json={"client_msg_id": "answer", "content": "here you go"},
+                headers=hw.headers("alex"),
+            )
+            page = await hw.services.runs.poll(lotse, after=0)
+            (reply,) = [d for d in page.deliveries if d.event.type is EventType.AGENT_FOLLOWUP]
+            body = {"invocation_token": reply.invocation_token}
+        if setup == "queued":
             body = {"invocation_token": token}
         elif setup == "running" and suffix == "/finish":
             body = {"state": "completed"}

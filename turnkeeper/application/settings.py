@@ -110,6 +110,8 @@ class Settings:
             database before it answers 503.
         header_timeout: ``http.header_timeout``, how long a connection may take to send
             the headers of a request before the server closes it.
+        body_timeout: ``http.body_timeout``, how long a connection may take to send the
+            body of a request after its headers (beyond: 408, and the server closes it).
         max_connections: ``http.max_connections``, HTTP connections one process keeps
             open at most.
         max_json_depth: ``http.max_json_depth``, deepest nesting of arrays and objects
@@ -182,6 +184,7 @@ class Settings:
     reconnect_max_wait: timedelta = attrs.field(default=_seconds(2), validator=_positive_duration)
     readiness_timeout: timedelta = attrs.field(default=_seconds(2), validator=_positive_duration)
     header_timeout: timedelta = attrs.field(default=_seconds(10), validator=_positive_duration)
+    body_timeout: timedelta = attrs.field(default=_seconds(30), validator=_positive_duration)
     max_connections: int = attrs.field(default=1000, validator=_positive)
     max_json_depth: int = attrs.field(default=32, validator=_positive)
     http_workers: int = attrs.field(default=1, validator=_positive)
@@ -256,6 +259,7 @@ SETTING_KEYS: dict[str, str] = {
     "database.reconnect_max_wait": "reconnect_max_wait",
     "database.readiness_timeout": "readiness_timeout",
     "http.header_timeout": "header_timeout",
+    "http.body_timeout": "body_timeout",
     "http.max_connections": "max_connections",
     "http.max_json_depth": "max_json_depth",
     "http.workers": "http_workers",

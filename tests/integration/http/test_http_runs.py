@@ -43,10 +43,40 @@ async def test_full_lifecycle(client: ContractClient, world: DemoWorld) -> None:
     assert (started.json()["state"], started.headers["etag"]) == ("running", '"2"')
     waiting = await client.post(f"/v1/runs/{run_id}/await-input", json={}, headers=lotse)
     assert waiting.json()["state"] == "waiting_input"
-    resumed = await client.post(
+    # The start token was consumed by the start: only the answer's token resumes.
+    consumed = await client.post(
         f"/v1/runs/{run_id}/resume", json={"invocation_token": token}, headers=lotse
     )
+    assert (consumed.status_code, consumed.json()["code"], consumed.json()["reason"]) == (
+        403,
+        "invocation_token_invalid",
+        "superseded",
+    )
+    answer_id = await trigger(client, world, "answer")
+    (followup,) = [
+        e
+        for e in (await poll(client, world, after=feed["next_after"]))["events"]
+        if e["type"] == "agent.followup"
+    ]
+    assert followup["payload"]["message_id"] == answer_id
+    resumed = await client.post(
+        f"/v1/runs/{run_id}/resume",
+        json={"invocation_token": followup["invocation_token"]},
+        headers=lotse,
+    )
     assert resumed.json()["state"] == "running"
+    absorbed = await client.request(
+        "PATCH",
+        f"/v1/runs/{run_id}",
+        json={
+            "base_version": resumed.json()["version"],
+            "ops": [
+                {"op": "replace", "path": f"/followups/{answer_id}/state", "value": "absorbed"}
+            ],
+        },
+        headers=lotse,
+    )
+    assert absorbed.status_code == 200
     finished = await client.post(
         f"/v1/runs/{run_id}/finish", json={"state": "completed"}, headers=lotse
     )
@@ -54,19 +84,19 @@ async def test_full_lifecycle(client: ContractClient, world: DemoWorld) -> None:
     document = finished.json()
     assert (document["state"], document["version"], document["followups"]) == (
         "completed",
-        5,
-        {},
+        7,
+        {answer_id: {"state": "absorbed"}},
     )
     again = await client.post(
         f"/v1/runs/{run_id}/finish", json={"state": "completed"}, headers=lotse
     )
-    assert (again.status_code, again.json()["version"]) == (200, 5)
+    assert (again.status_code, again.json()["version"]) == (200, 7)
     conflict = await client.post(
         f"/v1/runs/{run_id}/finish", json={"state": "failed"}, headers=lotse
     )
     assert (conflict.status_code, conflict.json()["code"]) == (409, "invalid_state_transition")
     read = await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, "sam"))
-    assert (read.status_code, read.headers["etag"]) == (200, '"5"')
+    assert (read.status_code, read.headers["etag"]) == (200, '"7"')
     thread_id = world.channels["allgemein"].main_thread_id
     history = await client.get(f"/v1/threads/{thread_id}/messages", headers=lotse)
     trigger_message = next(m for m in history.json()["messages"] if m["id"] == message_id)

@@ -1,4 +1,4 @@
-"""Request body checks before decoding: nesting depth and NUL characters.
+"""Request body checks before decoding: media type, nesting depth, NUL characters, types.
 
 Litestar decodes a JSON body into plain Python values before it converts them to the
 route's struct, and that first decoding recurses once per nesting level: a body nested
@@ -10,6 +10,12 @@ are refused here, before anything is decoded or stored, with ``400 validation_fa
   (the body's own object counts as one), at the pointer of the top-level member whose
   value is too deep (the empty pointer when the body itself is an array);
 - code ``invalid_character`` at the pointer of the first string member holding a NUL.
+
+Before them, a route that takes a JSON body refuses a body of another media type
+(``415 unsupported_media_type``: a ``Content-Type`` that is neither ``application/json``
+nor ``*/*+json``; a request without one is read as JSON), and after them a member that
+fits its type only by msgspec's lax rules is refused (``invalid_type``,
+`turnkeeper.adapters.http.decoding.loose_member`). Nothing is stored in either case.
 
 Both checks look at the raw bytes first and decode only a body that may fail them: one
 with more brackets than the depth allows, or one that holds the JSON escape of U+0000 (a raw
@@ -25,8 +31,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from litestar import Request
+from litestar.exceptions import HTTPException, InternalServerException
+from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 
-from turnkeeper.adapters.http.decoding import pointer_token, refuse_duplicate_members
+from turnkeeper.adapters.http.decoding import (
+    loose_member,
+    pointer_token,
+    refuse_duplicate_members,
+)
+from turnkeeper.adapters.http.problems import ClientGone
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -137,11 +150,36 @@ def nul_member(body: bytes) -> str | None:
     return _first_nul(decoded, "")
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` header names JSON (absent: read as JSON).
+
+    Args:
+        content_type: the header, None when absent.
+
+    Returns:
+        True for none, ``application/json`` and any ``<type>/<subtype>+json``, with or
+        without parameters (``; charset=utf-8``).
+    """
+    if content_type is None:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.count("/") == 1 and media.endswith("+json"))
+
+
+def _body_type(request: Request[Any, Any, Any]) -> type[Any] | None:
+    """The body struct of the request's route, None for a route without a body."""
+    handler = request.scope.get("route_handler")
+    field = None if handler is None else handler.parsed_fn_signature.parameters.get("data")
+    kind = None if field is None else field.annotation
+    return kind if isinstance(kind, type) else None
+
+
 def body_guard(max_depth: int) -> BeforeRequest:
     """The ``before_request`` hook that refuses hostile bodies before decoding.
 
-    Checks, in order: nesting depth, duplicated members
-    (`turnkeeper.adapters.http.decoding.refuse_duplicate_members`), NUL characters.
+    Checks, in order: the media type, nesting depth, duplicated members
+    (`turnkeeper.adapters.http.decoding.refuse_duplicate_members`), NUL characters,
+    members that fit their type only by lax conversion.
 
     Args:
         max_depth: ``http.max_json_depth``.
@@ -154,12 +192,21 @@ def body_guard(max_depth: int) -> BeforeRequest:
         """Refuse a hostile body.
 
         Raises:
-            ValidationFailed: ``too_deep``, ``duplicate_member`` or ``invalid_character``
-                at the member's pointer.
+            ClientGone: the client left before its body arrived.
+            HTTPException: 415 (``unsupported_media_type``) for a body that is no JSON.
+            ValidationFailed: ``too_deep``, ``duplicate_member``, ``invalid_character``
+                or ``invalid_type`` at the member's pointer.
         """
         if request.method not in _METHODS_WITH_BODY:
             return
-        body = await request.body()
+        kind = _body_type(request)
+        if kind is not None and not is_json_media_type(request.headers.get("content-type")):
+            raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
+        try:
+            body = await request.body()
+        except InternalServerException as exc:
+            # Litestar's only error while it reads a body: the client disconnected.
+            raise ClientGone() from exc
         pointer = too_deep(body, max_depth)
         if pointer is not None:
             raise ValidationFailed([FieldError(pointer=pointer, code="too_deep")])
@@ -167,5 +214,8 @@ def body_guard(max_depth: int) -> BeforeRequest:
         pointer = nul_member(body)
         if pointer is not None:
             raise ValidationFailed([FieldError(pointer=pointer, code="invalid_character")])
+        loose = None if kind is None else loose_member(body, kind)
+        if loose is not None:
+            raise ValidationFailed([loose])
 
     return guard

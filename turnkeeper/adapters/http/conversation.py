@@ -24,7 +24,7 @@ from turnkeeper.adapters.http.answers import (
     ThreadCreated,
 )
 from turnkeeper.adapters.http.openapi import problems
-from turnkeeper.adapters.http.requests import MessageCreate, ThreadCreate, given
+from turnkeeper.adapters.http.requests import MAX_SEQ, MessageCreate, ThreadCreate, given
 from turnkeeper.application.services.conversation import ConversationService
 from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.domain.world import Principal
@@ -112,7 +112,9 @@ async def list_messages(
     thread_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
     conversation: NamedDependency[ConversationService],
-    after_seq: Annotated[int, QueryParameter(description="messages after this seq")] = 0,
+    after_seq: Annotated[
+        int, QueryParameter(description="messages after this seq", le=MAX_SEQ)
+    ] = 0,
     limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
 ) -> MessagePage:
     """The caller's view of a thread's history after a seq."""
@@ -134,7 +136,9 @@ async def close_thread(
 async def list_events(
     principal: NamedDependency[Principal],
     live: NamedDependency[LiveDelivery],
-    after: Annotated[int, QueryParameter(description="cursor: next_after of a page")] = 0,
+    after: Annotated[
+        int, QueryParameter(description="cursor: next_after of a page", le=MAX_SEQ)
+    ] = 0,
     limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
     wait: Annotated[
         float | None,

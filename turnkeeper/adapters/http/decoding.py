@@ -14,6 +14,12 @@ request fails to decode:
   `ValidationFailed` the services raise. A path id that is not a UUID names nothing,
   so alone it answers `NotFound`, exactly like an id that names nothing; with a body or
   query error beside it, the 400 names those, as it did before ids were typed.
+
+Litestar converts a body with msgspec's lax rules (``strict=False``, which query
+parameters need), so a body member ``"1"`` would pass for an integer and ``"false"``
+for a boolean. `loose_member` decodes the body strictly first and names the member
+that only the lax rules accept (code ``invalid_type``); every other failure is left to
+the typed decoder, so its answer does not change.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ _WHOLE_FIELD = re.compile(
 _FIELD_CODES = {"contains unknown": "unknown_member", "missing required": "required"}
 # A number of the right type beyond a bound of the schema (``Expected `int` <= 9...``).
 _BOUND = re.compile(r"^Expected `(?:int|float)` [<>]=? ")
+# Where msgspec's own message places an error (``... - at `$.ops[0].value```).
+_AT = re.compile(r" - at `\$(?P<path>[^`]*)`$", re.DOTALL)
 
 
 def pointer_token(name: str) -> str:
@@ -216,3 +224,35 @@ def _decode_error(item: Mapping[str, Any]) -> FieldError:
     if what.startswith("Expected"):
         return FieldError(pointer=at, code="invalid_type")
     return FieldError(pointer=at, code="invalid")
+
+
+# -- members that only the lax rules accept ---------------------------------------------
+
+
+def loose_member(body: bytes, kind: type[Any]) -> FieldError | None:
+    """The member of a body that fits its type only by msgspec's lax conversions.
+
+    A string where a number or boolean is due (``"1"``, ``"false"``), or a float with no
+    fraction where an integer is due: JSON has the types, a client must use them.
+
+    Args:
+        body: the raw request body.
+        kind: the route's body struct.
+
+    Returns:
+        ``invalid_type`` at the member's pointer, or None when the body decodes
+        strictly or fails for another reason too (the typed decoder answers it).
+    """
+    try:
+        msgspec.json.decode(body, type=kind, strict=True)
+    except msgspec.ValidationError as strict:
+        try:
+            msgspec.json.decode(body, type=kind, strict=False)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+        found = _AT.search(str(strict))
+        at = "" if found is None else _path_pointer(found["path"])
+        return FieldError(pointer=at, code="invalid_type")
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return None

@@ -11,12 +11,13 @@ This module imports httptools: import it only where httptools is installed.
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from turnkeeper.adapters.http.server import ConnectionGuard
+from turnkeeper.adapters.http.correlation import correlation_id_of
+from turnkeeper.adapters.http.server import ConnectionGuard, request_timeout_answer
 
 _log = structlog.get_logger("turnkeeper.http")
 
@@ -41,9 +42,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def on_headers_complete(self) -> None:
-        """Stop the header timer, then let uvicorn start the request."""
+        """Stop the header timer, let uvicorn start the request, start the body timer."""
         self.guard.headers_received(self)
         super().on_headers_complete()
+        self.guard.await_body(self)
+
+    def on_message_complete(self) -> None:
+        """Stop the body timer: the request's body is complete (or there is none)."""
+        self.guard.body_received(self)
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         """Let uvicorn finish the answer, then start the timer of the next request."""
@@ -65,3 +72,28 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if not self.transport.is_closing():
             _log.info("http_connection_closed", reason=reason)
             self.transport.close()
+
+    def body_late(self) -> None:
+        """The request's body did not arrive within ``http.body_timeout``: end it.
+
+        Answers ``408 request_timeout`` when the answer has not started, tells the
+        application's request that the client is gone (its body read ends), and closes
+        the connection.
+        """
+        self.guard.closed(self)
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        answer = b""
+        if cycle is not None and not cycle.response_started:
+            answer = request_timeout_answer(correlation_id_of(cast("dict[str, Any]", cycle.scope)))
+            cycle.response_started = True
+        if cycle is not None:
+            # As uvicorn's connection_lost does: the application stops reading and
+            # writing now, before the transport reports the close.
+            cycle.disconnected = True
+            cycle.message_event.set()
+        _log.info("http_connection_closed", reason="body_timeout")
+        if answer:
+            self.transport.write(answer)
+        self.transport.close()

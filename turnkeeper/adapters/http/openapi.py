@@ -41,6 +41,7 @@ _DESCRIPTIONS: dict[int, str] = {
     405: "method_not_allowed",
     409: "conflict, idempotency_conflict, invalid_state_transition or base_version_conflict",
     413: "payload_too_large: the body exceeds http.max_body_bytes",
+    415: "unsupported_media_type: a body whose Content-Type is not JSON",
     429: "rate_limited: see Retry-After",
     500: "internal",
     503: (
@@ -50,7 +51,7 @@ _DESCRIPTIONS: dict[int, str] = {
 }
 
 #: Problems any authenticated route can answer (every one reads the database, so 503).
-COMMON = (400, 401, 404, 413, 500, 503)
+COMMON = (400, 401, 404, 413, 415, 500, 503)
 
 #: Problem statuses whose answer carries ``Retry-After`` (whole seconds).
 RETRY_AFTER_STATUSES = ("429", "503")
@@ -137,6 +138,12 @@ _EXAMPLES: dict[int, tuple[tuple[str, ProblemAnswer], ...]] = {
         (
             "a body beyond http.max_body_bytes",
             ProblemAnswer(code="payload_too_large", status=413),
+        ),
+    ),
+    415: (
+        (
+            "a body sent as text/plain (or any media type but JSON)",
+            ProblemAnswer(code="unsupported_media_type", status=415),
         ),
     ),
     429: (("the rl.message bucket is empty", ProblemAnswer(code="rate_limited", status=429)),),

@@ -30,8 +30,10 @@ from litestar.status_codes import (
     HTTP_403_FORBIDDEN,
     HTTP_404_NOT_FOUND,
     HTTP_405_METHOD_NOT_ALLOWED,
+    HTTP_408_REQUEST_TIMEOUT,
     HTTP_409_CONFLICT,
     HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    HTTP_415_UNSUPPORTED_MEDIA_TYPE,
     HTTP_429_TOO_MANY_REQUESTS,
     HTTP_500_INTERNAL_SERVER_ERROR,
     HTTP_503_SERVICE_UNAVAILABLE,
@@ -46,9 +48,10 @@ from turnkeeper.domain.errors import DomainError, RateLimited, ValidationFailed
 #: Media type of every error answer.
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
-#: Problem code -> HTTP status. The codes are those of API.md; ``method_not_allowed``
-#: and ``unavailable`` cover the two answers of the framework and of /readyz that the
-#: contract's list does not name.
+#: Problem code -> HTTP status. The codes are those of API.md; ``method_not_allowed``,
+#: ``request_timeout``, ``unsupported_media_type`` and ``unavailable`` cover the answers
+#: of the framework, of the server to a body too slow, of a body that is no JSON and of
+#: /readyz that the contract's list does not name.
 STATUS_BY_CODE: dict[str, int] = {
     "validation_failed": HTTP_400_BAD_REQUEST,
     "unauthenticated": HTTP_401_UNAUTHORIZED,
@@ -57,11 +60,13 @@ STATUS_BY_CODE: dict[str, int] = {
     "invocation_token_invalid": HTTP_403_FORBIDDEN,
     "not_found": HTTP_404_NOT_FOUND,
     "method_not_allowed": HTTP_405_METHOD_NOT_ALLOWED,
+    "request_timeout": HTTP_408_REQUEST_TIMEOUT,
     "conflict": HTTP_409_CONFLICT,
     "idempotency_conflict": HTTP_409_CONFLICT,
     "invalid_state_transition": HTTP_409_CONFLICT,
     "base_version_conflict": HTTP_409_CONFLICT,
     "payload_too_large": HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    "unsupported_media_type": HTTP_415_UNSUPPORTED_MEDIA_TYPE,
     "rate_limited": HTTP_429_TOO_MANY_REQUESTS,
     "internal": HTTP_500_INTERNAL_SERVER_ERROR,
     "unavailable": HTTP_503_SERVICE_UNAVAILABLE,
@@ -75,11 +80,13 @@ _TITLES: dict[str, str] = {
     "invocation_token_invalid": "The invocation token is not valid",
     "not_found": "Not found",
     "method_not_allowed": "Method not allowed",
+    "request_timeout": "The request body did not arrive in time",
     "conflict": "Conflict",
     "idempotency_conflict": "The client id was used with another payload",
     "invalid_state_transition": "Invalid state transition",
     "base_version_conflict": "The base version is not current",
     "payload_too_large": "Payload too large",
+    "unsupported_media_type": "Unsupported media type: the body must be JSON",
     "rate_limited": "Too many requests",
     "internal": "Internal error",
     "unavailable": "Service unavailable",
@@ -92,6 +99,14 @@ MIN_RETRY_AFTER_SECONDS = 1
 _REASON_STATUSES = frozenset({HTTP_403_FORBIDDEN, HTTP_409_CONFLICT, HTTP_503_SERVICE_UNAVAILABLE})
 
 _log = structlog.get_logger("turnkeeper.http")
+
+
+class ClientGone(Exception):
+    """The client left before its request's body arrived.
+
+    For example cut off after ``http.body_timeout``: nobody reads the answer, and it is
+    no server error.
+    """
 
 
 class NotReady(Exception):
@@ -162,6 +177,8 @@ def problem_for(exc: BaseException) -> ProblemAnswer:
         )
     if isinstance(exc, ValidationException):
         return _domain_problem(decode_failure(exc))
+    if isinstance(exc, ClientGone):
+        return ProblemAnswer(code="request_timeout", status=HTTP_408_REQUEST_TIMEOUT)
     if isinstance(exc, NotFoundException):
         return ProblemAnswer(code="not_found", status=HTTP_404_NOT_FOUND)
     if isinstance(exc, MethodNotAllowedException):

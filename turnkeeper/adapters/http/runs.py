@@ -16,6 +16,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import (
+    MAX_SEQ,
     AckBody,
     AwaitInputBody,
     FinishBody,
@@ -120,7 +121,8 @@ async def poll_agent_events(
     principal: NamedDependency[Principal],
     live: NamedDependency[LiveDelivery],
     after: Annotated[
-        int | None, QueryParameter(description="cursor; the acknowledged position if absent")
+        int | None,
+        QueryParameter(description="cursor; the acknowledged position if absent", le=MAX_SEQ),
     ] = None,
     limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
     wait: Annotated[

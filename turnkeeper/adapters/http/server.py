@@ -7,21 +7,27 @@ uvicorn closes an idle keep-alive connection after ``timeout_keep_alive``, but e
 received restarts that timer, and a connection that never completes its first request
 has no timer at all: a client that opens connections and trickles header bytes keeps
 them open forever, until the process runs out of file descriptors and accepts nobody
-(see ADR 0014). `ConnectionGuard` adds the two bounds uvicorn lacks:
+(see ADR 0014). And a request whose body trickles in (headers complete, then a byte now
+and then) holds its connection and its request's work for as long as the client likes.
+`ConnectionGuard` adds the three bounds uvicorn lacks:
 
 - ``http.header_timeout``: a connection must complete the headers of each request within
   this long after it opened (first request) or after the previous answer ended
   (keep-alive); bytes received meanwhile do not extend it. Then it is closed.
+- ``http.body_timeout``: a request must complete its body within this long after its
+  headers; bytes received meanwhile do not extend it. Then the server answers ``408
+  request_timeout`` (problem+json) when the answer has not started, and closes the
+  connection; the application's read of the body ends (``http.disconnect``).
 - ``http.max_connections``: when a new connection would exceed it, the connection that
   has waited longest for its headers is closed to make room (the newcomer is closed
   instead when every other connection is busy with a request). A polite client, which
   sends its request at once, is served while any number of slow ones queue behind it.
 
 The bound is kept below the process's open file limit (`connection_budget`), so the
-server never stops accepting for lack of a descriptor. Both bounds live in
+server never stops accepting for lack of a descriptor. The bounds live in
 `GuardedH11Protocol` (uvicorn's h11 protocol with three hooks) or
-`turnkeeper.adapters.http.httptools_guard.GuardedHttpToolsProtocol`; the body of a
-request and the answer are left to uvicorn and the application.
+`turnkeeper.adapters.http.httptools_guard.GuardedHttpToolsProtocol`; the answer is left
+to uvicorn and the application.
 """
 
 from __future__ import annotations
@@ -31,13 +37,16 @@ import importlib.util
 import resource
 import socket
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 import h11
+import msgspec
 import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from turnkeeper.adapters.http.correlation import CORRELATION_HEADER, correlation_id_of
+from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
 from turnkeeper.adapters.http.shutdown import StreamClosingServer
 from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.settings import Settings
@@ -65,6 +74,31 @@ class GuardedConnection(Protocol):
             reason: ``header_timeout`` or ``connection_limit`` (logged).
         """
 
+    def body_late(self) -> None:
+        """End a request whose body did not arrive within ``http.body_timeout``."""
+
+
+def request_timeout_answer(correlation_id: str) -> bytes:
+    """The bytes of a ``408 request_timeout`` problem answer that closes the connection.
+
+    Args:
+        correlation_id: the request's correlation id (answered in its header).
+
+    Returns:
+        A whole HTTP/1.1 answer, status line to body.
+    """
+    body = msgspec.json.encode(
+        problem_of(ProblemAnswer(code="request_timeout", status=408), correlation_id)
+    )
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\n"
+        f"content-type: {PROBLEM_MEDIA_TYPE}\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n"
+        f"{CORRELATION_HEADER.lower()}: {correlation_id}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
 
 class ConnectionGuard:
     """The connections of one server and the ones waiting for request headers.
@@ -72,14 +106,20 @@ class ConnectionGuard:
     Args:
         header_timeout: ``http.header_timeout`` in seconds.
         max_connections: open connections at most (see `connection_budget`).
+        body_timeout: ``http.body_timeout`` in seconds.
     """
 
-    def __init__(self, *, header_timeout: float, max_connections: int) -> None:
+    def __init__(
+        self, *, header_timeout: float, max_connections: int, body_timeout: float = 30.0
+    ) -> None:
         self.header_timeout = header_timeout
         self.max_connections = max_connections
+        self.body_timeout = body_timeout
         self.open: set[GuardedConnection] = set()
         # Insertion order is arrival order: the first entry has waited longest.
         self.waiting: dict[GuardedConnection, asyncio.TimerHandle] = {}
+        # Connections whose request has its headers but not yet its whole body.
+        self.reading: dict[GuardedConnection, asyncio.TimerHandle] = {}
 
     def opened(self, connection: GuardedConnection) -> None:
         """A connection was accepted: start its header timer; make room if over the bound.
@@ -118,6 +158,27 @@ class ConnectionGuard:
         if timer is not None:
             timer.cancel()
 
+    def await_body(self, connection: GuardedConnection) -> None:
+        """Start the body timer of a request whose headers arrived (if not running).
+
+        Args:
+            connection: a connection whose request's body has not ended yet.
+        """
+        if connection in self.reading:
+            return
+        loop = asyncio.get_running_loop()
+        self.reading[connection] = loop.call_later(self.body_timeout, connection.body_late)
+
+    def body_received(self, connection: GuardedConnection) -> None:
+        """Stop the body timer: the request's body is complete (or there is none).
+
+        Args:
+            connection: the connection.
+        """
+        timer = self.reading.pop(connection, None)
+        if timer is not None:
+            timer.cancel()
+
     def closed(self, connection: GuardedConnection) -> None:
         """Forget a closed (or closing) connection.
 
@@ -125,6 +186,7 @@ class ConnectionGuard:
             connection: the connection.
         """
         self.headers_received(connection)
+        self.body_received(connection)
         self.open.discard(connection)
 
 
@@ -161,9 +223,14 @@ class GuardedH11Protocol(H11Protocol):
             self.guard.closed(self)
         elif self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE:
             # Between two requests: the next one's headers have not arrived yet.
+            self.guard.body_received(self)
             self.guard.await_headers(self)
         else:
             self.guard.headers_received(self)
+            if self.conn.their_state is h11.SEND_BODY:
+                self.guard.await_body(self)
+            else:
+                self.guard.body_received(self)
 
     def drop(self, reason: str) -> None:
         """Close the connection because it is too slow or room is needed.
@@ -175,6 +242,52 @@ class GuardedH11Protocol(H11Protocol):
         if not self.transport.is_closing():
             _log.info("http_connection_closed", reason=reason)
             self.transport.close()
+
+    def body_late(self) -> None:
+        """The request's body did not arrive within ``http.body_timeout``: end it.
+
+        Answers ``408 request_timeout`` when the answer has not started, tells the
+        application's request that the client is gone (its body read ends), and closes
+        the connection.
+        """
+        self.guard.closed(self)
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        answer = b""
+        if cycle is not None and not cycle.response_started:
+            answer = self._request_timeout(correlation_id_of(cast("dict[str, Any]", cycle.scope)))
+            cycle.response_started = True
+        if cycle is not None:
+            # As uvicorn's connection_lost does: the application stops reading and
+            # writing now, before the transport reports the close.
+            cycle.disconnected = True
+            cycle.message_event.set()
+        _log.info("http_connection_closed", reason="body_timeout")
+        if answer:
+            self.transport.write(answer)
+        self.transport.close()
+
+    def _request_timeout(self, correlation_id: str) -> bytes:
+        """The bytes of a 408 problem answer, or none when h11 cannot send one now."""
+        body = msgspec.json.encode(
+            problem_of(ProblemAnswer(code="request_timeout", status=408), correlation_id)
+        )
+        headers = [
+            (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            (CORRELATION_HEADER.lower().encode(), correlation_id.encode()),
+        ]
+        try:
+            head = self.conn.send(
+                h11.Response(status_code=408, headers=headers, reason=b"Request Timeout")
+            )
+            data = self.conn.send(h11.Data(data=body))
+            end = self.conn.send(h11.EndOfMessage())
+        except h11.LocalProtocolError:
+            return b""
+        return (head or b"") + (data or b"") + (end or b"")
 
 
 def httptools_installed() -> bool:
@@ -283,8 +396,8 @@ def guarded_server(
         app: the ASGI application.
         host: the address to listen on.
         port: the port.
-        settings: for ``http.header_timeout``, ``http.max_connections`` and
-            ``database.pool_max_size``.
+        settings: for ``http.header_timeout``, ``http.body_timeout``,
+            ``http.max_connections`` and ``database.pool_max_size``.
         live: the live delivery service of the application (its streams end first).
         sock: a listening socket shared with other worker processes (then `host` and
             `port` only name it); None: the server binds its own.
@@ -297,6 +410,7 @@ def guarded_server(
     guard = ConnectionGuard(
         header_timeout=settings.header_timeout.total_seconds(),
         max_connections=connection_budget(settings),
+        body_timeout=settings.body_timeout.total_seconds(),
     )
     protocol = guarded_protocol(guard, settings.http_parser)
     _log.info(

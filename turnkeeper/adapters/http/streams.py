@@ -30,6 +30,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from turnkeeper.adapters.http.answers import Event
 from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.requests import MAX_SEQ
 from turnkeeper.adapters.http.run_answers import AgentEvent
 from turnkeeper.application.services.conversation import EventPage
 from turnkeeper.application.services.live import Heartbeat, LiveDelivery, LiveStream
@@ -49,7 +50,9 @@ AGENT_STREAM_PATH = "/v1/agent/events/stream"
 
 _log = structlog.get_logger("turnkeeper.http.streams")
 _encoder = msgspec.json.Encoder()
-_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,19}")
+_WHOLE_NUMBER = re.compile(r"-?[0-9]+")
+#: Digits of the largest seq: a longer whole number is out of range without reading it.
+_SEQ_DIGITS = len(str(MAX_SEQ))
 _PageT = TypeVar("_PageT", EventPage, AgentEventPage)
 
 
@@ -65,16 +68,16 @@ def stream_cursor(last_event_id: str | None, after: int | None) -> int | None:
 
     Raises:
         ValidationFailed: ``/Last-Event-ID`` invalid_type for a header that is not a
-            whole number, out_of_range for a negative one; ``/after`` out_of_range.
+            whole number, out_of_range for a negative one or one beyond the largest
+            seq (`MAX_SEQ`); ``/after`` out_of_range.
     """
     if last_event_id is not None and last_event_id.strip():
         text = last_event_id.strip()
         if not _WHOLE_NUMBER.fullmatch(text):
             raise ValidationFailed([FieldError(pointer=f"/{LAST_EVENT_ID}", code="invalid_type")])
-        value = int(text)
-        if value < 0:
+        if len(text.lstrip("-")) > _SEQ_DIGITS or not 0 <= int(text) <= MAX_SEQ:
             raise ValidationFailed([FieldError(pointer=f"/{LAST_EVENT_ID}", code="out_of_range")])
-        return value
+        return int(text)
     if after is not None and after < 0:
         raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
     return after
@@ -121,7 +124,7 @@ _HEADER_DOC = "resume after this seq (sent by a reconnecting EventSource)"
 async def stream_events(
     principal: NamedDependency[Principal],
     live: NamedDependency[LiveDelivery],
-    after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC)] = None,
+    after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC, le=MAX_SEQ)] = None,
     last_event_id: Annotated[
         str | None, HeaderParameter(name=LAST_EVENT_ID, description=_HEADER_DOC)
     ] = None,
@@ -136,7 +139,7 @@ async def stream_events(
 async def stream_agent_events(
     principal: NamedDependency[Principal],
     live: NamedDependency[LiveDelivery],
-    after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC)] = None,
+    after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC, le=MAX_SEQ)] = None,
     last_event_id: Annotated[
         str | None, HeaderParameter(name=LAST_EVENT_ID, description=_HEADER_DOC)
     ] = None,

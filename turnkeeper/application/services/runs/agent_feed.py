@@ -131,36 +131,41 @@ class AgentFeedService:
 
         async def work(uow: UnitOfWork) -> AgentEventPage:
             cursor = await uow.agent_feed.lock_cursor(agent.id)
-            start = cursor.acked_seq if after is None else after
-            events = await uow.agent_feed.read(agent.id, start, size)
+            position = cursor.acked_seq if after is None else after
             deliveries: list[Delivery] = []
-            for event in events:
-                token: str | None = None
-                if event.type is EventType.AGENT_INVOCATION:
-                    token = await self._deliver_invocation(uow, event)
-                    if token is None:
-                        continue
-                elif event.type is EventType.AGENT_FOLLOWUP:
-                    token = await self._deliver_followup(uow, event)
-                    if token is None:
-                        continue
-                deliveries.append(
-                    Delivery(
-                        event=event,
-                        invocation_token=token,
-                        redelivered=event.seq <= cursor.delivered_seq,
-                    )
-                )
-            if events:
+            # Undeliverable events leave no trace in the page: read on past them, so
+            # that a page is empty only when nothing deliverable is left after the
+            # cursor (API.md), however many ended runs fill the feed before it.
+            while not deliveries:
+                events = await uow.agent_feed.read(agent.id, position, size)
+                for event in events:
+                    delivery = await self._delivery(uow, event, cursor.delivered_seq)
+                    if delivery is not None:
+                        deliveries.append(delivery)
+                if events:
+                    position = events[-1].seq
+                if len(events) < size:
+                    break
+            if position > cursor.delivered_seq:
                 await uow.agent_feed.save_cursor(
-                    agent.id,
-                    attrs.evolve(cursor, delivered_seq=max(cursor.delivered_seq, events[-1].seq)),
+                    agent.id, attrs.evolve(cursor, delivered_seq=position)
                 )
-            return AgentEventPage(
-                deliveries=deliveries, next_after=events[-1].seq if events else start
-            )
+            return AgentEventPage(deliveries=deliveries, next_after=position)
 
         return await self._tx.run(work)
+
+    async def _delivery(self, uow: UnitOfWork, event: Event, delivered_seq: int) -> Delivery | None:
+        """One event as delivered now, or None when it is not deliverable any more."""
+        token: str | None = None
+        if event.type is EventType.AGENT_INVOCATION:
+            token = await self._deliver_invocation(uow, event)
+            if token is None:
+                return None
+        elif event.type is EventType.AGENT_FOLLOWUP:
+            token = await self._deliver_followup(uow, event)
+            if token is None:
+                return None
+        return Delivery(event=event, invocation_token=token, redelivered=event.seq <= delivered_seq)
 
     async def ack(self, agent: Principal, through_seq: int) -> None:
         """Acknowledge the feed through a seq (the cursor never moves back).

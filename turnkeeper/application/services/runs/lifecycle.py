@@ -83,7 +83,7 @@ class RunLifecycleService:
             if run is None:
                 raise NotFound()
             await readable_target(uow, actor, run)
-            return await run_view(uow, run)
+            return await run_view(uow, run, actor.id)
 
         return await self._tx.read(work)
 
@@ -111,7 +111,7 @@ class RunLifecycleService:
             if claims.trigger_kind is not TriggerKind.MESSAGE or claims.sub != run.triggered_by:
                 raise InvalidToken("run_mismatch")
             if run.state is RunState.RUNNING and run.invocation_jti == claims.jti:
-                return await run_view(uow, run)
+                return await run_view(uow, run, agent.id)
             changed = attrs.evolve(
                 move(run, Transition.START, self._clock.now()), invocation_jti=claims.jti
             )
@@ -135,13 +135,21 @@ class RunLifecycleService:
 
         async def work(uow: UnitOfWork) -> RunView:
             run = await own_run(uow, agent, run_id)
-            changed = move(run, Transition.AWAIT_INPUT, self._clock.now())
+            # No token resumes the run until a follow-up is delivered while it waits:
+            # the start token (or an earlier answer's) was consumed by its own move.
+            changed = attrs.evolve(
+                move(run, Transition.AWAIT_INPUT, self._clock.now()), invocation_jti=None
+            )
             return await self._store(uow, run, changed, agent)
 
         return await self._tx.run(work)
 
     async def resume(self, agent: Principal, run_id: uuid.UUID, token: str) -> RunView:
         """waiting_input -> running, only with the token of the latest delivery.
+
+        Only the token of a follow-up delivered while the run waits resumes it: the
+        start token, and the token of an answer that resumed the run before, are
+        consumed (``superseded``), also when no follow-up came since.
 
         Args:
             agent: the run's agent.
@@ -152,7 +160,8 @@ class RunLifecycleService:
             The run after the change.
 
         Raises:
-            InvalidToken: superseded for an older token; run_mismatch for another run's.
+            InvalidToken: superseded for an older or consumed token (the start token
+                among them); run_mismatch for another run's.
             InvalidStateTransition: when the run is not waiting for input.
         """
 
@@ -160,7 +169,7 @@ class RunLifecycleService:
             run = await own_run(uow, agent, run_id)
             claims = self._claims(token, run)
             changed = move(run, Transition.RESUME, self._clock.now())
-            if claims.jti != run.invocation_jti:
+            if claims.trigger_kind is not TriggerKind.FOLLOWUP or claims.jti != run.invocation_jti:
                 raise InvalidToken("superseded")
             return await self._store(uow, run, changed, agent)
 
@@ -187,13 +196,13 @@ class RunLifecycleService:
         async def work(uow: UnitOfWork) -> RunView:
             run = await own_run(uow, agent, run_id)
             if finish(run, state, reason, self._clock.now()) is None:
-                return await run_view(uow, run)
+                return await run_view(uow, run, agent.id)
             target = await thread_target(uow, run.thread_id)
             # The caller's principal is the one it authenticated with: the settlement
             # reads the agent as stored now (its reported follow-up mode, its status).
             stored_reason = finish_reason(run, state, reason)
             ended = await self._ender.end(uow, run, target, state, stored_reason, actor=agent)
-            return await run_view(uow, ended)
+            return await run_view(uow, ended, agent.id)
 
         return await self._tx.run(work)
 
@@ -231,17 +240,17 @@ class RunLifecycleService:
                     EndReason.USER_CANCELLED.value,
                     actor=person,
                 )
-                return await run_view(uow, ended)
+                return await run_view(uow, ended, person.id)
             if not run.state.active:
                 if run.state is RunState.CANCELLED:
-                    return await run_view(uow, run)
+                    return await run_view(uow, run, person.id)
                 raise InvalidStateTransition(f"cancel {run.state}")
             if run.cancel_requested:
-                return await run_view(uow, run)
+                return await run_view(uow, run, person.id)
             changed = request_cancel(run, self._clock.now())
             await self._changes.store(uow, run, changed, person, target)
             await uow.events.append(self._events.run_cancel_requested(run, person, target))
-            return await run_view(uow, changed)
+            return await run_view(uow, changed, person.id)
 
         return await self._tx.run(work)
 
@@ -249,7 +258,7 @@ class RunLifecycleService:
         """Store an agent's move of its run (the target is read once, here)."""
         target = await thread_target(uow, run.thread_id)
         await self._changes.store(uow, run, changed, agent, target)
-        return await run_view(uow, changed)
+        return await run_view(uow, changed, agent.id)
 
     def _claims(self, token: str, run: Run) -> InvocationClaims:
         """The claims of a valid token for this run."""

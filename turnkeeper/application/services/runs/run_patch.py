@@ -80,7 +80,7 @@ class RunPatchService:
         async def work(uow: UnitOfWork) -> RunView:
             run = await own_run(uow, agent, run_id)
             if base_version != run.version:
-                raise BaseVersionConflict(run_document(await run_view(uow, run)))
+                raise BaseVersionConflict(run_document(await run_view(uow, run, agent.id)))
             if not run.state.active:
                 raise Conflict("run not active", reason="run_not_active")
             now = self._clock.now()
@@ -105,10 +105,10 @@ class RunPatchService:
                         uow, target, [op.message_id], TriggerState.FOLLOWUP_DELIVERED, None
                     )
             if not changed_any:
-                return await run_view(uow, run)
+                return await run_view(uow, run, agent.id)
             changed = bump_version(run, now)
             await self._changes.store(uow, run, changed, agent, target)
-            return await run_view(uow, changed)
+            return await run_view(uow, changed, agent.id)
 
         return await self._tx.run(work)
 

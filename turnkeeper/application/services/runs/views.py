@@ -1,4 +1,12 @@
-"""The run as its readers see it: the run with its follow-ups, and its document."""
+"""The run as its readers see it: the run with its follow-ups, and its document.
+
+A follow-up is a message, and a restricted message is seen only by its author and its
+audience (`turnkeeper.domain.messaging.visible_to`): the run document lists for each
+reader only the follow-ups whose messages it may see, plus all of them for the run's
+own agent, which gets every follow-up delivered anyway. The id and state of a
+restricted follow-up would otherwise tell every reader of the thread that someone
+wrote to the agent, and when.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,8 @@ import attrs
 
 from turnkeeper.application.documents import Document, rfc3339
 from turnkeeper.application.ports import UnitOfWork
+from turnkeeper.domain.followups import FollowupState
+from turnkeeper.domain.messaging import visible_to
 from turnkeeper.domain.runs import Run
 
 
@@ -24,18 +34,34 @@ class RunView:
     followups: dict[uuid.UUID, str] = attrs.field(factory=dict)
 
 
-async def run_view(uow: UnitOfWork, run: Run) -> RunView:
-    """The view of a run: the run as given, with its follow-ups as stored.
+async def run_view(uow: UnitOfWork, run: Run, reader_id: uuid.UUID) -> RunView:
+    """The view of a run for one reader: the run as given, with the follow-ups it may see.
 
     Args:
         uow: the unit of work.
         run: the run (as the caller just read or changed it).
+        reader_id: the principal the view is for.
 
     Returns:
-        The view.
+        The view, with every follow-up for the run's agent and, for anyone else, the
+        follow-ups whose messages the reader may see.
     """
     states = await uow.followups.states(run.id)
+    if reader_id != run.agent_id:
+        states = await _visible(uow, states, reader_id)
     return RunView(run=run, followups={k: v.value for k, v in states.items()})
+
+
+async def _visible(
+    uow: UnitOfWork, states: dict[uuid.UUID, FollowupState], reader_id: uuid.UUID
+) -> dict[uuid.UUID, FollowupState]:
+    """The follow-ups whose messages the reader may see (a missing message: none)."""
+    shown: dict[uuid.UUID, FollowupState] = {}
+    for message_id, state in states.items():
+        message = await uow.messages.get(message_id)
+        if message is not None and visible_to(message, reader_id):
+            shown[message_id] = state
+    return shown
 
 
 def run_document(view: RunView) -> Document:
