@@ -166,7 +166,7 @@ async def test_the_guard_fires_body_late_when_the_body_timer_ends() -> None:
             self.late = False
 
         def body_late(self) -> None:
-            self.guard.closed(self)  # type: ignore[arg-type]
+            self.guard.closed(self)
             self.late = True
 
         def drop(self, reason: str) -> None:
@@ -174,17 +174,17 @@ async def test_the_guard_fires_body_late_when_the_body_timer_ends() -> None:
 
     guard = ConnectionGuard(header_timeout=600, max_connections=10, body_timeout=600)
     connection = Late(guard)
-    guard.opened(connection)  # type: ignore[arg-type]
-    guard.headers_received(connection)  # type: ignore[arg-type]
-    guard.await_body(connection)  # type: ignore[arg-type]
-    timer = guard.reading[connection]  # type: ignore[index]
-    guard.await_body(connection)  # type: ignore[arg-type]
-    assert guard.reading[connection] is timer  # type: ignore[index]  # not restarted
+    guard.opened(connection)
+    guard.headers_received(connection)
+    guard.await_body(connection)
+    timer = guard.reading[connection]
+    guard.await_body(connection)
+    assert guard.reading[connection] is timer  # not restarted
     # The timer is the one the loop will fire; run its callback instead of waiting.
     timer._run()
     assert connection.late
     assert (guard.open, guard.reading) == (set(), {})
-    guard.opened(connection)  # type: ignore[arg-type]
-    guard.await_body(connection)  # type: ignore[arg-type]
-    guard.body_received(connection)  # type: ignore[arg-type]
+    guard.opened(connection)
+    guard.await_body(connection)
+    guard.body_received(connection)
     assert guard.reading == {}

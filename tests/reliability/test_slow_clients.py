@@ -292,6 +292,9 @@ class FakeConnection:
         self.guard.closed(self)
         self.dropped = reason
 
+    def body_late(self) -> None:
+        raise AssertionError("no body timer runs in these tests")
+
 
 def _connections(guard: ConnectionGuard, count: int) -> list[FakeConnection]:
     found = [FakeConnection(guard) for _ in range(count)]
