@@ -790,10 +790,12 @@ WHERE seq > %(p1)s
   AND audience_id IS NULL
   AND (%(p2)s::boolean
        OR channel_id = ANY(%(p3)s::uuid[])
-       OR thread_id = ANY(%(p4)s::uuid[]))
-  AND (restricted_to IS NULL OR %(p5)s::uuid = ANY(restricted_to))
+       OR thread_id = ANY(%(p4)s::uuid[])
+       OR thread_id IN (SELECT t.id FROM threads t
+                        WHERE t.operator_agent_id = %(p5)s::uuid))
+  AND (restricted_to IS NULL OR %(p6)s::uuid = ANY(restricted_to))
 ORDER BY seq
-LIMIT %(p6)s"""
+LIMIT %(p7)s"""
 
 _READ_AUDIENCE_EVENTS = """SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
 WHERE audience_id = %(p1)s AND seq > %(p2)s
@@ -1679,13 +1681,18 @@ async def read_shared_events(
     everything: bool,
     channel_ids: Sequence[uuid.UUID | None],
     thread_ids: Sequence[uuid.UUID | None],
+    fixed_operator_id: uuid.UUID | None,
     reader_id: uuid.UUID,
     max_events: int,
 ) -> list[EventRow]:
     """Run ReadSharedEvents (:many, sql/queries/events.sql).
 
-    The shared feed: no personal events; the scope's channels or single threads (or
-    everything); restricted events only for their audience; in seq order.
+    The shared feed: no personal events; only events of threads the reader may open
+    (everything for the owner; the channels its grants give read on; single threads, the
+    main threads of the channels an agent operates; the threads whose fixed operator the
+    reading agent is, looked up in this statement's snapshot, one hashed subplan over
+    threads_operator_agent_idx, so a thread created just before the read is in it);
+    restricted events only for their audience; in seq order.
 
     SQL::
 
@@ -1694,10 +1701,12 @@ async def read_shared_events(
           AND audience_id IS NULL
           AND ($2::boolean
                OR channel_id = ANY($3::uuid[])
-               OR thread_id = ANY($4::uuid[]))
-          AND (restricted_to IS NULL OR $5::uuid = ANY(restricted_to))
+               OR thread_id = ANY($4::uuid[])
+               OR thread_id IN (SELECT t.id FROM threads t
+                                WHERE t.operator_agent_id = $5::uuid))
+          AND (restricted_to IS NULL OR $6::uuid = ANY(restricted_to))
         ORDER BY seq
-        LIMIT $6
+        LIMIT $7
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -1705,8 +1714,9 @@ async def read_shared_events(
         everything: ``$2`` (``bool``).
         channel_ids: ``$3`` (``uuid[]``).
         thread_ids: ``$4`` (``uuid[]``).
-        reader_id: ``$5`` (``uuid``).
-        max_events: ``$6`` (``integer``).
+        fixed_operator_id: ``$5`` (``uuid``).
+        reader_id: ``$6`` (``uuid``).
+        max_events: ``$7`` (``integer``).
 
     Returns:
         The rows, in the order of the query.
@@ -1719,8 +1729,9 @@ async def read_shared_events(
                 "p2": everything,
                 "p3": list(channel_ids),
                 "p4": list(thread_ids),
-                "p5": reader_id,
-                "p6": max_events,
+                "p5": fixed_operator_id,
+                "p6": reader_id,
+                "p7": max_events,
             },
         )
         return await cur.fetchall()
