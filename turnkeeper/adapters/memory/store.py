@@ -120,6 +120,10 @@ class _Threads:
         self._t.threads[thread_id] = attrs.evolve(thread, latest_seq=thread.latest_seq + 1)
         return thread.latest_seq + 1
 
+    async def lock_state(self, thread_id: uuid.UUID) -> ThreadState:
+        # Units of the memory store run one at a time: the unit holds every lock.
+        return self._t.threads[thread_id].state
+
     async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
         self._t.threads[thread_id] = attrs.evolve(self._t.threads[thread_id], state=state)
 

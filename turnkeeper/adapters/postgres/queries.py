@@ -331,6 +331,19 @@ class PersonalContentViolationsRow:
 
 
 @attrs.frozen
+class MessageAfterDoneViolationsRow:
+    """A result row of MessageAfterDoneViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
 class MessageRow:
     """A row of table ``messages``.
 
@@ -510,6 +523,7 @@ class ThreadRow:
         has_restricted: ``bool``.
         created_by: ``uuid``.
         created_at: ``timestamptz``.
+        closed_at_seq: ``int8`` or NULL.
     """
 
     id: uuid.UUID
@@ -523,6 +537,7 @@ class ThreadRow:
     has_restricted: bool
     created_by: uuid.UUID
     created_at: datetime
+    closed_at_seq: int | None
 
 
 @attrs.frozen
@@ -541,6 +556,7 @@ class GetThreadTargetRow:
         t_has_restricted: ``bool``.
         t_created_by: ``uuid``.
         t_created_at: ``timestamptz``.
+        t_closed_at_seq: ``int8`` or NULL.
         c_id: ``uuid``.
         c_space_id: ``uuid``.
         c_name: ``text``.
@@ -571,6 +587,7 @@ class GetThreadTargetRow:
     t_has_restricted: bool
     t_created_by: uuid.UUID
     t_created_at: datetime
+    t_closed_at_seq: int | None
     c_id: uuid.UUID
     c_space_id: uuid.UUID
     c_name: str
@@ -943,6 +960,18 @@ WHERE e.audience_id IS NOT NULL
        OR jsonb_path_exists(e.payload, 'lax $.**.invocation_token'))
 ORDER BY e.seq"""
 
+_MESSAGE_AFTER_DONE_VIOLATIONS = """SELECT t.id AS subject_id,
+       concat('state=', t.state, ' closed_at_seq=', t.closed_at_seq,
+              ' latest_seq=', t.latest_seq,
+              ' next=', coalesce(m.origin || '/' || m.kind, '(none)'))::text AS detail
+FROM threads t
+LEFT JOIN messages m ON m.thread_id = t.id AND m.thread_seq = t.closed_at_seq + 1
+WHERE t.closed_at_seq IS NOT NULL
+  AND t.latest_seq > t.closed_at_seq
+  AND (t.state = 'done' OR m.origin IS DISTINCT FROM 'system'
+       OR m.kind IS DISTINCT FROM 'system')
+ORDER BY t.id"""
+
 _INSERT_MESSAGE = """INSERT INTO messages (
     id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
     restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id,
@@ -1135,7 +1164,7 @@ _INSERT_THREAD = """INSERT INTO threads (
     %(p8)s, %(p9)s, %(p10)s, %(p11)s
 )"""
 
-_GET_THREAD = """SELECT id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at FROM threads WHERE id = %(p1)s"""
+_GET_THREAD = """SELECT id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at, closed_at_seq FROM threads WHERE id = %(p1)s"""
 
 _ALLOCATE_THREAD_SEQ = (
     """UPDATE threads SET latest_seq = latest_seq + 1 WHERE id = %(p1)s RETURNING latest_seq"""
@@ -1145,7 +1174,12 @@ _CAS_THREAD_SEQ = """UPDATE threads SET latest_seq = latest_seq + 1
 WHERE id = %(p1)s AND latest_seq = %(p2)s
 RETURNING latest_seq"""
 
-_SET_THREAD_STATE = """UPDATE threads SET state = %(p1)s WHERE id = %(p2)s"""
+_LOCK_THREAD_STATE = """SELECT state FROM threads WHERE id = %(p1)s FOR NO KEY UPDATE"""
+
+_SET_THREAD_STATE = """UPDATE threads
+SET state = %(p1)s,
+    closed_at_seq = CASE WHEN %(p1)s = 'done' THEN latest_seq ELSE closed_at_seq END
+WHERE id = %(p2)s"""
 
 _REOPEN_THREAD = """UPDATE threads SET state = 'open' WHERE id = %(p1)s AND state = 'done'"""
 
@@ -1160,6 +1194,7 @@ _GET_THREAD_TARGET = """SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_
        t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
        t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
        t.created_by AS t_created_by, t.created_at AS t_created_at,
+       t.closed_at_seq AS t_closed_at_seq,
        c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
        c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
        c.free_response AS c_free_response,
@@ -2470,6 +2505,41 @@ async def personal_content_violations(
         return await cur.fetchall()
 
 
+async def message_after_done_violations(
+    conn: psycopg.AsyncConnection[Any],
+) -> list[MessageAfterDoneViolationsRow]:
+    """Run MessageAfterDoneViolations (:many, sql/queries/invariants.sql).
+
+    No message after a done state without a reopen: the message right after a thread's
+    last close is the reopen system line (origin and kind system), and a thread still done
+    has no message after its close. Threads never closed since migration 0006 carry no
+    record (closed_at_seq NULL) and are not judged.
+
+    SQL::
+
+        SELECT t.id AS subject_id,
+               concat('state=', t.state, ' closed_at_seq=', t.closed_at_seq,
+                      ' latest_seq=', t.latest_seq,
+                      ' next=', coalesce(m.origin || '/' || m.kind, '(none)'))::text AS detail
+        FROM threads t
+        LEFT JOIN messages m ON m.thread_id = t.id AND m.thread_seq = t.closed_at_seq + 1
+        WHERE t.closed_at_seq IS NOT NULL
+          AND t.latest_seq > t.closed_at_seq
+          AND (t.state = 'done' OR m.origin IS DISTINCT FROM 'system'
+               OR m.kind IS DISTINCT FROM 'system')
+        ORDER BY t.id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(MessageAfterDoneViolationsRow)) as cur:
+        await cur.execute(_MESSAGE_AFTER_DONE_VIOLATIONS)
+        return await cur.fetchall()
+
+
 async def insert_message(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -3563,7 +3633,7 @@ async def get_thread(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> Th
 
     SQL::
 
-        SELECT id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at FROM threads WHERE id = $1
+        SELECT id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at, closed_at_seq FROM threads WHERE id = $1
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -3626,12 +3696,41 @@ async def cas_thread_seq(
         return cast("int | None", await cur.fetchone())
 
 
-async def set_thread_state(conn: psycopg.AsyncConnection[Any], *, state: str, id: uuid.UUID) -> int:
-    """Run SetThreadState (:execrows, sql/queries/threads.sql).
+async def lock_thread_state(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> str | None:
+    """Run LockThreadState (:one, sql/queries/threads.sql).
+
+    Takes the thread row lock in the mode of the UPDATEs above (held until the transaction
+    ends) and reads the state under it: an append decides whether to reopen on this state,
+    so a close either waits for the append or has committed and is seen here.
 
     SQL::
 
-        UPDATE threads SET state = $1 WHERE id = $2
+        SELECT state FROM threads WHERE id = $1 FOR NO KEY UPDATE
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(_LOCK_THREAD_STATE, {"p1": id})
+        return cast("str | None", await cur.fetchone())
+
+
+async def set_thread_state(conn: psycopg.AsyncConnection[Any], *, state: str, id: uuid.UUID) -> int:
+    """Run SetThreadState (:execrows, sql/queries/threads.sql).
+
+    Closing records the frontier it closed at (under the row lock the UPDATE takes), so
+    `turnkeeper check` can prove that no message followed a done state without a reopen.
+
+    SQL::
+
+        UPDATE threads
+        SET state = $1,
+            closed_at_seq = CASE WHEN $1 = 'done' THEN latest_seq ELSE closed_at_seq END
+        WHERE id = $2
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -3724,6 +3823,7 @@ async def get_thread_target(
                t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
                t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
                t.created_by AS t_created_by, t.created_at AS t_created_at,
+               t.closed_at_seq AS t_closed_at_seq,
                c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
                c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
                c.free_response AS c_free_response,
