@@ -39,15 +39,21 @@ WITH counter AS (
 )
 SELECT last_seq FROM counter;
 
--- The shared feed: no personal events; the scope's channels or single threads (or
--- everything); restricted events only for their audience; in seq order.
+-- The shared feed: no personal events; only events of threads the reader may open
+-- (everything for the owner; the channels its grants give read on; single threads, the
+-- main threads of the channels an agent operates; the threads whose fixed operator the
+-- reading agent is, looked up in this statement's snapshot, one hashed subplan over
+-- threads_operator_agent_idx, so a thread created just before the read is in it);
+-- restricted events only for their audience; in seq order.
 -- name: ReadSharedEvents :many
 SELECT * FROM events
 WHERE seq > sqlc.arg(after_seq)
   AND audience_id IS NULL
   AND (sqlc.arg(everything)::boolean
        OR channel_id = ANY(sqlc.arg(channel_ids)::uuid[])
-       OR thread_id = ANY(sqlc.arg(thread_ids)::uuid[]))
+       OR thread_id = ANY(sqlc.arg(thread_ids)::uuid[])
+       OR thread_id IN (SELECT t.id FROM threads t
+                        WHERE t.operator_agent_id = sqlc.narg(fixed_operator_id)::uuid))
   AND (restricted_to IS NULL OR sqlc.arg(reader_id)::uuid = ANY(restricted_to))
 ORDER BY seq
 LIMIT sqlc.arg(max_events);

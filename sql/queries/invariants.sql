@@ -85,3 +85,20 @@ WHERE e.audience_id IS NOT NULL
        OR jsonb_path_exists(e.payload, 'lax $.**.token')
        OR jsonb_path_exists(e.payload, 'lax $.**.invocation_token'))
 ORDER BY e.seq;
+
+-- No message after a done state without a reopen: the message right after a thread's
+-- last close is the reopen system line (origin and kind system), and a thread still done
+-- has no message after its close. Threads never closed since migration 0008 carry no
+-- record (closed_at_seq NULL) and are not judged.
+-- name: MessageAfterDoneViolations :many
+SELECT t.id AS subject_id,
+       concat('state=', t.state, ' closed_at_seq=', t.closed_at_seq,
+              ' latest_seq=', t.latest_seq,
+              ' next=', coalesce(m.origin || '/' || m.kind, '(none)'))::text AS detail
+FROM threads t
+LEFT JOIN messages m ON m.thread_id = t.id AND m.thread_seq = t.closed_at_seq + 1
+WHERE t.closed_at_seq IS NOT NULL
+  AND t.latest_seq > t.closed_at_seq
+  AND (t.state = 'done' OR m.origin IS DISTINCT FROM 'system'
+       OR m.kind IS DISTINCT FROM 'system')
+ORDER BY t.id;

@@ -23,8 +23,19 @@ UPDATE threads SET latest_seq = latest_seq + 1
 WHERE id = sqlc.arg(id) AND latest_seq = sqlc.arg(seen_seq)
 RETURNING latest_seq;
 
+-- Takes the thread row lock in the mode of the UPDATEs above (held until the transaction
+-- ends) and reads the state under it: an append decides whether to reopen on this state,
+-- so a close either waits for the append or has committed and is seen here.
+-- name: LockThreadState :one
+SELECT state FROM threads WHERE id = sqlc.arg(id) FOR NO KEY UPDATE;
+
+-- Closing records the frontier it closed at (under the row lock the UPDATE takes), so
+-- `turnkeeper check` can prove that no message followed a done state without a reopen.
 -- name: SetThreadState :execrows
-UPDATE threads SET state = sqlc.arg(state) WHERE id = sqlc.arg(id);
+UPDATE threads
+SET state = sqlc.arg(state),
+    closed_at_seq = CASE WHEN sqlc.arg(state) = 'done' THEN latest_seq ELSE closed_at_seq END
+WHERE id = sqlc.arg(id);
 
 -- Reopens a done thread. The UPDATE takes the row lock, so of two concurrent posts into
 -- a done thread only the first changes a row (the second re-reads state = 'open' after
@@ -46,6 +57,7 @@ SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
        t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
        t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
        t.created_by AS t_created_by, t.created_at AS t_created_at,
+       t.closed_at_seq AS t_closed_at_seq,
        c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
        c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
        c.free_response AS c_free_response,

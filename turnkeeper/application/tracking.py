@@ -262,6 +262,9 @@ class _TrackedThreads:
     async def allocate_seq(self, thread_id: uuid.UUID) -> int:
         return self._written.note_seq(thread_id, await self._inner.allocate_seq(thread_id))
 
+    async def lock_state(self, thread_id: uuid.UUID) -> ThreadState:
+        return await self._inner.lock_state(thread_id)
+
     async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
         await self._inner.set_state(thread_id, state)
 

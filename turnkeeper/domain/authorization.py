@@ -113,6 +113,33 @@ def effective_level(principal: Principal, target: AccessTarget, grants: Iterable
     """
     if principal.is_owner:
         return Level.TRIGGER
+    level = grant_level(principal, target, grants)
+    if principal.kind is PrincipalKind.AGENT:
+        thread = target.thread
+        operator = effective_operator(target.channel, target.space)
+        # A main thread has no fixed operator: it follows the channel's current operator.
+        if operator == principal.id and (thread is None or thread.is_main):
+            level = max(level, Level.WRITE)
+        if thread is not None and thread.operator_agent_id == principal.id:
+            level = max(level, Level.WRITE)
+    return level
+
+
+def grant_level(principal: Principal, target: AccessTarget, grants: Iterable[Grant]) -> Level:
+    """The level a principal's grants give on a channel, the same on each of its threads.
+
+    The part of `effective_level` that does not depend on the thread: grants on the space
+    or the channel, an agent's capped at write. The operator roles are not included: the
+    channel's operator reads only its main thread, a fixed operator only its thread.
+
+    Args:
+        principal: who acts (the owner is not special here).
+        target: the space and channel (the thread is ignored).
+        grants: the principal's grants (others are ignored).
+
+    Returns:
+        The highest applicable grant level (``Level.NONE`` without one).
+    """
     level = Level.NONE
     for grant in grants:
         if grant.principal_id != principal.id:
@@ -126,13 +153,6 @@ def effective_level(principal: Principal, target: AccessTarget, grants: Iterable
             level = grant.level
     if principal.kind is PrincipalKind.AGENT:
         level = min(level, AGENT_GRANT_CAP)
-        thread = target.thread
-        operator = effective_operator(target.channel, target.space)
-        # A main thread has no fixed operator: it follows the channel's current operator.
-        if operator == principal.id and (thread is None or thread.is_main):
-            level = max(level, Level.WRITE)
-        if thread is not None and thread.operator_agent_id == principal.id:
-            level = max(level, Level.WRITE)
     return level
 
 

@@ -253,6 +253,25 @@ def visible_to(message: Message, reader_id: uuid.UUID) -> bool:
     return reader_id == message.author_id or reader_id in message.restricted_to
 
 
+def auto_title(first_message: MessageDraft) -> str | None:
+    """The title an agent's thread gets when the agent gives none.
+
+    The first line of the first message, unless that message is restricted: a title is
+    shown to every reader of the thread (GET /v1/threads/{id}, ``thread.created``), so
+    it never comes from a message only some of them may see. Such a thread stays
+    untitled (``title`` absent, ``title_source`` auto).
+
+    Args:
+        first_message: the thread's first message as requested.
+
+    Returns:
+        The title, or None for a restricted first message.
+    """
+    if first_message.restricted_to is not None:
+        return None
+    return title_from_content(first_message.content)
+
+
 def title_from_content(content: str) -> str:
     """The title an agent's report thread gets: the first non-empty line.
 

@@ -120,6 +120,10 @@ class _Threads:
         self._t.threads[thread_id] = attrs.evolve(thread, latest_seq=thread.latest_seq + 1)
         return thread.latest_seq + 1
 
+    async def lock_state(self, thread_id: uuid.UUID) -> ThreadState:
+        # Units of the memory store run one at a time: the unit holds every lock.
+        return self._t.threads[thread_id].state
+
     async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
         self._t.threads[thread_id] = attrs.evolve(self._t.threads[thread_id], state=state)
 
@@ -273,9 +277,7 @@ class _Events:
         for event in self._t.events:
             if event.seq <= after or event.audience_id is not None:
                 continue
-            if not scope.everything and not (
-                event.channel_id in scope.channel_ids or event.thread_id in scope.thread_ids
-            ):
+            if not scope.everything and not self._in_scope(scope, event):
                 continue
             if event.restricted_to is not None and scope.reader_id not in event.restricted_to:
                 continue
@@ -283,6 +285,17 @@ class _Events:
             if len(found) >= limit:
                 break
         return found
+
+    def _in_scope(self, scope: ReaderScope, event: Event) -> bool:
+        # As ReadSharedEvents: the fixed operator is looked up on the thread at read time.
+        if event.channel_id in scope.channel_ids or event.thread_id in scope.thread_ids:
+            return True
+        thread = None if event.thread_id is None else self._t.threads.get(event.thread_id)
+        return (
+            thread is not None
+            and scope.fixed_operator_id is not None
+            and thread.operator_agent_id == scope.fixed_operator_id
+        )
 
     def flush(self) -> None:
         seq = self._t.events[-1].seq if self._t.events else 0

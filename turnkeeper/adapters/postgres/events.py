@@ -149,6 +149,7 @@ class PostgresEventLog(PostgresRepository):
             everything=scope.everything,
             channel_ids=sorted(scope.channel_ids),
             thread_ids=sorted(scope.thread_ids),
+            fixed_operator_id=scope.fixed_operator_id,
             reader_id=scope.reader_id,
             max_events=limit,
         )

@@ -35,6 +35,7 @@ class Invariant(enum.StrEnum):
     NON_HUMAN_TRIGGER_STATE = "no_trigger_state_on_non_human_message"
     NULL_PAYLOAD = "no_null_in_event_payload"
     PERSONAL_CONTENT = "no_content_in_personal_event"
+    MESSAGE_AFTER_DONE = "no_message_after_done_without_reopen"
 
 
 @attrs.frozen(kw_only=True)
@@ -76,6 +77,7 @@ CHECKS: tuple[tuple[Invariant, _Query], ...] = (
     (Invariant.NON_HUMAN_TRIGGER_STATE, q.non_human_trigger_state_violations),
     (Invariant.NULL_PAYLOAD, q.null_payload_violations),
     (Invariant.PERSONAL_CONTENT, q.personal_content_violations),
+    (Invariant.MESSAGE_AFTER_DONE, q.message_after_done_violations),
 )
 
 

@@ -346,6 +346,19 @@ class PersonalContentViolationsRow:
 
 
 @attrs.frozen
+class MessageAfterDoneViolationsRow:
+    """A result row of MessageAfterDoneViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
 class MessageRow:
     """A row of table ``messages``.
 
@@ -525,6 +538,7 @@ class ThreadRow:
         has_restricted: ``bool``.
         created_by: ``uuid``.
         created_at: ``timestamptz``.
+        closed_at_seq: ``int8`` or NULL.
     """
 
     id: uuid.UUID
@@ -538,6 +552,7 @@ class ThreadRow:
     has_restricted: bool
     created_by: uuid.UUID
     created_at: datetime
+    closed_at_seq: int | None
 
 
 @attrs.frozen
@@ -556,6 +571,7 @@ class GetThreadTargetRow:
         t_has_restricted: ``bool``.
         t_created_by: ``uuid``.
         t_created_at: ``timestamptz``.
+        t_closed_at_seq: ``int8`` or NULL.
         c_id: ``uuid``.
         c_space_id: ``uuid``.
         c_name: ``text``.
@@ -586,6 +602,7 @@ class GetThreadTargetRow:
     t_has_restricted: bool
     t_created_by: uuid.UUID
     t_created_at: datetime
+    t_closed_at_seq: int | None
     c_id: uuid.UUID
     c_space_id: uuid.UUID
     c_name: str
@@ -805,10 +822,12 @@ WHERE seq > %(p1)s
   AND audience_id IS NULL
   AND (%(p2)s::boolean
        OR channel_id = ANY(%(p3)s::uuid[])
-       OR thread_id = ANY(%(p4)s::uuid[]))
-  AND (restricted_to IS NULL OR %(p5)s::uuid = ANY(restricted_to))
+       OR thread_id = ANY(%(p4)s::uuid[])
+       OR thread_id IN (SELECT t.id FROM threads t
+                        WHERE t.operator_agent_id = %(p5)s::uuid))
+  AND (restricted_to IS NULL OR %(p6)s::uuid = ANY(restricted_to))
 ORDER BY seq
-LIMIT %(p6)s"""
+LIMIT %(p7)s"""
 
 _READ_AUDIENCE_EVENTS = """SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
 WHERE audience_id = %(p1)s AND seq > %(p2)s
@@ -962,6 +981,18 @@ WHERE e.audience_id IS NOT NULL
        OR jsonb_path_exists(e.payload, 'lax $.**.token')
        OR jsonb_path_exists(e.payload, 'lax $.**.invocation_token'))
 ORDER BY e.seq"""
+
+_MESSAGE_AFTER_DONE_VIOLATIONS = """SELECT t.id AS subject_id,
+       concat('state=', t.state, ' closed_at_seq=', t.closed_at_seq,
+              ' latest_seq=', t.latest_seq,
+              ' next=', coalesce(m.origin || '/' || m.kind, '(none)'))::text AS detail
+FROM threads t
+LEFT JOIN messages m ON m.thread_id = t.id AND m.thread_seq = t.closed_at_seq + 1
+WHERE t.closed_at_seq IS NOT NULL
+  AND t.latest_seq > t.closed_at_seq
+  AND (t.state = 'done' OR m.origin IS DISTINCT FROM 'system'
+       OR m.kind IS DISTINCT FROM 'system')
+ORDER BY t.id"""
 
 _INSERT_MESSAGE = """INSERT INTO messages (
     id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
@@ -1155,7 +1186,7 @@ _INSERT_THREAD = """INSERT INTO threads (
     %(p8)s, %(p9)s, %(p10)s, %(p11)s
 )"""
 
-_GET_THREAD = """SELECT id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at FROM threads WHERE id = %(p1)s"""
+_GET_THREAD = """SELECT id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at, closed_at_seq FROM threads WHERE id = %(p1)s"""
 
 _ALLOCATE_THREAD_SEQ = (
     """UPDATE threads SET latest_seq = latest_seq + 1 WHERE id = %(p1)s RETURNING latest_seq"""
@@ -1165,7 +1196,12 @@ _CAS_THREAD_SEQ = """UPDATE threads SET latest_seq = latest_seq + 1
 WHERE id = %(p1)s AND latest_seq = %(p2)s
 RETURNING latest_seq"""
 
-_SET_THREAD_STATE = """UPDATE threads SET state = %(p1)s WHERE id = %(p2)s"""
+_LOCK_THREAD_STATE = """SELECT state FROM threads WHERE id = %(p1)s FOR NO KEY UPDATE"""
+
+_SET_THREAD_STATE = """UPDATE threads
+SET state = %(p1)s,
+    closed_at_seq = CASE WHEN %(p1)s = 'done' THEN latest_seq ELSE closed_at_seq END
+WHERE id = %(p2)s"""
 
 _REOPEN_THREAD = """UPDATE threads SET state = 'open' WHERE id = %(p1)s AND state = 'done'"""
 
@@ -1180,6 +1216,7 @@ _GET_THREAD_TARGET = """SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_
        t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
        t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
        t.created_by AS t_created_by, t.created_at AS t_created_at,
+       t.closed_at_seq AS t_closed_at_seq,
        c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
        c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
        c.free_response AS c_free_response,
@@ -1701,13 +1738,18 @@ async def read_shared_events(
     everything: bool,
     channel_ids: Sequence[uuid.UUID | None],
     thread_ids: Sequence[uuid.UUID | None],
+    fixed_operator_id: uuid.UUID | None,
     reader_id: uuid.UUID,
     max_events: int,
 ) -> list[EventRow]:
     """Run ReadSharedEvents (:many, sql/queries/events.sql).
 
-    The shared feed: no personal events; the scope's channels or single threads (or
-    everything); restricted events only for their audience; in seq order.
+    The shared feed: no personal events; only events of threads the reader may open
+    (everything for the owner; the channels its grants give read on; single threads, the
+    main threads of the channels an agent operates; the threads whose fixed operator the
+    reading agent is, looked up in this statement's snapshot, one hashed subplan over
+    threads_operator_agent_idx, so a thread created just before the read is in it);
+    restricted events only for their audience; in seq order.
 
     SQL::
 
@@ -1716,10 +1758,12 @@ async def read_shared_events(
           AND audience_id IS NULL
           AND ($2::boolean
                OR channel_id = ANY($3::uuid[])
-               OR thread_id = ANY($4::uuid[]))
-          AND (restricted_to IS NULL OR $5::uuid = ANY(restricted_to))
+               OR thread_id = ANY($4::uuid[])
+               OR thread_id IN (SELECT t.id FROM threads t
+                                WHERE t.operator_agent_id = $5::uuid))
+          AND (restricted_to IS NULL OR $6::uuid = ANY(restricted_to))
         ORDER BY seq
-        LIMIT $6
+        LIMIT $7
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -1727,8 +1771,9 @@ async def read_shared_events(
         everything: ``$2`` (``bool``).
         channel_ids: ``$3`` (``uuid[]``).
         thread_ids: ``$4`` (``uuid[]``).
-        reader_id: ``$5`` (``uuid``).
-        max_events: ``$6`` (``integer``).
+        fixed_operator_id: ``$5`` (``uuid``).
+        reader_id: ``$6`` (``uuid``).
+        max_events: ``$7`` (``integer``).
 
     Returns:
         The rows, in the order of the query.
@@ -1741,8 +1786,9 @@ async def read_shared_events(
                 "p2": everything,
                 "p3": list(channel_ids),
                 "p4": list(thread_ids),
-                "p5": reader_id,
-                "p6": max_events,
+                "p5": fixed_operator_id,
+                "p6": reader_id,
+                "p7": max_events,
             },
         )
         return await cur.fetchall()
@@ -2513,6 +2559,41 @@ async def personal_content_violations(
     """
     async with conn.cursor(row_factory=args_row(PersonalContentViolationsRow)) as cur:
         await cur.execute(_PERSONAL_CONTENT_VIOLATIONS)
+        return await cur.fetchall()
+
+
+async def message_after_done_violations(
+    conn: psycopg.AsyncConnection[Any],
+) -> list[MessageAfterDoneViolationsRow]:
+    """Run MessageAfterDoneViolations (:many, sql/queries/invariants.sql).
+
+    No message after a done state without a reopen: the message right after a thread's
+    last close is the reopen system line (origin and kind system), and a thread still done
+    has no message after its close. Threads never closed since migration 0008 carry no
+    record (closed_at_seq NULL) and are not judged.
+
+    SQL::
+
+        SELECT t.id AS subject_id,
+               concat('state=', t.state, ' closed_at_seq=', t.closed_at_seq,
+                      ' latest_seq=', t.latest_seq,
+                      ' next=', coalesce(m.origin || '/' || m.kind, '(none)'))::text AS detail
+        FROM threads t
+        LEFT JOIN messages m ON m.thread_id = t.id AND m.thread_seq = t.closed_at_seq + 1
+        WHERE t.closed_at_seq IS NOT NULL
+          AND t.latest_seq > t.closed_at_seq
+          AND (t.state = 'done' OR m.origin IS DISTINCT FROM 'system'
+               OR m.kind IS DISTINCT FROM 'system')
+        ORDER BY t.id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(MessageAfterDoneViolationsRow)) as cur:
+        await cur.execute(_MESSAGE_AFTER_DONE_VIOLATIONS)
         return await cur.fetchall()
 
 
@@ -3609,7 +3690,7 @@ async def get_thread(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> Th
 
     SQL::
 
-        SELECT id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at FROM threads WHERE id = $1
+        SELECT id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at, closed_at_seq FROM threads WHERE id = $1
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -3672,12 +3753,41 @@ async def cas_thread_seq(
         return cast("int | None", await cur.fetchone())
 
 
-async def set_thread_state(conn: psycopg.AsyncConnection[Any], *, state: str, id: uuid.UUID) -> int:
-    """Run SetThreadState (:execrows, sql/queries/threads.sql).
+async def lock_thread_state(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> str | None:
+    """Run LockThreadState (:one, sql/queries/threads.sql).
+
+    Takes the thread row lock in the mode of the UPDATEs above (held until the transaction
+    ends) and reads the state under it: an append decides whether to reopen on this state,
+    so a close either waits for the append or has committed and is seen here.
 
     SQL::
 
-        UPDATE threads SET state = $1 WHERE id = $2
+        SELECT state FROM threads WHERE id = $1 FOR NO KEY UPDATE
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(_LOCK_THREAD_STATE, {"p1": id})
+        return cast("str | None", await cur.fetchone())
+
+
+async def set_thread_state(conn: psycopg.AsyncConnection[Any], *, state: str, id: uuid.UUID) -> int:
+    """Run SetThreadState (:execrows, sql/queries/threads.sql).
+
+    Closing records the frontier it closed at (under the row lock the UPDATE takes), so
+    `turnkeeper check` can prove that no message followed a done state without a reopen.
+
+    SQL::
+
+        UPDATE threads
+        SET state = $1,
+            closed_at_seq = CASE WHEN $1 = 'done' THEN latest_seq ELSE closed_at_seq END
+        WHERE id = $2
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -3770,6 +3880,7 @@ async def get_thread_target(
                t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
                t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
                t.created_by AS t_created_by, t.created_at AS t_created_at,
+               t.closed_at_seq AS t_closed_at_seq,
                c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
                c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
                c.free_response AS c_free_response,

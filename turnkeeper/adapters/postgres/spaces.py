@@ -238,8 +238,25 @@ class PostgresThreadRepository(PostgresRepository):
             raise MissingRow(f"thread {thread_id}")
         return seq
 
+    async def lock_state(self, thread_id: uuid.UUID) -> ThreadState:
+        """Take the thread row lock (until the unit ends) and read the state under it.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            The state as last committed.
+
+        Raises:
+            MissingRow: for an unknown thread.
+        """
+        state = await q.lock_thread_state(self._conn, id=thread_id)
+        if state is None:
+            raise MissingRow(f"thread {thread_id}")
+        return ThreadState(state)
+
     async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
-        """Open or close a thread.
+        """Open or close a thread (a close records the frontier it closed at).
 
         Args:
             thread_id: the thread.

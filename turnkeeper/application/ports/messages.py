@@ -58,19 +58,29 @@ class MessageRepository(Protocol):
 
 @attrs.frozen(kw_only=True)
 class ReaderScope:
-    """What a reader of the shared event feed may see.
+    """What a reader of the shared event feed may see: the threads it may open.
+
+    The same per-thread rule as GET /v1/threads/{id}
+    (`turnkeeper.domain.authorization.effective_level`), split by where each part comes
+    from: grants give every thread of a channel, the channel's operator role gives its
+    main thread, and a thread's fixed operator (never changed after creation) is matched
+    by the log against the thread itself, in the same read as the events.
 
     Attributes:
         reader_id: the reading principal (for restricted messages).
         everything: the owner reads every channel.
-        channel_ids: channels with read.
-        thread_ids: single threads with read (threads an agent operates).
+        channel_ids: channels whose every thread the reader may open (its grants give read).
+        thread_ids: single threads outside those channels the reader may open (the main
+            threads of the channels an agent operates now).
+        fixed_operator_id: the reading agent: threads whose fixed operator it is are
+            readable too; None for people.
     """
 
     reader_id: uuid.UUID
     everything: bool = False
     channel_ids: frozenset[uuid.UUID] = frozenset()
     thread_ids: frozenset[uuid.UUID] = frozenset()
+    fixed_operator_id: uuid.UUID | None = None
 
 
 class EventLog(Protocol):

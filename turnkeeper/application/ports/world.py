@@ -105,8 +105,20 @@ class ThreadRepository(Protocol):
         """
         ...
 
+    async def lock_state(self, thread_id: uuid.UUID) -> ThreadState:
+        """Take the thread row lock (held until the unit ends) and read the state under it.
+
+        ``SELECT state ... FOR NO KEY UPDATE``, the lock every append and close takes: a
+        decision made on this state (reopen or not) cannot race a close, which waits for
+        this unit, or has committed and is seen here.
+
+        Returns:
+            The thread's state as last committed.
+        """
+        ...
+
     async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
-        """Open or close a thread."""
+        """Open or close a thread (closing takes the row lock, as appends do)."""
         ...
 
     async def reopen(self, thread_id: uuid.UUID) -> bool:

@@ -11,9 +11,9 @@ import uuid
 from turnkeeper.application.ports import ReaderScope, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.transactions import AccessDenied, Transactor
-from turnkeeper.domain.authorization import AccessTarget, Action, authorize, effective_level
+from turnkeeper.domain.authorization import AccessTarget, Action, authorize, grant_level
 from turnkeeper.domain.errors import NotFound
-from turnkeeper.domain.world import Channel, Level, Principal, Space, Thread
+from turnkeeper.domain.world import Level, Principal, Space, Thread, effective_operator
 
 
 async def channel_target(uow: UnitOfWork, channel_id: uuid.UUID) -> AccessTarget:
@@ -76,33 +76,48 @@ async def require(
 
 
 async def reader_scope(uow: UnitOfWork, principal: Principal) -> ReaderScope:
-    """Everything a principal may read in the shared event feed.
+    """Every thread a principal may open, as the shared event feed filters by it.
+
+    Exactly the threads `require` lets the principal read with ``thread.read``: the
+    channels where its grants give read (every thread), and for an agent the main thread of
+    each channel it operates now plus, matched by the log, the threads whose fixed operator
+    it is. Operating a channel alone does not open the channel's other threads: their
+    fixed operator is whoever operated the channel when they were created.
 
     Args:
         uow: the unit of work.
         principal: the reader.
 
     Returns:
-        The channels with read, plus the threads an agent operates.
+        The reader's scope.
     """
     if principal.is_owner:
         return ReaderScope(reader_id=principal.id, everything=True)
     grants = await uow.grants.for_principal(principal.id)
     spaces: dict[uuid.UUID, Space] = {s.id: s for s in await uow.spaces.list_all()}
-    channels: list[Channel] = await uow.channels.list_all()
-    readable = frozenset(
-        channel.id
-        for channel in channels
+    targets = [
+        AccessTarget(space=spaces[channel.space_id], channel=channel)
+        for channel in await uow.channels.list_all()
         if channel.space_id in spaces
-        and effective_level(
-            principal, AccessTarget(space=spaces[channel.space_id], channel=channel), grants
-        )
-        >= Level.READ
+    ]
+    readable = frozenset(
+        t.channel.id for t in targets if grant_level(principal, t, grants) >= Level.READ
     )
-    threads: frozenset[uuid.UUID] = frozenset()
-    if principal.is_agent:
-        threads = frozenset(await uow.threads.operated_by(principal.id))
-    return ReaderScope(reader_id=principal.id, channel_ids=readable, thread_ids=threads)
+    if not principal.is_agent:
+        return ReaderScope(reader_id=principal.id, channel_ids=readable)
+    main_threads = frozenset(
+        t.channel.main_thread_id
+        for t in targets
+        if t.channel.id not in readable
+        and t.channel.main_thread_id is not None
+        and effective_operator(t.channel, t.space) == principal.id
+    )
+    return ReaderScope(
+        reader_id=principal.id,
+        channel_ids=readable,
+        thread_ids=main_threads,
+        fixed_operator_id=principal.id,
+    )
 
 
 def thread_of(target: AccessTarget) -> Thread:

@@ -40,9 +40,9 @@ from turnkeeper.domain.events import Event
 from turnkeeper.domain.messaging import (
     Message,
     MessageDraft,
+    auto_title,
     draft_errors,
     payload_digest,
-    title_from_content,
 )
 from turnkeeper.domain.trigger_report import MessageTrigger
 from turnkeeper.domain.world import (
@@ -163,7 +163,8 @@ class ConversationService:
         """Create a thread with its first message (a report thread when an agent does it).
 
         The thread gets the channel's effective operator as its fixed operator; an
-        agent's thread gets title_source auto and, without a title, the first line.
+        agent's thread gets title_source auto and, without a title, the first line of a
+        public first message (`auto_title`: none from a restricted one).
 
         Args:
             actor: the author.
@@ -224,8 +225,7 @@ class ConversationService:
             thread = Thread(
                 id=self._ids.new_id(),
                 channel_id=channel_id,
-                title=title
-                or (title_from_content(first_message.content) if actor.is_agent else None),
+                title=title or (auto_title(first_message) if actor.is_agent else None),
                 title_source=TitleSource.AUTO if actor.is_agent else TitleSource.HUMAN,
                 operator_agent_id=effective_operator(target.channel, target.space),
                 created_by=actor.id,

@@ -177,9 +177,13 @@ class MessageAppender:
                 return pending.pop()
             return await uow.threads.allocate_seq(thread.id)
 
-        # reopen() takes the row lock and changes only a done thread, so of two concurrent
-        # posts into a done thread exactly one writes the system line.
-        if thread.state is ThreadState.DONE and await uow.threads.reopen(thread.id):
+        # The reopen decision is taken on the state read under the thread row lock (the
+        # state read with the target took no lock, and a close may have committed since):
+        # a close either waits for this unit or is seen here, so a message after a done
+        # state always comes after a reopen line. Of two concurrent posts into a done
+        # thread the second sees it open: exactly one writes the line.
+        locked = await uow.threads.lock_state(thread.id)
+        if locked is ThreadState.DONE and await uow.threads.reopen(thread.id):
             await uow.events.append(self._events.thread_reopened(thread, actor, target))
             line = Message(
                 id=self._ids.new_id(),

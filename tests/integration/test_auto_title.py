@@ -1,0 +1,66 @@
+"""An agent's thread with a restricted first message gets no auto title (memory, PostgreSQL).
+
+Issue 16 item 2: the first line of a restricted first message became the title, shown to
+every reader through GET /v1/threads/{id} and ``thread.created``.
+"""
+
+from __future__ import annotations
+
+from tests.support.scenario import draft
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+from turnkeeper.domain.events import EventType
+from turnkeeper.domain.world import TitleSource
+
+SECRET = "Salary of Sam\nnot for everyone"
+
+
+async def test_a_restricted_first_message_gives_no_title(
+    services: Services, world: DemoWorld
+) -> None:
+    lotse, alex = world.principal("lotse"), world.principal("alex")
+    created = await services.conversation.create_thread(
+        lotse,
+        world.channels["reports"].id,
+        title=None,
+        first_message=draft("secret", SECRET, restricted_to=(world.principal("robin").id,)),
+    )
+    assert created.thread.title is None
+    assert created.thread.title_source is TitleSource.AUTO
+    seen = await services.conversation.get_thread(alex, created.thread.id)
+    assert seen.title is None
+    events = (await services.conversation.list_events(alex, limit=500)).events
+    (event,) = [
+        e
+        for e in events
+        if e.type is EventType.THREAD_CREATED and e.resource_id == created.thread.id
+    ]
+    assert "title" not in event.payload["thread"]
+    assert event.payload["thread"]["title_source"] == "auto"
+    assert "Salary" not in repr([e.payload for e in events])
+
+
+async def test_a_public_first_message_still_gives_the_auto_title(
+    services: Services, world: DemoWorld
+) -> None:
+    created = await services.conversation.create_thread(
+        world.principal("lotse"),
+        world.channels["reports"].id,
+        title=None,
+        first_message=draft("public", "Nightly report\nall green"),
+    )
+    assert created.thread.title == "Nightly report"
+    seen = await services.conversation.get_thread(world.principal("alex"), created.thread.id)
+    assert (seen.title, seen.title_source) == ("Nightly report", TitleSource.AUTO)
+
+
+async def test_a_title_the_agent_gives_is_kept_with_a_restricted_message(
+    services: Services, world: DemoWorld
+) -> None:
+    created = await services.conversation.create_thread(
+        world.principal("lotse"),
+        world.channels["reports"].id,
+        title="For Robin",
+        first_message=draft("given", SECRET, restricted_to=(world.principal("robin").id,)),
+    )
+    assert created.thread.title == "For Robin"
