@@ -32,7 +32,7 @@ from tests.reliability.test_slow_clients import (
     TRICKLE_SECONDS,
     memory_server,
 )
-from turnkeeper.adapters.http.server import ConnectionGuard
+from turnkeeper.adapters.http.guard import ConnectionGuard
 
 #: ``http.body_timeout`` of these tests (seconds).
 BODY_TIMEOUT = 2

@@ -33,7 +33,8 @@ import httpx
 import pytest
 
 from tests.reliability.support_server import TURNKEEPER, free_port
-from turnkeeper.adapters.http.server import ConnectionGuard, GuardedH11Protocol
+from turnkeeper.adapters.http.guard import ConnectionGuard
+from turnkeeper.adapters.http.server import GuardedH11Protocol
 
 #: The open file limit of the server process (a common default soft limit).
 SERVER_OPEN_FILES = 1024

@@ -8,8 +8,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from turnkeeper.adapters.http import server
+from turnkeeper.adapters.http.guard import ConnectionGuard
 from turnkeeper.adapters.http.server import (
-    ConnectionGuard,
     event_loop_factory,
     guarded_protocol,
     httptools_installed,

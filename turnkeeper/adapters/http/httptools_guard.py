@@ -1,7 +1,7 @@
 """The connection guard of ``turnkeeper serve`` on uvicorn's httptools protocol.
 
 httptools (the ``fast`` extra) parses requests in C; `GuardedHttpToolsProtocol` reports
-to the same `turnkeeper.adapters.http.server.ConnectionGuard` as the h11 protocol does,
+to the same `turnkeeper.adapters.http.guard.ConnectionGuard` as the h11 protocol does,
 from the parser's callbacks instead of h11's states: the header timer stops when a
 request's headers are complete (``on_headers_complete``) and starts again when an
 answer is complete and no pipelined request is waiting (``on_response_complete``).
@@ -17,7 +17,7 @@ import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from turnkeeper.adapters.http.correlation import correlation_id_of
-from turnkeeper.adapters.http.server import ConnectionGuard, request_timeout_answer
+from turnkeeper.adapters.http.guard import ConnectionGuard, request_timeout_answer
 
 _log = structlog.get_logger("turnkeeper.http")
 
