@@ -39,6 +39,7 @@ class MemoryRunRepository:
             # Same contract as the partial unique index of PostgreSQL.
             raise RetriableConflict("runs_one_active_per_thread", reason="unique_race")
         self._t.runs[run.id] = run
+        self._t.run_triggers.setdefault(run.triggering_message_id, run.id)
 
     async def get(self, run_id: uuid.UUID) -> Run | None:
         """The run, or None."""
@@ -161,11 +162,8 @@ class MemoryFollowupRepository:
     async def trigger_links(self, message_id: uuid.UUID) -> TriggerLinks:
         """The message's follow-up acceptance and the run it triggered."""
         row = self._t.followups.get(message_id)
-        opened = sorted(
-            r.id for r in self._t.runs.values() if r.triggering_message_id == message_id
-        )
         return TriggerLinks(
-            opened_run_id=opened[0] if opened else None,
+            opened_run_id=self._t.run_triggers.get(message_id),
             followup=None
             if row is None
             else AcceptedFollowup(run_id=row.accepted_run_id, mode=row.mode),

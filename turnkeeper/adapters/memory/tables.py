@@ -51,6 +51,8 @@ class Tables:
     runs: dict[uuid.UUID, Run] = attrs.Factory(dict)
     cursors: dict[uuid.UUID, AgentCursor] = attrs.Factory(dict)
     followups: dict[uuid.UUID, FollowupRow] = attrs.Factory(dict)
+    #: runs.triggering_message_id indexed: triggering message id -> run id.
+    run_triggers: dict[uuid.UUID, uuid.UUID] = attrs.Factory(dict)
 
     def snapshot(self) -> Tables:
         """A copy to restore on rollback (values are frozen: shallow copies suffice).

@@ -5,7 +5,8 @@ replay lookup by (author, client_msg_id), references, rate limit, reopen a done 
 with a system line, allocate thread_seq under the thread row lock, insert, append
 message.created, then publish `MessagePosted` so that in-transaction subscribers (the
 runs capability) can act or veto. Nothing here knows about runs; the answer shows the
-message and thread as the unit commits them (after the subscribers). The storing steps
+message and thread as the unit commits them (after the subscribers), and what became of
+the message as the store tells it (`message_trigger`, the same on every replay). The storing steps
 are shared with the freshness gate of agent sends
 (`turnkeeper.application.services.messages_append`).
 """
