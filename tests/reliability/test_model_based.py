@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
+    initialize,
     invariant,
     precondition,
     rule,
@@ -107,6 +108,9 @@ RUNNING_ACTIONS = ("await_input", "patch", "answer", "finish")
 AGENT_STEP_MAX_ACTIONS = 4
 #: One `agent_step` in this many picks its action at random instead of the next one.
 RANDOM_ACTION_EVERY = 5
+#: Agent actions of the run every example starts with (start, await input, resume,
+#: patch, answer: it is left running).
+INITIAL_RUN_STEPS = 5
 
 indexes = st.integers(min_value=0, max_value=INDEX_MAX)
 people = st.sampled_from(PEOPLE)
@@ -359,6 +363,30 @@ class Differential(RuleBasedStateMachine):
         outcome = self.both(call, lambda p: (p.message, p.replayed), label)
         if outcome[0] == "ok" and audience is None:  # type: ignore[index]
             self.posts.append((who, thread_id, client_id, content))
+
+    @initialize(thread=indexes)
+    def a_run_in_progress(self, thread: int) -> None:
+        """Every example starts with a run in the middle of its life, compared on both stacks.
+
+        The triggerer of a text channel names its operator, and the agent starts the run,
+        asks for input, resumes on the answer, acknowledges a follow-up and answers
+        (`agent_step`'s usual order), leaving the run running: whatever the draws, the
+        rules that act on runs (cancel, patch, finish, follow-ups) have one from the first
+        step, instead of depending on the swarm choosing to open one.
+        """
+        thread_id = _pick(self.threads, thread)
+        space = self.space_of[thread_id]
+        self._post(TRIGGERER[space], thread_id, OPERATOR[space], label="trigger")
+        self.same_observable_state()
+        queued = [r for r in self._runs(frozenset({RunState.QUEUED})) if r[0] in self.last["runs"]]
+        assert queued, "the operator's mention opens a run"
+        run_id, agent = queued[0]
+        # start, await_input, reply and resume, patch, answer: the first five of its life.
+        for step in range(INITIAL_RUN_STEPS):
+            if self.last["runs"][run_id][2] not in ACTIVE:
+                return
+            self._agent_action(run_id, agent, step * RANDOM_ACTION_EVERY)
+            self.same_observable_state()
 
     @rule(thread=indexes, mention=st.booleans())
     def trigger(self, thread: int, mention: bool) -> None:
