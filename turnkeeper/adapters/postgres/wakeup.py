@@ -131,6 +131,8 @@ class PostgresEventWaker:
         self._task: asyncio.Task[None] | None = None
         self._keep = False
         self._notified_seq = 0
+        #: Looks for newly readable events so far (for tests and measurements).
+        self.looks = 0
         #: Completed (re)connections, each watching (for tests and logs).
         self.connections = 0
         self._listening = asyncio.Event()
@@ -262,6 +264,7 @@ class PostgresEventWaker:
 
     async def _look(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         """Wake the readers of the events that became readable; True when a batch was full."""
+        self.looks += 1
         async with asyncio.timeout(self._interval.total_seconds()):
             row = await q.read_readable_since(
                 conn, after_seq=self._notified_seq, max_events=WATCH_BATCH
