@@ -48,6 +48,9 @@ LONG_WAIT_SECONDS = 60
 #: The PostgreSQL waker's check interval: longer than `BOUND_SECONDS`, so that only the
 #: watch can wake a reader in time (never the fallback polling).
 CHECK_INTERVAL = timedelta(seconds=LONG_WAIT_SECONDS)
+#: Steps of at most `LOOK_STEP_SECONDS` a test yields for while it awaits looks of the watch.
+LOOK_STEPS = 10_000
+LOOK_STEP_SECONDS = 0.001
 #: The check interval (and reconnect pause) of the reconnect test.
 RECONNECT_INTERVAL = timedelta(seconds=1)
 #: Content that must never cross the watch.
@@ -266,8 +269,11 @@ async def test_an_event_held_back_by_an_older_transaction_wakes_its_reader_when_
         await pg_node.post("alex", "allgemein", "held-1")
         looks = waker.looks
         async with asyncio.timeout(BOUND_SECONDS):
-            while waker.looks < looks + 2:
-                await asyncio.sleep(0.001)
+            for _ in range(LOOK_STEPS):
+                if waker.looks >= looks + 2:
+                    break
+                await asyncio.sleep(LOOK_STEP_SECONDS)
+        assert waker.looks >= looks + 2
         # Committed, but below no horizon yet: the watch has not woken the reader.
         assert not waiting.done()
         await older.rollback()
