@@ -21,7 +21,13 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from tests.support.locks import backend_pid
-from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWork, PostgresUnitOfWorkFactory
+from turnkeeper.adapters.postgres.pool import PoolPolicy
+from turnkeeper.adapters.postgres.uow import (
+    Conn,
+    PostgresUnitOfWork,
+    PostgresUnitOfWorkFactory,
+    create_pool,
+)
 from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
 from turnkeeper.domain.events import EventType, NewEvent
 
@@ -37,6 +43,14 @@ EVENTS_PER_UNIT = 2
 PAGE = 3
 #: Upper bound of the random pause of a writer before it commits, in seconds.
 JITTER = 0.02
+
+#: ``database.request_timeout`` of the hung-unit test, and the slack of its bound (the
+#: reader's polls and the server noticing the severed connection).
+HUNG_TIMEOUT_SECONDS = 1.0
+HUNG_SLACK_SECONDS = 1.0
+#: Polls of the reader in the hung-unit test at most, one per `HUNG_POLL_SECONDS`.
+HUNG_POLLS = 2_000
+HUNG_POLL_SECONDS = 0.005
 
 READER = uuid.uuid4()
 EVERYTHING = ReaderScope(reader_id=READER, everything=True)
@@ -179,3 +193,45 @@ async def test_a_polling_reader_sees_every_event_of_racing_writers(
     assert reader.seen == sorted(set(reader.seen))
     assert len(reader.seen) == expected_total
     assert reader.markers == await _all_markers(pg_uow_factory)
+
+
+async def test_a_hung_unit_holds_readers_back_at_most_the_request_timeout(
+    pg_conninfo: str,
+) -> None:
+    # A unit that holds a transaction id and then hangs keeps the horizon where it is;
+    # at database.request_timeout its connection is severed, the server ends the
+    # transaction, and the events committed meanwhile become readable.
+    policy = PoolPolicy(request_timeout=HUNG_TIMEOUT_SECONDS, reconnect_max_wait=1, retry_after=1)
+    pool = await create_pool(pg_conninfo, 1, 4, policy=policy)
+    factory = PostgresUnitOfWorkFactory(pool, policy=policy)
+    started, never = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    async def hang() -> None:
+        async with factory() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            await uow.connection.execute("SELECT pg_current_xact_id()")
+            started.set()
+            await never.wait()
+
+    try:
+        hung = asyncio.create_task(hang())
+        await started.wait()
+        since = loop.time()
+        reader = Reader(factory)
+        await reader.drain(0)
+        before = len(reader.seen)
+        await _write(factory, "behind-the-hung-unit")
+        await reader.poll()
+        assert len(reader.seen) == before, "held back while the hung unit lives"
+        for _ in range(HUNG_POLLS):
+            await reader.poll()
+            if len(reader.seen) > before:
+                break
+            await asyncio.sleep(HUNG_POLL_SECONDS)
+        waited = loop.time() - since
+        assert len(reader.seen) == before + EVENTS_PER_UNIT
+        assert waited <= HUNG_TIMEOUT_SECONDS + HUNG_SLACK_SECONDS
+        hung.cancel()
+    finally:
+        await pool.close()
