@@ -195,11 +195,12 @@ class Lag:
 
 async def _reader(
     conn: psycopg.AsyncConnection[Any],
+    start: int,
     seen: dict[int, float],
     running: Callable[[], bool],
     pause: Callable[[], Awaitable[bool]] | None,
 ) -> None:
-    cursor = 0
+    cursor = start
     while running():
         cur = await conn.execute(_READ, (cursor, READ_PAGE))
         rows = await cur.fetchall()
@@ -247,13 +248,14 @@ async def measure_lag(conninfo: str, *, seconds: float) -> tuple[Lag, Lag, float
         async def wait() -> bool:
             return await listener.wait(timedelta(seconds=1))
 
-        # Start at the end of the log: only this run's events count.
+        # Start at the end of the log: only this run's events count, and the readers do
+        # not first page through the append measurement's events.
         cur = await readers[0].execute("SELECT coalesce(max(seq), 0) FROM events")
         row = await cur.fetchone()
         start = int(row[0]) if row else 0
         tasks = [
-            asyncio.create_task(_reader(readers[0], polled, running, None)),
-            asyncio.create_task(_reader(readers[1], woken, running, wait)),
+            asyncio.create_task(_reader(readers[0], start, polled, running, None)),
+            asyncio.create_task(_reader(readers[1], start, woken, running, wait)),
         ]
         await asyncio.gather(*(write(c) for c in writers))
         # Every event committed: wait until both readers hold all of them.
