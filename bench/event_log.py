@@ -49,6 +49,9 @@ QUICK_ROUNDS = 1
 LAG_WRITERS = 32
 LAG_SECONDS = 5.0
 QUICK_LAG_SECONDS = 0.5
+#: After the writers: steps of at most a millisecond until both readers hold everything.
+LAG_DRAIN_STEPS = 10_000
+LAG_DRAIN_STEP_SECONDS = 0.001
 #: Seconds of the watch cost measurement.
 WATCH_SECONDS = 5.0
 QUICK_WATCH_SECONDS = 0.5
@@ -259,10 +262,10 @@ async def measure_lag(conninfo: str, *, seconds: float) -> tuple[Lag, Lag, float
         ]
         await asyncio.gather(*(write(c) for c in writers))
         # Every event committed: wait until both readers hold all of them.
-        for _ in range(int(seconds * 1000)):
+        for _ in range(LAG_DRAIN_STEPS):
             if all(s in polled and s in woken for s in committed):
                 break
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(LAG_DRAIN_STEP_SECONDS)
         stop = True
         await asyncio.gather(*tasks)
     await waker.aclose()
