@@ -241,13 +241,10 @@ class PostgresEventWaker:
                 application_name=LISTENER_APPLICATION_NAME,
             )
         async with conn:
-            async with asyncio.timeout(seconds):
-                top = await q.read_readable_top(conn) or 0
-            self._notified_seq = max(self._notified_seq, top)
             self.connections += 1
             self._listening.set()
             # What became readable while nobody watched was never signalled.
-            self._hub.signal_all()
+            await self._jump(conn)
             idle_since: float | None = None
             loop = asyncio.get_running_loop()
             while not self._hub.closed:
@@ -258,9 +255,19 @@ class PostgresEventWaker:
                         return
                     await asyncio.sleep(self._watch.total_seconds())
                     continue
-                idle_since = None
-                if not await self._look(conn):
+                if idle_since is not None:
+                    # Readers came back after a pause: start from the end instead of
+                    # looking through everything the pause left behind, and wake them all.
+                    idle_since = None
+                    await self._jump(conn)
+                elif not await self._look(conn):
                     await asyncio.sleep(self._watch.total_seconds())
+
+    async def _jump(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        async with asyncio.timeout(self._interval.total_seconds()):
+            top = await q.read_readable_top(conn) or 0
+        self._notified_seq = max(self._notified_seq, top)
+        self._hub.signal_all()
 
     async def _look(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         """Wake the readers of the events that became readable; True when a batch was full."""
