@@ -1,5 +1,7 @@
 """``python -m bench [--quick] [--floor|--suite] [name ...] | --scale | --freshness | ...``.
 
+(and ``--event-log``.)
+
 - no option: the floor table (`bench.against_floor`: every hot operation against an
   independent floor, in-process and over HTTP against a real ``turnkeeper serve``),
   then the same-statements table (`bench.suite`: service against a raw psycopg loop of
@@ -13,6 +15,9 @@
 - ``--scale``: the growth run (`bench.scale`): 10k threads and 1M messages loaded with
   COPY, then send, history read, event poll and run finish against the small tables;
 - ``--freshness``: the older freshness-gate benchmark (`bench.freshness`);
+- ``--event-log [--quick]``: the event log's ordering rule against no rule, the old
+  counter row and a NOTIFY per commit, reader lag under load, the watch's cost
+  (`bench.event_log`);
 - ``--profile [name ...]``: pyinstrument profiles of the service and HTTP sides of the
   operations whose name contains one of the names (all without a name), `bench.profile`.
 """
@@ -29,7 +34,7 @@ from typing import TextIO
 
 import structlog
 
-from bench import against_floor, freshness, scale
+from bench import against_floor, event_log, freshness, scale
 from bench import live as bench_live
 from bench.floor_report import LINE_HEADER
 from bench.floor_report import report as floor_report
@@ -42,7 +47,7 @@ _ALONE = ("--scale", "--freshness", "--profile")
 _TABLES = ("--floor", "--suite")
 _USAGE = (
     "usage: python -m bench [--quick] [--floor | --suite] [name ...] | --scale | --freshness"
-    " | --live [--quick] | --profile [name ...]"
+    " | --live [--quick] | --event-log [--quick] | --profile [name ...]"
 )
 
 
@@ -51,7 +56,7 @@ def _names(argv: Sequence[str]) -> list[str]:
 
 
 def _understood(argv: Sequence[str]) -> bool:
-    if argv[:1] == ["--live"]:
+    if argv[:1] in (["--live"], ["--event-log"]):
         return argv[1:] in ([], ["--quick"])
     if argv[:1] and argv[0] in _ALONE:
         return argv[0] == "--profile" or len(argv) == 1
@@ -112,6 +117,9 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
             return 0
         if argv[:1] == ["--live"]:
             return await bench_live.main_async(conninfo, "--quick" in argv, out)
+        if argv[:1] == ["--event-log"]:
+            await event_log.run_event_log(conninfo, out, quick="--quick" in argv)
+            return 0
         if "--scale" in argv:
             await scale.run_scale(conninfo, out, data_dir=server.data_dir)
             return 0

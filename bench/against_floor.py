@@ -14,8 +14,8 @@ round with the spread of the rounds. The sides:
   (`bench.serve`), from the load client process (`bench.loadclient`), one keep-alive
   connection per worker;
 - ``F2``, ``F3``, ``F4`` (the floors group): the floor's statements one by one in a
-  transaction, the floor plus the global event counter row, and everything a plain
-  message checks and writes in one statement.
+  transaction, the floor plus the event log's ordering (seq from the writer's xid), and
+  everything a plain message checks and writes in one statement.
 
 Per measurement: operations per second, latency, CPU per operation of this process
 (the in-process sides), of the server (HTTP), of the load client and of every
@@ -265,7 +265,7 @@ GROUPS: tuple[Group, ...] = (
         sides=(
             _F1,
             Side(key="F2", label="floor: 3 statements in BEGIN/COMMIT", workers="raw", run=_f2),
-            Side(key="F3", label="floor plus the global event counter row", workers="raw", run=_f3),
+            Side(key="F3", label="floor plus the event log's ordering", workers="raw", run=_f3),
             Side(
                 key="F4",
                 label="everything a plain message checks and writes, one statement",

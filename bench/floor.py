@@ -10,7 +10,8 @@ transactor meets it) reruns the operation, at most `FLOOR_ATTEMPTS` times.
 
 The four floor rows of the table are here too: `append_one_statement` (the append of a
 message without any check), `append_in_transaction` (its three statements between
-BEGIN and COMMIT), `append_with_counter` (plus the global event counter row) and
+BEGIN and COMMIT), the same append with ``counter=True`` (numbered as the event log
+numbers it, from the writer's xid, ADR 0020) and
 `create_message` with ``runs=False`` (everything a plain message checks and writes).
 """
 
@@ -180,7 +181,8 @@ async def append_one_statement(
         world: the world.
         worker: whose person writes.
         thread_id: a thread of the quiet forum.
-        counter: number the event with the global event counter row (else a sequence).
+        counter: number the event as the event log does, from the writer's xid (else a
+            plain sequence, no ordering rule).
 
     Returns:
         The message's thread_seq.

@@ -5,7 +5,7 @@ each statement reads the facts the service reads (thread, channel and space; gra
 the idempotency key; the rate bucket; the operator; the active run; the follow-ups),
 decides in SQL, and writes what the service writes (rows, ``version`` and
 ``trigger_state`` as the service leaves them, and the same events with the same
-payloads, numbered by the global event counter as ``AppendEvents`` numbers them).
+payloads, numbered from the writer's transaction id as ``AppendEvents`` numbers them).
 
 Each statement covers the path the benchmark drives and declines every other one: it
 then writes nothing and answers ``not_handled`` (a done thread's reopen line,
@@ -18,8 +18,8 @@ Levels are numbers here: 1 read, 2 write, 3 trigger (``turnkeeper.domain.world.L
 
 from __future__ import annotations
 
-#: Sequence of the events of the floors without the counter row (below zero: no reader
-#: of the log looks there, and the counter's seqs stay untouched).
+#: Sequence of the events of the floors without any ordering rule (below zero: no reader
+#: of the log looks there, and the log's seqs stay untouched).
 FLOOR_EVENT_SEQUENCE = "bench_floor_event_seq"
 
 CREATE_FLOOR_EVENT_SEQUENCE = (
@@ -97,34 +97,29 @@ def take_token(condition: str) -> str:
 
 
 def append_events(space: str, channel: str, thread: str, source: str, where: str = "") -> str:
-    """CTEs ``numbered``, ``counter`` and ``appended`` after a CTE ``new_events``.
+    """CTEs ``numbered`` and ``appended`` after a CTE ``new_events``.
 
     ``new_events`` has (grp, sub) for the order, then type, actor_id, actor_kind,
     resource_kind, resource_id, resource_version, audience_id, restricted_to, payload;
     `space`, `channel` and `thread` are expressions over `source` (a FROM item), which
     `where` may tie to each event ``e``.
-    The counter row is updated last (it waits for the rows of new_events, so for every
-    other write of the statement), as AppendEvents runs last in the service's unit.
+    The seqs derive from the writer's transaction id (``turnkeeper_event_seq_base``,
+    ADR 0020), as AppendEvents numbers them: no row is shared with other writers.
     """
     return (
         "numbered AS (\n"
         "    SELECT row_number() OVER (ORDER BY grp, sub, resource_id) AS ord, *\n"
         "    FROM new_events\n"
         "),\n"
-        "counter AS (\n"
-        "    UPDATE event_counter SET last_seq = last_seq + (SELECT count(*) FROM numbered)\n"
-        "    WHERE singleton AND EXISTS (SELECT 1 FROM numbered)\n"
-        "    RETURNING last_seq\n"
-        "),\n"
         "appended AS (\n"
         "    INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,\n"
         "                        thread_id, resource_kind, resource_id, resource_version,\n"
         "                        audience_id, restricted_to, payload, created_at)\n"
-        "    SELECT k.last_seq - (SELECT count(*) FROM numbered) + e.ord, e.type, e.actor_id,\n"
+        "    SELECT turnkeeper_event_seq_base() + e.ord, e.type, e.actor_id,\n"
         f"           e.actor_kind, {space}, {channel}, {thread}, e.resource_kind,\n"
         "           e.resource_id, e.resource_version, e.audience_id, e.restricted_to,\n"
         "           e.payload, %(now)s\n"
-        f"    FROM counter k, numbered e, {source}\n"
+        f"    FROM numbered e, {source}\n"
         f"{'    WHERE ' + where + chr(10) if where else ''}"
         "    RETURNING seq\n"
         ")"
@@ -160,15 +155,7 @@ _NEXT_FLOOR_SEQ = f"nextval('{FLOOR_EVENT_SEQUENCE}')"
 
 
 def _append_one_statement(counter: bool) -> str:
-    event_seq = "counter.last_seq" if counter else _NEXT_FLOOR_SEQ
-    counter_cte = (
-        "counter AS (\n"
-        "    UPDATE event_counter SET last_seq = last_seq + (SELECT count(*) FROM message)\n"
-        "    WHERE singleton RETURNING last_seq\n"
-        "),\n"
-        if counter
-        else ""
-    )
+    event_seq = "turnkeeper_event_seq_base() + 1" if counter else _NEXT_FLOOR_SEQ
     return (
         f"WITH seq AS ({_APPEND_THREAD}),\n"
         "message AS (\n"
@@ -176,11 +163,10 @@ def _append_one_statement(counter: bool) -> str:
         f"    SELECT {_APPEND_MESSAGE_VALUES.format(seq='seq.latest_seq')} FROM seq\n"
         "    RETURNING thread_seq\n"
         "),\n"
-        f"{counter_cte}"
         "event AS (\n"
         f"    INSERT INTO events ({_APPEND_EVENT_COLUMNS})\n"
         f"    SELECT {_APPEND_EVENT_VALUES.format(seq=event_seq, tseq='message.thread_seq')}\n"
-        f"    FROM message{', counter' if counter else ''}\n"
+        "    FROM message\n"
         "    RETURNING seq\n"
         ")\n"
         "SELECT message.thread_seq FROM message, event"
@@ -189,7 +175,7 @@ def _append_one_statement(counter: bool) -> str:
 
 #: Floor: thread row update, message insert, event insert in one statement (autocommit).
 APPEND_ONE_STATEMENT = _append_one_statement(counter=False)
-#: The same with the event's seq from the global event counter row.
+#: The same with the event's seq as the event log numbers it (from the writer's xid).
 APPEND_WITH_COUNTER = _append_one_statement(counter=True)
 #: The three statements of the floor, run one by one between BEGIN and COMMIT.
 APPEND_STATEMENTS = (

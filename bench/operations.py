@@ -117,9 +117,11 @@ async def _per_worker(
 
 
 async def last_event_seq(world: BenchWorld) -> int:
-    """The seq of the newest event (agent feeds of new set-ups start after it)."""
+    """The seq of the newest readable event (agent feeds of new set-ups start after it)."""
     async with world.pool.connection() as conn:
-        cur = await conn.execute("SELECT last_seq FROM event_counter")
+        cur = await conn.execute(
+            "SELECT coalesce(max(seq), 0) FROM events WHERE seq < turnkeeper_event_horizon()"
+        )
         row = await cur.fetchone()
         await conn.commit()
     return int(row[0]) if row else 0

@@ -28,6 +28,7 @@ from bench.harness import open_traced_pool
 from bench.operations import HISTORY, OPERATIONS, Operation
 from bench.suite import POOL_SPARE, Row, SuiteSize, measure
 from bench.world import build_world
+from turnkeeper.adapters.event_seqs import MAX_EVENTS_PER_UNIT
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.domain.world import ChannelType, OperatorMode, PrincipalKind
 
@@ -198,55 +199,59 @@ async def bulk_load(
         ) as copy:
             for run, message in followup_rows:
                 await copy.write_row((run, message, "discarded", now, now))
-        await cur.execute("SELECT last_seq FROM event_counter")
-        row = await cur.fetchone()
-        seq = int(row[0]) if row else 0
-        async with cur.copy(
-            "COPY events (seq, type, actor_id, actor_kind, space_id, channel_id, thread_id,"
-            " resource_kind, resource_id, resource_version, audience_id, payload, created_at)"
-            " FROM STDIN"
-        ) as copy:
-            for thread in threads:
-                for k in range(MESSAGES_PER_THREAD):
-                    seq += 1
-                    await copy.write_row(
-                        (
-                            seq,
-                            "message.created",
-                            authors[k % len(authors)],
-                            "person",
-                            space,
-                            channel,
-                            thread,
-                            "message",
-                            uuid.uuid4(),
-                            1,
-                            None,
-                            Jsonb({"message": {"thread_seq": k + 1}}),
-                            now,
-                        )
-                    )
-            for p in range(PERSONAL_EVENTS):
-                seq += 1
-                t = p % THREADS
-                await copy.write_row(
+        await conn.commit()
+        rows: list[tuple[Any, ...]] = []
+        for thread in threads:
+            for k in range(MESSAGES_PER_THREAD):
+                rows.append(
                     (
-                        seq,
-                        "agent.invocation",
-                        authors[p % len(authors)],
+                        "message.created",
+                        authors[k % len(authors)],
                         "person",
                         space,
                         channel,
-                        threads[t],
-                        "run",
-                        runs[t],
+                        thread,
+                        "message",
+                        uuid.uuid4(),
+                        1,
                         None,
-                        agents[p % len(agents)],
-                        Jsonb({"run_id": str(runs[t])}),
+                        Jsonb({"message": {"thread_seq": k + 1}}),
                         now,
                     )
                 )
-        await cur.execute("UPDATE event_counter SET last_seq = %s WHERE singleton", (seq,))
+        for p in range(PERSONAL_EVENTS):
+            t = p % THREADS
+            rows.append(
+                (
+                    "agent.invocation",
+                    authors[p % len(authors)],
+                    "person",
+                    space,
+                    channel,
+                    threads[t],
+                    "run",
+                    runs[t],
+                    None,
+                    agents[p % len(agents)],
+                    Jsonb({"run_id": str(runs[t])}),
+                    now,
+                )
+            )
+        # Seqs as the service gives them (ADR 0020): one transaction numbers at most
+        # MAX_EVENTS_PER_UNIT events after its own base, so the log is loaded in chunks.
+        for start in range(0, len(rows), MAX_EVENTS_PER_UNIT):
+            await cur.execute("SELECT turnkeeper_event_seq_base()")
+            base_row = await cur.fetchone()
+            base = int(base_row[0]) if base_row else 0
+            async with cur.copy(
+                "COPY events (seq, type, actor_id, actor_kind, space_id, channel_id, thread_id,"
+                " resource_kind, resource_id, resource_version, audience_id, payload,"
+                " created_at) FROM STDIN"
+            ) as copy:
+                chunk = rows[start : start + MAX_EVENTS_PER_UNIT]
+                for number, row in enumerate(chunk, start=1):
+                    await copy.write_row((base + number, *row))
+            await conn.commit()
         await conn.commit()
         await conn.set_autocommit(True)
         await conn.execute("ANALYZE")

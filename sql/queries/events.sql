@@ -1,53 +1,49 @@
--- Appends every event buffered by a unit in one statement, right before COMMIT: the
--- UPDATE of the counter row allocates the seqs and holds the row lock until COMMIT, so a
--- later allocation waits for this commit. Seq order is commit order, and no reader can
--- see seq n + 1 while seq n may still commit. One array per column, zipped by unnest in
--- FROM; restricted_to travels as the text form of a uuid[] ('{...}' or NULL) because an
--- array of arrays cannot be ragged; payloads travel as JSON text; `offsets` is 1..n.
--- name: AppendEvents :one
-WITH counter AS (
-    UPDATE event_counter
-    SET last_seq = last_seq + cardinality(sqlc.arg(types)::text[])
-    WHERE singleton
-    RETURNING last_seq
-), appended AS (
-    INSERT INTO events (
-        seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
-        resource_id, resource_version, audience_id, restricted_to, payload, created_at
-    )
-    SELECT counter.last_seq - cardinality(sqlc.arg(types)::text[]) + e.ord,
-           e.type, e.actor_id, e.actor_kind, e.space_id, e.channel_id, e.thread_id,
-           e.resource_kind, e.resource_id, e.resource_version, e.audience_id,
-           e.restricted_to::uuid[], e.payload::jsonb, e.created_at
-    FROM counter, (
-        SELECT unnest(sqlc.arg(offsets)::bigint[]) AS ord,
-               unnest(sqlc.arg(types)::text[]) AS type,
-               unnest(sqlc.arg(actor_ids)::uuid[]) AS actor_id,
-               unnest(sqlc.arg(actor_kinds)::text[]) AS actor_kind,
-               unnest(sqlc.arg(space_ids)::uuid[]) AS space_id,
-               unnest(sqlc.arg(channel_ids)::uuid[]) AS channel_id,
-               unnest(sqlc.arg(thread_ids)::uuid[]) AS thread_id,
-               unnest(sqlc.arg(resource_kinds)::text[]) AS resource_kind,
-               unnest(sqlc.arg(resource_ids)::uuid[]) AS resource_id,
-               unnest(sqlc.arg(resource_versions)::bigint[]) AS resource_version,
-               unnest(sqlc.arg(audience_ids)::uuid[]) AS audience_id,
-               unnest(sqlc.arg(restricted_tos)::text[]) AS restricted_to,
-               unnest(sqlc.arg(payloads)::text[]) AS payload,
-               unnest(sqlc.arg(created_ats)::timestamptz[]) AS created_at
-    ) AS e
-    RETURNING seq
+-- Appends every event buffered by a unit in one statement, right before COMMIT. The seqs
+-- derive from the writer's transaction id (turnkeeper_event_seq_base, migration 0009):
+-- no row, lock or sequence is shared with other writers, so their commits do not wait
+-- for each other. Readers serve an event only once every transaction below its writer's
+-- has ended (turnkeeper_event_horizon), so the order is final when it is served. One
+-- array per column, zipped by unnest in FROM; restricted_to travels as the text form of
+-- a uuid[] ('{...}' or NULL) because an array of arrays cannot be ragged; payloads travel
+-- as JSON text; `offsets` are the events' numbers in the transaction (1, 2, ...).
+-- name: AppendEvents :many
+INSERT INTO events (
+    seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
+    resource_id, resource_version, audience_id, restricted_to, payload, created_at
 )
-SELECT last_seq FROM counter;
+SELECT turnkeeper_event_seq_base() + e.ord,
+       e.type, e.actor_id, e.actor_kind, e.space_id, e.channel_id, e.thread_id,
+       e.resource_kind, e.resource_id, e.resource_version, e.audience_id,
+       e.restricted_to::uuid[], e.payload::jsonb, e.created_at
+FROM (
+    SELECT unnest(sqlc.arg(offsets)::bigint[]) AS ord,
+           unnest(sqlc.arg(types)::text[]) AS type,
+           unnest(sqlc.arg(actor_ids)::uuid[]) AS actor_id,
+           unnest(sqlc.arg(actor_kinds)::text[]) AS actor_kind,
+           unnest(sqlc.arg(space_ids)::uuid[]) AS space_id,
+           unnest(sqlc.arg(channel_ids)::uuid[]) AS channel_id,
+           unnest(sqlc.arg(thread_ids)::uuid[]) AS thread_id,
+           unnest(sqlc.arg(resource_kinds)::text[]) AS resource_kind,
+           unnest(sqlc.arg(resource_ids)::uuid[]) AS resource_id,
+           unnest(sqlc.arg(resource_versions)::bigint[]) AS resource_version,
+           unnest(sqlc.arg(audience_ids)::uuid[]) AS audience_id,
+           unnest(sqlc.arg(restricted_tos)::text[]) AS restricted_to,
+           unnest(sqlc.arg(payloads)::text[]) AS payload,
+           unnest(sqlc.arg(created_ats)::timestamptz[]) AS created_at
+) AS e
+RETURNING seq;
 
 -- The shared feed: no personal events; only events of threads the reader may open
 -- (everything for the owner; the channels its grants give read on; single threads, the
 -- main threads of the channels an agent operates; the threads whose fixed operator the
 -- reading agent is, looked up in this statement's snapshot, one hashed subplan over
 -- threads_operator_agent_idx, so a thread created just before the read is in it);
--- restricted events only for their audience; in seq order.
+-- restricted events only for their audience; in seq order. Only events below the horizon
+-- (migration 0009): their order is final, no later commit lands between them.
 -- name: ReadSharedEvents :many
 SELECT * FROM events
 WHERE seq > sqlc.arg(after_seq)
+  AND seq < turnkeeper_event_horizon()
   AND audience_id IS NULL
   AND (sqlc.arg(everything)::boolean
        OR channel_id = ANY(sqlc.arg(channel_ids)::uuid[])
@@ -62,16 +58,27 @@ LIMIT sqlc.arg(max_events);
 -- name: ReadAudienceEvents :many
 SELECT * FROM events
 WHERE audience_id = sqlc.arg(audience_id) AND seq > sqlc.arg(after_seq)
+  AND seq < turnkeeper_event_horizon()
 ORDER BY seq
 LIMIT sqlc.arg(max_events);
 
--- The highest seq allocated so far: the wake-up watchdog of each server process reads it
--- once per stream.heartbeat_seconds and wakes every reader when it moved past the
--- notifications the process got.
--- name: ReadEventCounter :one
-SELECT last_seq FROM event_counter WHERE singleton;
+-- The events that became readable after a seq, as the wake-up watch of each server
+-- process sees them: the highest readable seq and the feeds of those events ('*' for
+-- the shared feed, the audience's uuid for a personal event); 0 and '' when none. Bounded
+-- by max_events (found says how many were looked at) so that a watch that fell far
+-- behind reads in steps.
+-- name: ReadReadableSince :one
+SELECT coalesce(max(r.seq), 0)::bigint AS top_seq,
+       coalesce(string_agg(DISTINCT coalesce(r.audience_id::text, '*'), ' '), '')::text AS feeds,
+       count(*)::bigint AS found
+FROM (
+    SELECT seq, audience_id FROM events
+    WHERE seq > sqlc.arg(after_seq) AND seq < turnkeeper_event_horizon()
+    ORDER BY seq
+    LIMIT sqlc.arg(max_events)
+) AS r;
 
--- Subscribes the process's dedicated connection to the commits that append events
--- (migration 0004 sends the notifications).
--- name: ListenForEvents :exec
-LISTEN turnkeeper_events;
+-- The highest readable seq (0 when none): where the watch of a process starts.
+-- name: ReadReadableTop :one
+SELECT coalesce(max(seq), 0)::bigint AS top_seq FROM events
+WHERE seq < turnkeeper_event_horizon();

@@ -1,9 +1,11 @@
 """A reader paging the event log by seq never skips an event that commits late.
 
-The dangerous moment is a unit that has its seq but has not committed yet: if a later
-seq could become visible first, a reader would move its cursor past the earlier one and
-never see it. The PostgreSQL log allocates seqs right before COMMIT under the counter's
-row lock, so later units wait, and seq order is commit order.
+The dangerous moment is a unit that has inserted its events but has not committed yet:
+if a later seq could become readable first, a reader would move its cursor past the
+earlier one and never see it. The PostgreSQL log numbers events by their writer's
+transaction id and serves only seqs below the horizon of the oldest running transaction
+(ADR 0020): later writers do not wait for the held unit, but nothing of theirs is
+readable until it ends.
 """
 
 from __future__ import annotations
@@ -18,8 +20,14 @@ from functools import partial
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from tests.support.locks import backend_pid, wait_until_blocked
-from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWork, PostgresUnitOfWorkFactory
+from tests.support.locks import backend_pid
+from turnkeeper.adapters.postgres.pool import PoolPolicy
+from turnkeeper.adapters.postgres.uow import (
+    Conn,
+    PostgresUnitOfWork,
+    PostgresUnitOfWorkFactory,
+    create_pool,
+)
 from turnkeeper.application.ports import ReaderScope, UnitOfWorkFactory
 from turnkeeper.domain.events import EventType, NewEvent
 
@@ -35,6 +43,14 @@ EVENTS_PER_UNIT = 2
 PAGE = 3
 #: Upper bound of the random pause of a writer before it commits, in seconds.
 JITTER = 0.02
+
+#: ``database.request_timeout`` of the hung-unit test, and the slack of its bound (the
+#: reader's polls and the server noticing the severed connection).
+HUNG_TIMEOUT_SECONDS = 1.0
+HUNG_SLACK_SECONDS = 1.0
+#: Polls of the reader in the hung-unit test at most, one per `HUNG_POLL_SECONDS`.
+HUNG_POLLS = 2_000
+HUNG_POLL_SECONDS = 0.005
 
 READER = uuid.uuid4()
 EVERYTHING = ReaderScope(reader_id=READER, everything=True)
@@ -104,7 +120,7 @@ async def _all_markers(factory: UnitOfWorkFactory) -> list[str]:
 
 
 async def test_a_reader_never_skips_an_event_held_in_its_commit(
-    pg_pool: AsyncConnectionPool[Conn], pg_conninfo: str, monkeypatch: pytest.MonkeyPatch
+    pg_pool: AsyncConnectionPool[Conn], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     factory = PostgresUnitOfWorkFactory(pg_pool)
     reader = Reader(factory)
@@ -123,7 +139,7 @@ async def test_a_reader_never_skips_an_event_held_in_its_commit(
                 reached: asyncio.Event = at_gate,
                 commit: Callable[[], Awaitable[None]] = real_commit,
             ) -> None:
-                # The seq is allocated and the row inserted; COMMIT waits for the gate.
+                # The events are inserted; COMMIT waits for the gate.
                 reached.set()
                 await release.wait()
                 await commit()
@@ -134,9 +150,10 @@ async def test_a_reader_never_skips_an_event_held_in_its_commit(
             writers = [
                 asyncio.create_task(_write(factory, f"w-{round_no}-{i}")) for i in range(WRITERS)
             ]
-            # The writers queue behind the held unit's counter lock: nothing newer is visible.
-            await wait_until_blocked(pg_conninfo, backend_pid(held), waiters=WRITERS)
-            assert not any(w.done() for w in writers)
+            # The writers do not wait for the held unit's commit: they all commit while it
+            # is held, and none of their events is readable before it ends.
+            assert backend_pid(held) > 0
+            await asyncio.gather(*writers)
             before = len(reader.seen)
             await reader.poll()
             assert len(reader.seen) == before
@@ -149,7 +166,8 @@ async def test_a_reader_never_skips_an_event_held_in_its_commit(
         expected_total += 1 + WRITERS * EVENTS_PER_UNIT
         await reader.drain(expected_total)
 
-    assert reader.seen == list(range(1, expected_total + 1))
+    assert reader.seen == sorted(set(reader.seen))
+    assert len(reader.seen) == expected_total
     assert reader.markers == await _all_markers(factory)
     assert len(set(reader.markers)) == expected_total
 
@@ -172,5 +190,48 @@ async def test_a_polling_reader_sees_every_event_of_racing_writers(
         expected_total += WRITERS * EVENTS_PER_UNIT
         await reader.drain(expected_total)
 
-    assert reader.seen == list(range(1, expected_total + 1))
+    assert reader.seen == sorted(set(reader.seen))
+    assert len(reader.seen) == expected_total
     assert reader.markers == await _all_markers(pg_uow_factory)
+
+
+async def test_a_hung_unit_holds_readers_back_at_most_the_request_timeout(
+    pg_conninfo: str,
+) -> None:
+    # A unit that holds a transaction id and then hangs keeps the horizon where it is;
+    # at database.request_timeout its connection is severed, the server ends the
+    # transaction, and the events committed meanwhile become readable.
+    policy = PoolPolicy(request_timeout=HUNG_TIMEOUT_SECONDS, reconnect_max_wait=1, retry_after=1)
+    pool = await create_pool(pg_conninfo, 1, 4, policy=policy)
+    factory = PostgresUnitOfWorkFactory(pool, policy=policy)
+    started, never = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    async def hang() -> None:
+        async with factory() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            await uow.connection.execute("SELECT pg_current_xact_id()")
+            started.set()
+            await never.wait()
+
+    try:
+        hung = asyncio.create_task(hang())
+        await started.wait()
+        since = loop.time()
+        reader = Reader(factory)
+        await reader.drain(0)
+        before = len(reader.seen)
+        await _write(factory, "behind-the-hung-unit")
+        await reader.poll()
+        assert len(reader.seen) == before, "held back while the hung unit lives"
+        for _ in range(HUNG_POLLS):
+            await reader.poll()
+            if len(reader.seen) > before:
+                break
+            await asyncio.sleep(HUNG_POLL_SECONDS)
+        waited = loop.time() - since
+        assert len(reader.seen) == before + EVENTS_PER_UNIT
+        assert waited <= HUNG_TIMEOUT_SECONDS + HUNG_SLACK_SECONDS
+        hung.cancel()
+    finally:
+        await pool.close()

@@ -5,8 +5,9 @@ row, and observes on the server (`tests.support.locks.wait_until_blocked`, from
 ``pg_stat_activity`` and ``pg_blocking_pids``) that the second one waits for the first;
 then the first commits and the second must see what the first committed. Each scenario
 repeats, as the other concurrency tests do. The unique-key wait of two inserts with one
-client id is in tests/integration/test_postgres_uow.py, the event counter held in its
-commit in tests/concurrency/test_event_cursor.py.
+client id is in tests/integration/test_postgres_uow.py; the event log takes no lock that
+other writers wait for (tests/concurrency/test_event_cursor.py shows writers committing
+while one unit is held in its commit).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Live delivery on the memory adapter and on PostgreSQL: readers are woken by commits.
 
-The same scenarios run on both stores. On PostgreSQL the wake-up comes through
-LISTEN/NOTIFY (`PostgresEventWaker`): two sets of services on one database stand for
-two server processes (a commit through one wakes a reader of the other), the
-notification payload carries neither content nor token, and a killed listening
-connection is replaced without losing an event. Every wake-up is awaited with a bound;
-nothing sleeps for a time window.
+The same scenarios run on both stores. On PostgreSQL the wake-up comes from each
+process's watching connection (`PostgresEventWaker`, ADR 0020): two sets of services on
+one database stand for two server processes (a commit through one wakes a reader of the
+other), what the watch reads names feeds but neither content nor token, an event held
+back by an older open transaction wakes its reader when that transaction ends (though it
+appends nothing), and a killed watching connection is replaced without losing an event.
+Every wake-up is awaited with a bound; nothing sleeps for a time window.
 """
 
 from __future__ import annotations
@@ -22,8 +23,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from tests.support.fakes import TEST_KEY, FakeClock, SequentialIds
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
+from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory
-from turnkeeper.adapters.postgres.wakeup import LISTENER_APPLICATION_NAME, PostgresEventWaker
+from turnkeeper.adapters.postgres.wakeup import (
+    LISTENER_APPLICATION_NAME,
+    WATCH_BATCH,
+    PostgresEventWaker,
+)
 from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.bootstrap import Services, build_services
@@ -39,12 +45,15 @@ from turnkeeper.domain.messaging import MessageDraft
 BOUND_SECONDS = 10.0
 #: Long enough that only a wake-up can end a wait within `BOUND_SECONDS`.
 LONG_WAIT_SECONDS = 60
-#: The PostgreSQL waker's check interval: longer than `BOUND_SECONDS`, so that only a
-#: notification can wake a reader in time (never the counter check).
+#: The PostgreSQL waker's check interval: longer than `BOUND_SECONDS`, so that only the
+#: watch can wake a reader in time (never the fallback polling).
 CHECK_INTERVAL = timedelta(seconds=LONG_WAIT_SECONDS)
+#: Steps of at most `LOOK_STEP_SECONDS` a test yields for while it awaits looks of the watch.
+LOOK_STEPS = 10_000
+LOOK_STEP_SECONDS = 0.001
 #: The check interval (and reconnect pause) of the reconnect test.
 RECONNECT_INTERVAL = timedelta(seconds=1)
-#: Content that must never cross a notification.
+#: Content that must never cross the watch.
 SECRET = "the quarterly numbers are in the red"
 
 
@@ -226,21 +235,50 @@ async def test_a_commit_through_one_process_wakes_a_reader_of_the_other(
     assert page.events[0].type is EventType.MESSAGE_CREATED
 
 
-async def test_the_notification_names_feeds_only_never_content_or_tokens(
+async def test_the_watch_names_feeds_only_never_content_or_tokens(
     pg_node: Node, pg_conninfo: str
 ) -> None:
     async with await psycopg.AsyncConnection.connect(pg_conninfo, autocommit=True) as conn:
-        await conn.execute("LISTEN turnkeeper_events")
+        before = await q.read_readable_top(conn) or 0
         await pg_node.post("alex", "eskalation", "notify-1", mention="lotse")
-        payloads = [n.payload async for n in conn.notifies(timeout=BOUND_SECONDS, stop_after=1)]
-        cur = await conn.execute("SELECT last_seq FROM event_counter")
+        look = await q.read_readable_since(conn, after_seq=before, max_events=WATCH_BATCH)
+        cur = await conn.execute("SELECT max(seq) FROM events")
         row = await cur.fetchone()
     assert row is not None
-    assert len(payloads) == 1
-    top, *feeds = payloads[0].split()
-    assert int(top) == row[0]
-    assert sorted(feeds) == sorted(["*", str(pg_node.world.principal("lotse").id)])
-    assert SECRET not in payloads[0]
+    assert look is not None
+    assert look.top_seq == row[0]
+    assert sorted(look.feeds.split()) == sorted(["*", str(pg_node.world.principal("lotse").id)])
+    assert SECRET not in look.feeds
+
+
+async def test_an_event_held_back_by_an_older_transaction_wakes_its_reader_when_it_ends(
+    pg_node: Node, pg_conninfo: str
+) -> None:
+    waker = pg_node.services.live.waker
+    assert isinstance(waker, PostgresEventWaker)
+    sam = pg_node.world.principal("sam")
+    waiting = asyncio.create_task(
+        pg_node.services.live.wait_events(
+            sam, after=await pg_node.end_of_feed("sam"), wait=LONG_WAIT_SECONDS
+        )
+    )
+    await _until_listening(pg_node.services, 1)
+    async with await psycopg.AsyncConnection.connect(pg_conninfo) as older:
+        # An unrelated transaction that holds an xid and appends nothing.
+        await older.execute("SELECT pg_current_xact_id()")
+        await pg_node.post("alex", "allgemein", "held-1")
+        looks = waker.looks
+        async with asyncio.timeout(BOUND_SECONDS):
+            for _ in range(LOOK_STEPS):
+                if waker.looks >= looks + 2:
+                    break
+                await asyncio.sleep(LOOK_STEP_SECONDS)
+        assert waker.looks >= looks + 2
+        # Committed, but below no horizon yet: the watch has not woken the reader.
+        assert not waiting.done()
+        await older.rollback()
+    page = await asyncio.wait_for(waiting, BOUND_SECONDS)
+    assert EventType.MESSAGE_CREATED in [e.type for e in page.events]
 
 
 @pytest.mark.parametrize("check_interval", [RECONNECT_INTERVAL])

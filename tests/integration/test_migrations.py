@@ -59,15 +59,59 @@ async def test_migrate_applies_every_migration_on_an_empty_database(
         "grants",
         "messages",
         "events",
-        "event_counter",
         "audit_denials",
         "rate_buckets",
         "schema_migrations",
     } <= await _tables(pg_empty_conninfo)
+    # No shared counter row: event seqs derive from the writer's xid (ADR 0020).
+    assert "event_counter" not in await _tables(pg_empty_conninfo)
     assert [v for v, _ in await _ledger(pg_empty_conninfo)] == ALL_VERSIONS
     async with await psycopg.AsyncConnection.connect(pg_empty_conninfo) as conn:
         assert await pending(conn) == []
         assert await is_current(conn)
+
+
+#: The migration that replaces the event counter by seqs from the writer's xid.
+XID_SEQS = "0009"
+
+
+async def test_events_of_the_counter_keep_their_seqs_and_new_ones_follow_them(
+    pg_empty_conninfo: str, tmp_path: Path
+) -> None:
+    folder = _copy_migrations(tmp_path)
+    for later in sorted(folder.glob("*.sql")):
+        if later.name >= XID_SEQS:
+            later.unlink()
+    await migrate(pg_empty_conninfo, directory=folder)
+    old_event = (
+        "WITH c AS (UPDATE event_counter SET last_seq = last_seq + 1 RETURNING last_seq)"
+        " INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,"
+        " resource_kind, resource_id, payload, created_at)"
+        " SELECT last_seq, 'thread.created', gen_random_uuid(), 'person', gen_random_uuid(),"
+        " gen_random_uuid(), 'thread', gen_random_uuid(), '{}', now() FROM c"
+    )
+    async with await psycopg.AsyncConnection.connect(pg_empty_conninfo, autocommit=True) as conn:
+        for _ in range(3):
+            await conn.execute(old_event)
+    await migrate(pg_empty_conninfo)
+    async with await psycopg.AsyncConnection.connect(pg_empty_conninfo, autocommit=True) as conn:
+        await conn.execute(
+            "INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,"
+            " resource_kind, resource_id, payload, created_at)"
+            " SELECT turnkeeper_event_seq_base() + 1, 'thread.created', gen_random_uuid(),"
+            " 'person', gen_random_uuid(), gen_random_uuid(), 'thread', gen_random_uuid(),"
+            " '{}', now()"
+        )
+        cur = await conn.execute(
+            "SELECT seq FROM events WHERE seq > %s AND seq < turnkeeper_event_horizon()"
+            " ORDER BY seq",
+            (1,),
+        )
+        after_one = [row[0] for row in await cur.fetchall()]
+    # A cursor a client held before the migration goes on where it was.
+    assert after_one[:2] == [2, 3]
+    assert len(after_one) == 3
+    assert after_one[2] > 3
 
 
 async def test_pending_lists_everything_before_the_first_migrate(pg_empty_conninfo: str) -> None:

@@ -416,22 +416,22 @@ async def test_events_get_seqs_at_commit_and_are_read_by_scope(
         everything = await uow.events.read(
             ReaderScope(reader_id=s.agent.id, everything=True), 0, 10
         )
-        assert [e.seq for e in everything] == [1, 2, 3]
+        seqs = [e.seq for e in everything]
+        # One transaction: consecutive numbers after its base (ADR 0020).
+        assert seqs == [seqs[0], seqs[0] + 1, seqs[0] + 2]
         assert [fields(e) for e in everything] == [
             fields(shared),
             fields(restricted),
             fields(elsewhere),
         ]
         by_channel = ReaderScope(reader_id=s.person.id, channel_ids=frozenset({s.channel.id}))
-        assert [e.seq for e in await uow.events.read(by_channel, 0, 10)] == [1]
+        assert [e.seq for e in await uow.events.read(by_channel, 0, 10)] == [seqs[0]]
         by_thread = ReaderScope(reader_id=s.agent.id, thread_ids=frozenset({s.other_thread.id}))
-        assert [e.seq for e in await uow.events.read(by_thread, 0, 10)] == [3]
+        assert [e.seq for e in await uow.events.read(by_thread, 0, 10)] == [seqs[2]]
         nothing = ReaderScope(reader_id=s.person.id)
         assert await uow.events.read(nothing, 0, 10) == []
-        assert [
-            e.seq
-            for e in await uow.events.read(ReaderScope(reader_id=s.agent.id, everything=True), 1, 1)
-        ] == [2]
+        everything_scope = ReaderScope(reader_id=s.agent.id, everything=True)
+        assert [e.seq for e in await uow.events.read(everything_scope, seqs[0], 1)] == [seqs[1]]
 
 
 async def test_denials_are_aggregated_per_window(pg_uow_factory: UnitOfWorkFactory) -> None:

@@ -22,13 +22,13 @@ def test_the_policy_follows_the_settings() -> None:
     assert policy == PoolPolicy(request_timeout=3.0, reconnect_max_wait=4.0, retry_after=4)
 
 
-def test_every_connection_gets_a_statement_timeout_and_a_connect_timeout(
+def test_every_connection_gets_statement_and_idle_timeouts_and_a_connect_timeout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("PGOPTIONS", raising=False)
     policy = PoolPolicy.from_settings(Settings(request_timeout=timedelta(seconds=3)))
     assert policy.connection_kwargs("dbname=turnkeeper") == {
-        "options": "-c statement_timeout=3000",
+        "options": "-c statement_timeout=3000 -c idle_in_transaction_session_timeout=3000",
         "connect_timeout": "3",
     }
 
@@ -39,7 +39,8 @@ def test_options_and_a_smaller_connect_timeout_of_the_conninfo_are_kept() -> Non
         "postgresql://alex@db.example.com/turnkeeper?options=-c%20work_mem%3D8MB&connect_timeout=2"
     )
     assert kwargs == {
-        "options": "-c work_mem=8MB -c statement_timeout=5000",
+        "options": "-c work_mem=8MB -c statement_timeout=5000"
+        " -c idle_in_transaction_session_timeout=5000",
         "connect_timeout": "2",
     }
 
@@ -49,7 +50,10 @@ def test_pgoptions_are_kept_when_the_conninfo_names_none(monkeypatch: pytest.Mon
     kwargs = PoolPolicy.from_settings(
         Settings(request_timeout=timedelta(seconds=1))
     ).connection_kwargs("dbname=x")
-    assert kwargs["options"] == "-c search_path=turnkeeper -c statement_timeout=1000"
+    assert kwargs["options"] == (
+        "-c search_path=turnkeeper -c statement_timeout=1000"
+        " -c idle_in_transaction_session_timeout=1000"
+    )
 
 
 @pytest.mark.parametrize(

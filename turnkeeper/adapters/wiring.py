@@ -11,6 +11,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import attrs
@@ -169,9 +170,13 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
     pool = await create_pool(
         conninfo, min_size=settings.pool_min_size, max_size=settings.pool_max_size, policy=policy
     )
-    # One LISTEN connection for the life of the process: commits of every process wake
-    # this one's long-polls and streams.
-    waker = PostgresEventWaker(conninfo, check_interval=settings.stream_heartbeat)
+    # One watching connection for the life of the process: events of every process wake
+    # this one's long-polls and streams once they are readable.
+    waker = PostgresEventWaker(
+        conninfo,
+        check_interval=settings.stream_heartbeat,
+        watch_interval=timedelta(milliseconds=settings.stream_watch_interval_ms),
+    )
     try:
         await waker.start()
         services = build_services(

@@ -130,6 +130,9 @@ class Settings:
             comments of an idle event stream.
         stream_max_per_principal: ``stream.max_per_principal``, event streams one
             principal may hold open on one server process.
+        stream_watch_interval_ms: ``stream.watch_interval_ms``, milliseconds between two
+            looks of a server process for newly readable events while readers wait
+            (the wake-up delay of long-polls and streams on PostgreSQL).
         mcp_chunk_bytes: ``mcp.chunk_bytes``, the most UTF-8 bytes of one message that
             ``turnkeeper mcp`` posts for ``send_message``; longer content goes in parts.
         mcp_wait: ``mcp.wait_seconds``, how long ``wait_for_work`` waits when the call
@@ -203,6 +206,7 @@ class Settings:
     stream_max_wait: timedelta = attrs.field(default=_seconds(60), validator=_positive_duration)
     stream_heartbeat: timedelta = attrs.field(default=_seconds(15), validator=_positive_duration)
     stream_max_per_principal: int = attrs.field(default=8, validator=_positive)
+    stream_watch_interval_ms: int = attrs.field(default=10, validator=_positive)
     mcp_chunk_bytes: int = attrs.field(default=4000, validator=_holds_a_character)
     mcp_wait: timedelta = attrs.field(default=_seconds(30), validator=_positive_duration)
     mcp_max_wait: timedelta = attrs.field(default=_seconds(300), validator=_positive_duration)
@@ -270,6 +274,7 @@ SETTING_KEYS: dict[str, str] = {
     "stream.max_wait_seconds": "stream_max_wait",
     "stream.heartbeat_seconds": "stream_heartbeat",
     "stream.max_per_principal": "stream_max_per_principal",
+    "stream.watch_interval_ms": "stream_watch_interval_ms",
     "mcp.chunk_bytes": "mcp_chunk_bytes",
     "mcp.wait_seconds": "mcp_wait",
     "mcp.max_wait_seconds": "mcp_max_wait",

@@ -7,7 +7,7 @@ raise the same application errors as the partial and unique indexes of PostgreSQ
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import attrs
@@ -110,14 +110,22 @@ class MemoryAgentFeedRepository:
 
     Args:
         tables: the tables of the unit of work.
+        horizon: the seq below which events are final (`MemoryStore.horizon`); every
+            event is when None.
     """
 
-    def __init__(self, tables: Tables) -> None:
+    def __init__(self, tables: Tables, horizon: Callable[[], int] | None = None) -> None:
         self._t = tables
+        self._horizon = horizon
 
     async def read(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
-        """An agent's personal events after a seq."""
-        found = [e for e in self._t.events if e.seq > after and e.audience_id == audience_id]
+        """An agent's personal events after a seq (below the horizon)."""
+        bound = None if self._horizon is None else self._horizon()
+        found = [
+            e
+            for e in self._t.events
+            if e.seq > after and e.audience_id == audience_id and (bound is None or e.seq < bound)
+        ]
         return found[:limit]
 
     async def lock_cursor(self, agent_id: uuid.UUID) -> AgentCursor:

@@ -2,7 +2,10 @@
 
 A unit snapshots every table when it starts (values are frozen, so a shallow copy of
 each dict is a snapshot) and restores the snapshot unless it commits. One asyncio lock
-serializes units; events get their seq at commit, as in PostgreSQL.
+serializes units. Events are numbered as in PostgreSQL (`turnkeeper.adapters.event_seqs`):
+each unit gets a transaction id when it first appends one, its events become part of the
+log at commit, and readers serve only seqs below the horizon of the oldest unit still
+holding an id.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from turnkeeper.adapters.event_seqs import check_count, first_seq, horizon_bound
 from turnkeeper.adapters.memory.freshness import MemoryFreshnessRepository
 from turnkeeper.adapters.memory.runs import (
     MemoryAgentFeedRepository,
@@ -49,6 +53,37 @@ class MemoryStore:
     def __init__(self) -> None:
         self.tables = Tables()
         self.lock = asyncio.Lock()
+        #: The next transaction id (never reused, also after a rollback).
+        self.next_xid = 1
+        #: Transaction ids of the units that appended events and are still open.
+        self.running: set[int] = set()
+
+    def take_xid(self) -> int:
+        """A new transaction id, held as running until `end` releases it.
+
+        Returns:
+            The id.
+        """
+        xid = self.next_xid
+        self.next_xid += 1
+        self.running.add(xid)
+        return xid
+
+    def end(self, xid: int) -> None:
+        """A unit holding `xid` committed or rolled back.
+
+        Args:
+            xid: the unit's transaction id.
+        """
+        self.running.discard(xid)
+
+    def horizon(self) -> int:
+        """The seq below which every event is final (see `turnkeeper.adapters.event_seqs`).
+
+        Returns:
+            The bound of the oldest running transaction id, or of the next one.
+        """
+        return horizon_bound(min(self.running, default=self.next_xid))
 
 
 class _Principals:
@@ -265,16 +300,26 @@ class _Messages:
 
 
 class _Events:
-    def __init__(self, t: Tables) -> None:
-        self._t = t
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._t = store.tables
         self.pending: list[NewEvent] = []
+        self.xid: int | None = None
 
     async def append(self, event: NewEvent) -> None:
+        check_count(len(self.pending) + 1)
+        if self.xid is None:
+            self.xid = self._store.take_xid()
         self.pending.append(event)
+
+    def readable(self) -> list[Event]:
+        """The log's events below the horizon, in seq order."""
+        horizon = self._store.horizon()
+        return [e for e in self._t.events if e.seq < horizon]
 
     async def read(self, scope: ReaderScope, after: int, limit: int) -> list[Event]:
         found: list[Event] = []
-        for event in self._t.events:
+        for event in self.readable():
             if event.seq <= after or event.audience_id is not None:
                 continue
             if not scope.everything and not self._in_scope(scope, event):
@@ -298,12 +343,21 @@ class _Events:
         )
 
     def flush(self) -> None:
-        seq = self._t.events[-1].seq if self._t.events else 0
-        for event in self.pending:
-            seq += 1
+        if self.xid is None:
+            return
+        base = first_seq(self.xid)
+        for number, event in enumerate(self.pending, start=1):
             values = {f.name: getattr(event, f.name) for f in attrs.fields(NewEvent)}
-            self._t.events.append(Event(seq=seq, **values))
+            self._t.events.append(Event(seq=base + number, **values))
+        # Seqs of different units interleave: the log stays in seq order for readers.
+        self._t.events.sort(key=lambda e: e.seq)
         self.pending.clear()
+
+    def end(self) -> None:
+        """The unit ended: its transaction id no longer holds the horizon back."""
+        if self.xid is not None:
+            self._store.end(self.xid)
+            self.xid = None
 
 
 class _Audit:
@@ -367,19 +421,20 @@ class MemoryUnitOfWork:
         self.threads = _Threads(tables)
         self.grants = _Grants(tables)
         self.messages = _Messages(tables)
-        self.events = _Events(tables)
+        self.events = _Events(store)
         self.audit = _Audit(tables)
         self.buckets = _Buckets(tables)
         self.runs = MemoryRunRepository(tables)
-        self.agent_feed = MemoryAgentFeedRepository(tables)
+        self.agent_feed = MemoryAgentFeedRepository(tables, store.horizon)
         self.freshness = MemoryFreshnessRepository(tables)
         self.followups = MemoryFollowupRepository(tables)
         self.committed = False
 
     async def commit(self) -> None:
-        """Assign seqs to the unit's events, keep every change and wake their readers."""
+        """Number the unit's events, keep every change and wake their readers."""
         feeds = [event.audience_id for event in self.events.pending]
         self.events.flush()
+        self.events.end()
         self.committed = True
         if feeds and self._waker is not None:
             self._waker.signal(feeds)
@@ -388,6 +443,7 @@ class MemoryUnitOfWork:
         """Restore the state the unit started from."""
         self._store.tables = self._snapshot
         self.events.pending.clear()
+        self.events.end()
 
 
 class MemoryUnitOfWorkFactory:

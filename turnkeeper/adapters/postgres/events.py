@@ -1,4 +1,4 @@
-"""PostgreSQL event log: events buffered by the unit and appended right before COMMIT."""
+"""PostgreSQL event log: events numbered by their writer's transaction, served below the horizon."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from turnkeeper.adapters.event_seqs import check_count
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.base import Conn, PostgresRepository
 from turnkeeper.application.ports import ReaderScope
 from turnkeeper.domain.events import Event, EventType, NewEvent
 
@@ -74,10 +75,11 @@ class PostgresEventLog(PostgresRepository):
     """The event log; satisfies `EventLog`.
 
     Appended events are buffered and written by `flush`, which the unit calls right
-    before COMMIT: one statement (`AppendEvents`) allocates the seqs on the counter row
-    and inserts the events, so the row lock is held only until the commit, and a later
-    allocation waits until this commit is visible. Seq order is therefore commit order,
-    and a reader paging by seq never passes an event that is still to commit.
+    before COMMIT, in one statement (`AppendEvents`). Their seqs derive from the unit's
+    transaction id (`turnkeeper.adapters.event_seqs`), so writers share no row, lock or
+    sequence and never wait for each other's commits. Reads serve only events below the
+    horizon of the oldest transaction still running (migration 0009): no event can
+    still appear there, so a reader paging by seq never passes one that commits later.
 
     Args:
         conn: the unit's connection.
@@ -86,17 +88,23 @@ class PostgresEventLog(PostgresRepository):
     def __init__(self, conn: Conn) -> None:
         super().__init__(conn)
         self._pending: list[NewEvent] = []
+        # Events this transaction has inserted already: the next one's number follows.
+        self._numbered = 0
 
     async def append(self, event: NewEvent) -> None:
-        """Buffer an event; it gets its seq and becomes visible when the unit commits.
+        """Buffer an event; it gets its seq at flush and is readable once below the horizon.
 
         Args:
             event: the event.
+
+        Raises:
+            TooManyEvents: beyond the events one transaction can number.
         """
+        check_count(self._numbered + len(self._pending) + 1)
         self._pending.append(event)
 
     async def flush(self) -> list[int]:
-        """Allocate seqs for the buffered events and insert them (called before COMMIT).
+        """Insert the buffered events, numbered in this transaction (called before COMMIT).
 
         Returns:
             The seqs given, in append order.
@@ -104,9 +112,11 @@ class PostgresEventLog(PostgresRepository):
         if not self._pending:
             return []
         events, self._pending = self._pending, []
-        last = await q.append_events(
+        first = self._numbered + 1
+        self._numbered += len(events)
+        return await q.append_events(
             self._conn,
-            offsets=list(range(1, len(events) + 1)),
+            offsets=list(range(first, first + len(events))),
             types=[e.type.value for e in events],
             actor_ids=[e.actor_id for e in events],
             actor_kinds=[e.actor_kind for e in events],
@@ -121,19 +131,17 @@ class PostgresEventLog(PostgresRepository):
             payloads=[payload_json(e.payload) for e in events],
             created_ats=[e.created_at for e in events],
         )
-        if last is None:
-            raise MissingRow("event_counter")
-        return list(range(last - len(events) + 1, last + 1))
 
     def discard(self) -> None:
         """Forget the buffered events (the unit rolls back)."""
         self._pending.clear()
+        self._numbered = 0
 
     async def read(self, scope: ReaderScope, after: int, limit: int) -> list[Event]:
         """Shared events after a cursor that the scope may read, in seq order.
 
-        Only committed events are visible, and seqs are allocated in commit order, so an
-        event that commits later always gets a seq above every event served now.
+        Only events below the horizon are served: their writers have all ended, and an
+        event that becomes visible later always has a seq above every event served now.
 
         Args:
             scope: what the reader may see.
@@ -156,7 +164,7 @@ class PostgresEventLog(PostgresRepository):
         return [_event(row) for row in rows]
 
     async def read_personal(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
-        """One principal's personal events after a cursor, in seq order.
+        """One principal's personal events after a cursor, in seq order (below the horizon).
 
         Args:
             audience_id: the receiving principal.

@@ -106,7 +106,11 @@ class PoolPolicy:
             conninfo: the libpq connection string or URI of the pool.
 
         Returns:
-            ``options`` with ``-c statement_timeout=<ms>`` added, and ``connect_timeout``.
+            ``options`` with ``-c statement_timeout=<ms>`` and
+            ``-c idle_in_transaction_session_timeout=<ms>`` added, and ``connect_timeout``.
+            The second bounds a transaction whose process froze between two statements
+            (its own deadline timer cannot run then): an open transaction holds back
+            every reader of the event log (ADR 0020), so the server ends it instead.
         """
         given = conninfo_to_dict(conninfo)
         options = str(given.get("options") or os.environ.get(_PGOPTIONS, ""))
@@ -115,7 +119,10 @@ class PoolPolicy:
         if given.get("connect_timeout"):
             connect = min(connect, int(str(given["connect_timeout"])))
         return {
-            "options": f"{options} -c statement_timeout={statement_ms}".strip(),
+            "options": (
+                f"{options} -c statement_timeout={statement_ms}"
+                f" -c idle_in_transaction_session_timeout={statement_ms}"
+            ).strip(),
             "connect_timeout": str(connect),
         }
 

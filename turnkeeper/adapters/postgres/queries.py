@@ -148,6 +148,21 @@ class EventRow:
 
 
 @attrs.frozen
+class ReadReadableSinceRow:
+    """A result row of ReadReadableSince.
+
+    Attributes:
+        top_seq: ``int8``.
+        feeds: ``text``.
+        found: ``int8``.
+    """
+
+    top_seq: int
+    feeds: str
+    found: int
+
+
+@attrs.frozen
 class ListFollowupsRow:
     """A result row of ListFollowups.
 
@@ -783,42 +798,35 @@ WHERE id = %(p9)s"""
 
 _LIST_CHANNELS = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels ORDER BY id"""
 
-_APPEND_EVENTS = """WITH counter AS (
-    UPDATE event_counter
-    SET last_seq = last_seq + cardinality(%(p1)s::text[])
-    WHERE singleton
-    RETURNING last_seq
-), appended AS (
-    INSERT INTO events (
-        seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
-        resource_id, resource_version, audience_id, restricted_to, payload, created_at
-    )
-    SELECT counter.last_seq - cardinality(%(p1)s::text[]) + e.ord,
-           e.type, e.actor_id, e.actor_kind, e.space_id, e.channel_id, e.thread_id,
-           e.resource_kind, e.resource_id, e.resource_version, e.audience_id,
-           e.restricted_to::uuid[], e.payload::jsonb, e.created_at
-    FROM counter, (
-        SELECT unnest(%(p2)s::bigint[]) AS ord,
-               unnest(%(p1)s::text[]) AS type,
-               unnest(%(p3)s::uuid[]) AS actor_id,
-               unnest(%(p4)s::text[]) AS actor_kind,
-               unnest(%(p5)s::uuid[]) AS space_id,
-               unnest(%(p6)s::uuid[]) AS channel_id,
-               unnest(%(p7)s::uuid[]) AS thread_id,
-               unnest(%(p8)s::text[]) AS resource_kind,
-               unnest(%(p9)s::uuid[]) AS resource_id,
-               unnest(%(p10)s::bigint[]) AS resource_version,
-               unnest(%(p11)s::uuid[]) AS audience_id,
-               unnest(%(p12)s::text[]) AS restricted_to,
-               unnest(%(p13)s::text[]) AS payload,
-               unnest(%(p14)s::timestamptz[]) AS created_at
-    ) AS e
-    RETURNING seq
+_APPEND_EVENTS = """INSERT INTO events (
+    seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
+    resource_id, resource_version, audience_id, restricted_to, payload, created_at
 )
-SELECT last_seq FROM counter"""
+SELECT turnkeeper_event_seq_base() + e.ord,
+       e.type, e.actor_id, e.actor_kind, e.space_id, e.channel_id, e.thread_id,
+       e.resource_kind, e.resource_id, e.resource_version, e.audience_id,
+       e.restricted_to::uuid[], e.payload::jsonb, e.created_at
+FROM (
+    SELECT unnest(%(p1)s::bigint[]) AS ord,
+           unnest(%(p2)s::text[]) AS type,
+           unnest(%(p3)s::uuid[]) AS actor_id,
+           unnest(%(p4)s::text[]) AS actor_kind,
+           unnest(%(p5)s::uuid[]) AS space_id,
+           unnest(%(p6)s::uuid[]) AS channel_id,
+           unnest(%(p7)s::uuid[]) AS thread_id,
+           unnest(%(p8)s::text[]) AS resource_kind,
+           unnest(%(p9)s::uuid[]) AS resource_id,
+           unnest(%(p10)s::bigint[]) AS resource_version,
+           unnest(%(p11)s::uuid[]) AS audience_id,
+           unnest(%(p12)s::text[]) AS restricted_to,
+           unnest(%(p13)s::text[]) AS payload,
+           unnest(%(p14)s::timestamptz[]) AS created_at
+) AS e
+RETURNING seq"""
 
 _READ_SHARED_EVENTS = """SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
 WHERE seq > %(p1)s
+  AND seq < turnkeeper_event_horizon()
   AND audience_id IS NULL
   AND (%(p2)s::boolean
        OR channel_id = ANY(%(p3)s::uuid[])
@@ -831,12 +839,22 @@ LIMIT %(p7)s"""
 
 _READ_AUDIENCE_EVENTS = """SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
 WHERE audience_id = %(p1)s AND seq > %(p2)s
+  AND seq < turnkeeper_event_horizon()
 ORDER BY seq
 LIMIT %(p3)s"""
 
-_READ_EVENT_COUNTER = """SELECT last_seq FROM event_counter WHERE singleton"""
+_READ_READABLE_SINCE = """SELECT coalesce(max(r.seq), 0)::bigint AS top_seq,
+       coalesce(string_agg(DISTINCT coalesce(r.audience_id::text, '*'), ' '), '')::text AS feeds,
+       count(*)::bigint AS found
+FROM (
+    SELECT seq, audience_id FROM events
+    WHERE seq > %(p1)s AND seq < turnkeeper_event_horizon()
+    ORDER BY seq
+    LIMIT %(p2)s
+) AS r"""
 
-_LISTEN_FOR_EVENTS = """LISTEN turnkeeper_events"""
+_READ_READABLE_TOP = """SELECT coalesce(max(seq), 0)::bigint AS top_seq FROM events
+WHERE seq < turnkeeper_event_horizon()"""
 
 _INSERT_FOLLOWUP = """INSERT INTO run_followups (run_id, message_id, state, accepted_run_id, mode, created_at, updated_at)
 VALUES (%(p1)s, %(p2)s, 'queued', %(p1)s, %(p3)s,
@@ -1628,8 +1646,8 @@ async def list_channels(conn: psycopg.AsyncConnection[Any]) -> list[ChannelRow]:
 async def append_events(
     conn: psycopg.AsyncConnection[Any],
     *,
-    types: Sequence[str | None],
     offsets: Sequence[int | None],
+    types: Sequence[str | None],
     actor_ids: Sequence[uuid.UUID | None],
     actor_kinds: Sequence[str | None],
     space_ids: Sequence[uuid.UUID | None],
@@ -1642,56 +1660,50 @@ async def append_events(
     restricted_tos: Sequence[str | None],
     payloads: Sequence[str | None],
     created_ats: Sequence[datetime | None],
-) -> int | None:
-    """Run AppendEvents (:one, sql/queries/events.sql).
+) -> list[int]:
+    """Run AppendEvents (:many, sql/queries/events.sql).
 
-    Appends every event buffered by a unit in one statement, right before COMMIT: the
-    UPDATE of the counter row allocates the seqs and holds the row lock until COMMIT, so a
-    later allocation waits for this commit. Seq order is commit order, and no reader can
-    see seq n + 1 while seq n may still commit. One array per column, zipped by unnest in
-    FROM; restricted_to travels as the text form of a uuid[] ('{...}' or NULL) because an
-    array of arrays cannot be ragged; payloads travel as JSON text; `offsets` is 1..n.
+    Appends every event buffered by a unit in one statement, right before COMMIT. The seqs
+    derive from the writer's transaction id (turnkeeper_event_seq_base, migration 0009):
+    no row, lock or sequence is shared with other writers, so their commits do not wait
+    for each other. Readers serve an event only once every transaction below its writer's
+    has ended (turnkeeper_event_horizon), so the order is final when it is served. One
+    array per column, zipped by unnest in FROM; restricted_to travels as the text form of
+    a uuid[] ('{...}' or NULL) because an array of arrays cannot be ragged; payloads travel
+    as JSON text; `offsets` are the events' numbers in the transaction (1, 2, ...).
 
     SQL::
 
-        WITH counter AS (
-            UPDATE event_counter
-            SET last_seq = last_seq + cardinality($1::text[])
-            WHERE singleton
-            RETURNING last_seq
-        ), appended AS (
-            INSERT INTO events (
-                seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
-                resource_id, resource_version, audience_id, restricted_to, payload, created_at
-            )
-            SELECT counter.last_seq - cardinality($1::text[]) + e.ord,
-                   e.type, e.actor_id, e.actor_kind, e.space_id, e.channel_id, e.thread_id,
-                   e.resource_kind, e.resource_id, e.resource_version, e.audience_id,
-                   e.restricted_to::uuid[], e.payload::jsonb, e.created_at
-            FROM counter, (
-                SELECT unnest($2::bigint[]) AS ord,
-                       unnest($1::text[]) AS type,
-                       unnest($3::uuid[]) AS actor_id,
-                       unnest($4::text[]) AS actor_kind,
-                       unnest($5::uuid[]) AS space_id,
-                       unnest($6::uuid[]) AS channel_id,
-                       unnest($7::uuid[]) AS thread_id,
-                       unnest($8::text[]) AS resource_kind,
-                       unnest($9::uuid[]) AS resource_id,
-                       unnest($10::bigint[]) AS resource_version,
-                       unnest($11::uuid[]) AS audience_id,
-                       unnest($12::text[]) AS restricted_to,
-                       unnest($13::text[]) AS payload,
-                       unnest($14::timestamptz[]) AS created_at
-            ) AS e
-            RETURNING seq
+        INSERT INTO events (
+            seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
+            resource_id, resource_version, audience_id, restricted_to, payload, created_at
         )
-        SELECT last_seq FROM counter
+        SELECT turnkeeper_event_seq_base() + e.ord,
+               e.type, e.actor_id, e.actor_kind, e.space_id, e.channel_id, e.thread_id,
+               e.resource_kind, e.resource_id, e.resource_version, e.audience_id,
+               e.restricted_to::uuid[], e.payload::jsonb, e.created_at
+        FROM (
+            SELECT unnest($1::bigint[]) AS ord,
+                   unnest($2::text[]) AS type,
+                   unnest($3::uuid[]) AS actor_id,
+                   unnest($4::text[]) AS actor_kind,
+                   unnest($5::uuid[]) AS space_id,
+                   unnest($6::uuid[]) AS channel_id,
+                   unnest($7::uuid[]) AS thread_id,
+                   unnest($8::text[]) AS resource_kind,
+                   unnest($9::uuid[]) AS resource_id,
+                   unnest($10::bigint[]) AS resource_version,
+                   unnest($11::uuid[]) AS audience_id,
+                   unnest($12::text[]) AS restricted_to,
+                   unnest($13::text[]) AS payload,
+                   unnest($14::timestamptz[]) AS created_at
+        ) AS e
+        RETURNING seq
 
     Args:
         conn: the connection; the statement runs in its current transaction.
-        types: ``$1`` (``text[]``).
-        offsets: ``$2`` (``int8[]``).
+        offsets: ``$1`` (``int8[]``).
+        types: ``$2`` (``text[]``).
         actor_ids: ``$3`` (``uuid[]``).
         actor_kinds: ``$4`` (``text[]``).
         space_ids: ``$5`` (``uuid[]``).
@@ -1706,14 +1718,14 @@ async def append_events(
         created_ats: ``$14`` (``timestamptz[]``).
 
     Returns:
-        The row, or None when no row matched.
+        The rows, in the order of the query.
     """
     async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             _APPEND_EVENTS,
             {
-                "p1": list(types),
-                "p2": list(offsets),
+                "p1": list(offsets),
+                "p2": list(types),
                 "p3": list(actor_ids),
                 "p4": list(actor_kinds),
                 "p5": list(space_ids),
@@ -1728,7 +1740,7 @@ async def append_events(
                 "p14": list(created_ats),
             },
         )
-        return cast("int | None", await cur.fetchone())
+        return cast("list[int]", await cur.fetchall())
 
 
 async def read_shared_events(
@@ -1749,12 +1761,14 @@ async def read_shared_events(
     main threads of the channels an agent operates; the threads whose fixed operator the
     reading agent is, looked up in this statement's snapshot, one hashed subplan over
     threads_operator_agent_idx, so a thread created just before the read is in it);
-    restricted events only for their audience; in seq order.
+    restricted events only for their audience; in seq order. Only events below the horizon
+    (migration 0009): their order is final, no later commit lands between them.
 
     SQL::
 
         SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
         WHERE seq > $1
+          AND seq < turnkeeper_event_horizon()
           AND audience_id IS NULL
           AND ($2::boolean
                OR channel_id = ANY($3::uuid[])
@@ -1809,6 +1823,7 @@ async def read_audience_events(
 
         SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
         WHERE audience_id = $1 AND seq > $2
+          AND seq < turnkeeper_event_horizon()
         ORDER BY seq
         LIMIT $3
 
@@ -1828,16 +1843,51 @@ async def read_audience_events(
         return await cur.fetchall()
 
 
-async def read_event_counter(conn: psycopg.AsyncConnection[Any]) -> int | None:
-    """Run ReadEventCounter (:one, sql/queries/events.sql).
+async def read_readable_since(
+    conn: psycopg.AsyncConnection[Any], *, after_seq: int, max_events: int
+) -> ReadReadableSinceRow | None:
+    """Run ReadReadableSince (:one, sql/queries/events.sql).
 
-    The highest seq allocated so far: the wake-up watchdog of each server process reads it
-    once per stream.heartbeat_seconds and wakes every reader when it moved past the
-    notifications the process got.
+    The events that became readable after a seq, as the wake-up watch of each server
+    process sees them: the highest readable seq and the feeds of those events ('*' for
+    the shared feed, the audience's uuid for a personal event); 0 and '' when none. Bounded
+    by max_events (found says how many were looked at) so that a watch that fell far
+    behind reads in steps.
 
     SQL::
 
-        SELECT last_seq FROM event_counter WHERE singleton
+        SELECT coalesce(max(r.seq), 0)::bigint AS top_seq,
+               coalesce(string_agg(DISTINCT coalesce(r.audience_id::text, '*'), ' '), '')::text AS feeds,
+               count(*)::bigint AS found
+        FROM (
+            SELECT seq, audience_id FROM events
+            WHERE seq > $1 AND seq < turnkeeper_event_horizon()
+            ORDER BY seq
+            LIMIT $2
+        ) AS r
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        after_seq: ``$1`` (``int8``).
+        max_events: ``$2`` (``integer``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(ReadReadableSinceRow)) as cur:
+        await cur.execute(_READ_READABLE_SINCE, {"p1": after_seq, "p2": max_events})
+        return await cur.fetchone()
+
+
+async def read_readable_top(conn: psycopg.AsyncConnection[Any]) -> int | None:
+    """Run ReadReadableTop (:one, sql/queries/events.sql).
+
+    The highest readable seq (0 when none): where the watch of a process starts.
+
+    SQL::
+
+        SELECT coalesce(max(seq), 0)::bigint AS top_seq FROM events
+        WHERE seq < turnkeeper_event_horizon()
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -1846,25 +1896,8 @@ async def read_event_counter(conn: psycopg.AsyncConnection[Any]) -> int | None:
         The row, or None when no row matched.
     """
     async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(_READ_EVENT_COUNTER)
+        await cur.execute(_READ_READABLE_TOP)
         return cast("int | None", await cur.fetchone())
-
-
-async def listen_for_events(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Run ListenForEvents (:exec, sql/queries/events.sql).
-
-    Subscribes the process's dedicated connection to the commits that append events
-    (migration 0004 sends the notifications).
-
-    SQL::
-
-        LISTEN turnkeeper_events
-
-    Args:
-        conn: the connection; the statement runs in its current transaction.
-    """
-    async with conn.cursor() as cur:
-        await cur.execute(_LISTEN_FOR_EVENTS)
 
 
 async def insert_followup(

@@ -1,11 +1,10 @@
 """The PostgreSQL unit of work: one pooled connection, one READ COMMITTED transaction.
 
 A unit takes a connection from the pool, runs every repository on it, and rolls back
-unless `commit()` was called. `commit()` first writes the unit's buffered events (the
-event seq allocation is deliberately the last statement before COMMIT, see
-`PostgresEventLog`) and then commits. Driver errors leave the unit as application
-errors (`turnkeeper.adapters.postgres.errors`). A unit ends within
-``database.request_timeout``, waiting for its connection included
+unless `commit()` was called. `commit()` first writes the unit's buffered events
+(numbered by the unit's transaction id, see `PostgresEventLog`) and then commits.
+Driver errors leave the unit as application errors (`turnkeeper.adapters.postgres.errors`).
+A unit ends within ``database.request_timeout``, waiting for its connection included
 (`turnkeeper.adapters.postgres.pool`).
 
 Example:

@@ -1,23 +1,28 @@
-"""Wake-ups across server processes: LISTEN/NOTIFY on one dedicated connection.
+"""Wake-ups across server processes: one watching connection per process.
 
-Migration 0004 makes every statement that appends events send a NOTIFY on
-``turnkeeper_events`` inside its transaction; PostgreSQL delivers it to every listening
-session once that transaction commits. Each process holds one connection that LISTENs
-(`PostgresEventWaker`) and fans the notifications out to its waiting readers through a
-`turnkeeper.adapters.wakeups.LocalWaker`. The payload is the highest seq and the feeds
-of the events; no content and no token crosses it.
+Events become readable when they fall below the visibility horizon (ADR 0020), not when
+their transaction commits: an event committed while an older transaction still runs is
+not readable yet, and becomes readable when that transaction ends, which may append
+nothing and notify nobody. So the wake-up follows the readers' own rule instead of the
+commits: each process holds one connection (`PostgresEventWaker`, ``application_name``
+`LISTENER_APPLICATION_NAME`) that asks, once per ``watch_interval``
+(``stream.watch_interval_ms``) while readers wait, which events became readable since
+the last look (``ReadReadableSince``), and wakes the readers of their feeds through a
+`turnkeeper.adapters.wakeups.LocalWaker`. A woken reader finds the event; a reader that
+finds nothing waits again and is woken at the latest one interval after the horizon
+passes. Writers send nothing (a NOTIFY would take PostgreSQL's cluster-wide notification
+lock through every commit, the serialization point ADR 0020 removes), and no content or
+token leaves the database.
 
-Nothing is lost when a notification is (the connection drops, the server restarts):
+Nothing is lost when the connection is:
 
-- after every (re)connect, once LISTEN is in force, every reader is woken, so commits
-  made while nobody listened are read;
-- once per ``check_interval`` (``stream.heartbeat_seconds``) the connection reads the
-  event counter; when it moved past the highest notified seq, every reader is woken;
-- while the connection is down, every reader is woken once per interval (they fall back
-  to polling).
+- after every (re)connect every reader is woken, so events that became readable while
+  nobody watched are read;
+- while the connection is down, every reader is woken once per ``check_interval``
+  (``stream.heartbeat_seconds``): they fall back to polling.
 
-The connection is opened when the first reader listens and closed one interval after
-the last one left, unless `start` keeps it for the life of the process (servers).
+The connection is opened when the first reader listens and closed one check interval
+after the last one left, unless `start` keeps it for the life of the process (servers).
 """
 
 from __future__ import annotations
@@ -40,14 +45,19 @@ from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.wakeup import SHARED_FEED, Feed, WakeListener
 
-#: ``application_name`` of the listening connection (visible in pg_stat_activity).
+#: ``application_name`` of the watching connection (visible in pg_stat_activity).
 LISTENER_APPLICATION_NAME = "turnkeeper-listen"
-#: The feed word of the payload for shared events (see migration 0004).
+#: The feed word of the payload for shared events (see ``ReadReadableSince``).
 _SHARED_WORD = "*"
 #: The payload word that stands for every feed (too many to name).
 _ALL_WORD = "all"
 #: The default check interval: the default of ``stream.heartbeat_seconds``.
 DEFAULT_CHECK_INTERVAL = Settings().stream_heartbeat
+#: The default watch interval: the default of ``stream.watch_interval_ms``.
+DEFAULT_WATCH_INTERVAL = timedelta(milliseconds=Settings().stream_watch_interval_ms)
+#: Events one look of the watch reads at most; a full batch is followed by another look
+#: at once, so a watch that fell behind catches up in steps of bounded cost.
+WATCH_BATCH = 1000
 
 _log = structlog.get_logger("turnkeeper.wakeup")
 
@@ -57,10 +67,10 @@ ConnInfo = str | Callable[[], str] | Callable[[], Awaitable[str]]
 
 @attrs.frozen(kw_only=True)
 class Notification:
-    """A parsed payload of ``turnkeeper_events``.
+    """What one look of the watch found (the text form ``"<top seq> <feed> ..."``).
 
     Attributes:
-        top_seq: the highest seq the committing statement appended.
+        top_seq: the highest seq that became readable.
         feeds: the feeds of its events; None when the payload says ``all`` or cannot be
             read (then every reader is woken).
     """
@@ -70,7 +80,7 @@ class Notification:
 
 
 def parse_payload(payload: str) -> Notification:
-    """Read a notification payload of migration 0004.
+    """Read the text form of a `Notification`.
 
     Args:
         payload: ``"<top seq> <feed> <feed> ..."`` with ``*`` for the shared feed, uuids
@@ -93,25 +103,37 @@ def parse_payload(payload: str) -> Notification:
 
 
 class PostgresEventWaker:
-    """Wakes the readers of this process on commits of any process; an `EventWaker`.
+    """Wakes the readers of this process when events of any process become readable.
+
+    Satisfies `turnkeeper.application.wakeup.EventWaker`.
 
     Args:
         conninfo: the database: a conninfo, or a function (sync or async) returning one,
             as `psycopg_pool.AsyncConnectionPool.conninfo` may be.
-        check_interval: how often the listening connection checks the event counter,
-            and how long it waits between two connection attempts.
+        check_interval: how long the connection waits between two connection attempts
+            (readers poll once per interval meanwhile), the bound of each of its
+            statements, and how long it stays open after the last reader left.
+        watch_interval: how often the connection looks for newly readable events while
+            readers wait.
     """
 
     def __init__(
-        self, conninfo: ConnInfo, *, check_interval: timedelta = DEFAULT_CHECK_INTERVAL
+        self,
+        conninfo: ConnInfo,
+        *,
+        check_interval: timedelta = DEFAULT_CHECK_INTERVAL,
+        watch_interval: timedelta = DEFAULT_WATCH_INTERVAL,
     ) -> None:
         self._conninfo = conninfo
         self._interval = check_interval
+        self._watch = watch_interval
         self._hub = LocalWaker(on_count=self._listeners_changed)
         self._task: asyncio.Task[None] | None = None
         self._keep = False
         self._notified_seq = 0
-        #: Completed (re)connections, each with LISTEN in force (for tests and logs).
+        #: Looks for newly readable events so far (for tests and measurements).
+        self.looks = 0
+        #: Completed (re)connections, each watching (for tests and logs).
         self.connections = 0
         self._listening = asyncio.Event()
 
@@ -142,7 +164,7 @@ class PostgresEventWaker:
     # -- the process's lifetime ------------------------------------------------------------
 
     async def start(self) -> None:
-        """Listen from now on for the life of the process, and wait until LISTEN holds.
+        """Watch from now on for the life of the process, and wait until the watch runs.
 
         A database that cannot be reached does not fail the start: the connection is
         retried once per interval, and readers poll meanwhile.
@@ -168,7 +190,7 @@ class PostgresEventWaker:
 
     @property
     def listening(self) -> bool:
-        """True while the dedicated connection LISTENs."""
+        """True while the dedicated connection watches."""
         return self._listening.is_set()
 
     # -- inside --------------------------------------------------------------------------
@@ -219,25 +241,45 @@ class PostgresEventWaker:
                 application_name=LISTENER_APPLICATION_NAME,
             )
         async with conn:
-            await q.listen_for_events(conn)
             self.connections += 1
             self._listening.set()
-            # What committed before LISTEN held was never notified to this process.
-            await self._check(conn, force=True)
+            # What became readable while nobody watched was never signalled.
+            await self._jump(conn)
+            idle_since: float | None = None
+            loop = asyncio.get_running_loop()
             while not self._hub.closed:
-                async for notify in conn.notifies(timeout=seconds):
-                    self._deliver(notify.payload)
-                await self._check(conn)
-                if not self._keep and self._hub.listeners == 0:
-                    self._listening.clear()
-                    return
+                if self._hub.listeners == 0:
+                    idle_since = loop.time() if idle_since is None else idle_since
+                    if not self._keep and loop.time() - idle_since >= seconds:
+                        self._listening.clear()
+                        return
+                    await asyncio.sleep(self._watch.total_seconds())
+                    continue
+                if idle_since is not None:
+                    # Readers came back after a pause: start from the end instead of
+                    # looking through everything the pause left behind, and wake them all.
+                    idle_since = None
+                    await self._jump(conn)
+                elif not await self._look(conn):
+                    await asyncio.sleep(self._watch.total_seconds())
 
-    async def _check(self, conn: psycopg.AsyncConnection[Any], *, force: bool = False) -> None:
+    async def _jump(self, conn: psycopg.AsyncConnection[Any]) -> None:
         async with asyncio.timeout(self._interval.total_seconds()):
-            counter = await q.read_event_counter(conn) or 0
-        if force or counter > self._notified_seq:
-            self._notified_seq = max(self._notified_seq, counter)
-            self._hub.signal_all()
+            top = await q.read_readable_top(conn) or 0
+        self._notified_seq = max(self._notified_seq, top)
+        self._hub.signal_all()
+
+    async def _look(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """Wake the readers of the events that became readable; True when a batch was full."""
+        self.looks += 1
+        async with asyncio.timeout(self._interval.total_seconds()):
+            row = await q.read_readable_since(
+                conn, after_seq=self._notified_seq, max_events=WATCH_BATCH
+            )
+        if row is None or row.top_seq <= self._notified_seq:
+            return False
+        self._deliver(f"{row.top_seq} {row.feeds}")
+        return row.found >= WATCH_BATCH
 
     def _deliver(self, payload: str) -> None:
         notification = parse_payload(payload)
