@@ -8,6 +8,13 @@ errors (`turnkeeper.adapters.postgres.errors`). A unit ends within
 ``database.request_timeout``, waiting for its connection included
 (`turnkeeper.adapters.postgres.pool`).
 
+A write unit runs in psycopg's pipeline mode on an autocommit connection and sends its
+own ``BEGIN`` (ADR 0022): the BEGIN travels with the unit's first statement instead of
+costing a round trip of its own, the statements named in
+`turnkeeper.adapters.postgres.pipelining` wait for the next round trip, and COMMIT goes
+with the last writes and the events. Every other statement waits for its own result, as
+it would outside a pipeline.
+
 Example:
     >>> pool = await create_pool(conninfo, min_size=1, max_size=4)  # doctest: +SKIP
     >>> uow_factory = PostgresUnitOfWorkFactory(pool)
@@ -81,11 +88,14 @@ class PostgresUnitOfWork:
     """One transaction over every repository; satisfies `turnkeeper.application.ports.UnitOfWork`.
 
     Args:
-        conn: a pooled connection, idle, not in autocommit mode.
+        conn: a pooled connection, idle, in autocommit mode.
+        pipeline: the connection's pipeline, in which the unit sent its BEGIN (None for a
+            read-only unit).
     """
 
-    def __init__(self, conn: Conn) -> None:
+    def __init__(self, conn: Conn, pipeline: psycopg.AsyncPipeline | None = None) -> None:
         self._conn = conn
+        self._pipeline = pipeline
         self._events = PostgresEventLog(conn)
         principals = PostgresPrincipalRepository(conn)
         agent_feed = PostgresAgentFeedRepository(conn)
@@ -123,8 +133,32 @@ class PostgresUnitOfWork:
             raise UnitClosed("this unit of work already committed")
         with wrap_errors():
             await self._events.flush()
-            await self._conn.commit()
+            if self._pipeline is None:
+                await self._conn.commit()
+            else:
+                await self._conn.execute(COMMIT, prepare=False)
+                # Leaving the pipeline sends its Sync: the one wait for everything queued.
+                await self.leave_pipeline(raise_errors=True)
         self.committed = True
+
+    async def leave_pipeline(self, *, raise_errors: bool = False) -> None:
+        """Leave pipeline mode, waiting for whatever is queued (a no-op once left).
+
+        Args:
+            raise_errors: raise a queued statement's error (commit); otherwise the unit
+                is rolling back and the error that made it do so is the one that counts.
+
+        Raises:
+            psycopg.Error: with `raise_errors`, the first error of a queued statement.
+        """
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is None:
+            return
+        try:
+            await pipeline.__aexit__(None, None, None)
+        except psycopg.Error:
+            if raise_errors:
+                raise
 
     async def rollback(self) -> None:
         """Roll back whatever the unit did (a no-op after commit).
@@ -136,6 +170,8 @@ class PostgresUnitOfWork:
         if self._conn.info.transaction_status == TransactionStatus.IDLE:
             return
         try:
+            # Outside the pipeline by now (the factory leaves it first), where psycopg
+            # sends ROLLBACK on an autocommit connection too.
             await self._conn.rollback()
         except psycopg.Error:
             # A broken connection: nothing is left to roll back, the pool replaces it.
@@ -196,16 +232,21 @@ class PostgresUnitOfWorkFactory:
         try:
             with wrap_errors():
                 async with connection_within(self._pool, self._policy.request_timeout) as conn:
-                    if conn.autocommit != read_only:
-                        await conn.set_autocommit(read_only)
-                    if conn.isolation_level != IsolationLevel.READ_COMMITTED:
-                        await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
-                    unit = PostgresUnitOfWork(conn)
+                    if not conn.autocommit:
+                        await conn.set_autocommit(True)
+                    if read_only:
+                        yield PostgresUnitOfWork(conn)
+                        return
+                    pipeline = conn.pipeline()
+                    await pipeline.__aenter__()
+                    unit = PostgresUnitOfWork(conn, pipeline)
                     try:
+                        # Queued: it leaves with the unit's first statement.
+                        await conn.execute(BEGIN, prepare=False)
                         yield unit
                     finally:
-                        # Also after commit: statements run after it opened a new
-                        # transaction.
+                        await unit.leave_pipeline()
+                        # Also after commit: statements run after it ran in autocommit.
                         await unit.rollback()
         except StoreUnavailable as exc:
             # Raised anywhere in the unit (repositories translate driver errors where
@@ -214,6 +255,13 @@ class PostgresUnitOfWorkFactory:
                 exc.retry_after = self._policy.retry_after
             raise
 
+
+#: The statement that opens a write unit's transaction, sent in its pipeline (psycopg's own
+#: BEGIN in pipeline mode waits for its result: one more round trip).
+BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
+
+#: The statement that ends a write unit, sent with the unit's last writes.
+COMMIT = b"COMMIT"
 
 #: Executions of a statement on one connection before psycopg prepares it: at once.
 #: Every statement is one of the fixed queries of sql/queries (fewer than psycopg's
@@ -227,10 +275,10 @@ PREPARE_THRESHOLD = 0
 async def _configure(conn: Conn) -> None:
     """Settings of every pooled connection.
 
-    Explicit transactions, READ COMMITTED, and statements prepared on first use
-    (`PREPARE_THRESHOLD`).
+    Autocommit (a write unit sends its own BEGIN, see the module docstring), READ
+    COMMITTED, and statements prepared on first use (`PREPARE_THRESHOLD`).
     """
-    await conn.set_autocommit(False)
+    await conn.set_autocommit(True)
     await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
     conn.prepare_threshold = PREPARE_THRESHOLD
 
