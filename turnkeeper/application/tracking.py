@@ -27,6 +27,7 @@ from turnkeeper.application.ports import (
     FreshnessRepository,
     GrantRepository,
     MessageRepository,
+    PostFacts,
     PrincipalRepository,
     RateLimitStore,
     RunRepository,
@@ -276,6 +277,11 @@ class _TrackedThreads:
 
     async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
         return await self._inner.target(thread_id)
+
+    async def post_facts(
+        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+    ) -> PostFacts | None:
+        return await self._inner.post_facts(thread_id, author_id, client_msg_id)
 
 
 class _TrackedFreshness:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,10 @@ def _event(row: q.EventRow) -> Event:
         payload=row.payload,
         created_at=row.created_at,
     )
+
+
+async def _no_seqs() -> list[int]:
+    return []
 
 
 def _json_default(value: object) -> str:
@@ -101,10 +105,20 @@ class PostgresEventLog(PostgresRepository):
         Returns:
             The seqs given, in append order.
         """
+        return await (await self.start_flush())()
+
+    async def start_flush(self) -> Callable[[], Awaitable[list[int]]]:
+        """Queue the append of the buffered events in the unit's pipeline (ADR 0022).
+
+        The unit queues COMMIT right after it, so that both share one round trip.
+
+        Returns:
+            What gives the seqs, in append order, once the results arrived.
+        """
         if not self._pending:
-            return []
+            return _no_seqs
         events, self._pending = self._pending, []
-        last = await q.append_events(
+        pending = await q.start_append_events(
             self._conn,
             offsets=list(range(1, len(events) + 1)),
             types=[e.type.value for e in events],
@@ -121,9 +135,14 @@ class PostgresEventLog(PostgresRepository):
             payloads=[payload_json(e.payload) for e in events],
             created_ats=[e.created_at for e in events],
         )
-        if last is None:
-            raise MissingRow("event_counter")
-        return list(range(last - len(events) + 1, last + 1))
+
+        async def seqs() -> list[int]:
+            last = await pending.result()
+            if last is None:
+                raise MissingRow("event_counter")
+            return list(range(last - len(events) + 1, last + 1))
+
+        return seqs
 
     def discard(self) -> None:
         """Forget the buffered events (the unit rolls back)."""

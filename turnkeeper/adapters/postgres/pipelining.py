@@ -35,7 +35,7 @@ async def settled(cur: psycopg.AsyncCursor[Any]) -> None:
         psycopg.Error: the statement's error (or an earlier queued statement's).
     """
     # psycopg keeps the active pipeline on the connection; there is no public accessor.
-    pipeline = cast("psycopg.AsyncPipeline | None", cur.connection._pipeline)  # noqa: SLF001
+    pipeline = cur.connection._pipeline
     if pipeline is not None:
         await pipeline.sync()
 

@@ -33,7 +33,8 @@ def _principal(row: q.PrincipalRow) -> Principal:
     )
 
 
-def _grant(row: q.GrantRow) -> Grant:
+def grant_of(row: q.GrantRow) -> Grant:
+    """A grant row as the domain's `Grant`."""
     return Grant(
         id=row.id,
         principal_id=row.principal_id,
@@ -200,7 +201,7 @@ class PostgresGrantRepository(PostgresRepository):
             The grant, or None.
         """
         row = await q.get_grant(self._conn, id=grant_id)
-        return None if row is None else _grant(row)
+        return None if row is None else grant_of(row)
 
     async def delete(self, grant_id: uuid.UUID) -> None:
         """Remove a grant (no-op for an unknown id).
@@ -220,7 +221,7 @@ class PostgresGrantRepository(PostgresRepository):
             The grants.
         """
         rows = await q.list_grants_for_principal(self._conn, principal_id=principal_id)
-        return [_grant(row) for row in rows]
+        return [grant_of(row) for row in rows]
 
     async def lock_pair(
         self, principal_id: uuid.UUID, resource_kind: ResourceKind, resource_id: uuid.UUID
@@ -241,7 +242,7 @@ class PostgresGrantRepository(PostgresRepository):
             resource_kind=resource_kind.value,
             resource_id=resource_id,
         )
-        return None if row is None else _grant(row)
+        return None if row is None else grant_of(row)
 
     async def set_level(self, grant_id: uuid.UUID, level: Level) -> None:
         """Change a grant's level.
@@ -269,4 +270,4 @@ class PostgresGrantRepository(PostgresRepository):
             The grants.
         """
         rows = await q.list_grants(self._conn, principal_id=principal_id, resource_id=resource_id)
-        return [_grant(row) for row in rows]
+        return [grant_of(row) for row in rows]

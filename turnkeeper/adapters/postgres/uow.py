@@ -53,6 +53,7 @@ from turnkeeper.adapters.postgres.runs import (
     PostgresRunRepository,
 )
 from turnkeeper.adapters.postgres.spaces import (
+    LockedThreads,
     PostgresChannelRepository,
     PostgresSpaceRepository,
     PostgresThreadRepository,
@@ -89,11 +90,13 @@ class PostgresUnitOfWork:
 
     Args:
         conn: a pooled connection, idle, in autocommit mode.
-        pipeline: the connection's pipeline, in which the unit sent its BEGIN (None for a
-            read-only unit).
+        pipeline: the connection's pipeline block, entered, in which the unit sent its
+            BEGIN (None for a read-only unit).
     """
 
-    def __init__(self, conn: Conn, pipeline: psycopg.AsyncPipeline | None = None) -> None:
+    def __init__(
+        self, conn: Conn, pipeline: AbstractAsyncContextManager[psycopg.AsyncPipeline] | None = None
+    ) -> None:
         self._conn = conn
         self._pipeline = pipeline
         self._events = PostgresEventLog(conn)
@@ -107,13 +110,14 @@ class PostgresUnitOfWork:
         self.tokens: TokenRepository = PostgresTokenRepository(conn)
         self.spaces: SpaceRepository = PostgresSpaceRepository(conn)
         self.channels: ChannelRepository = PostgresChannelRepository(conn)
-        self.threads: ThreadRepository = PostgresThreadRepository(conn)
+        locked = LockedThreads()
+        self.threads: ThreadRepository = PostgresThreadRepository(conn, locked)
         self.grants: GrantRepository = PostgresGrantRepository(conn)
         self.messages: MessageRepository = PostgresMessageRepository(conn)
         self.events: EventLog = self._events
         self.audit: AuditLog = PostgresAuditLog(conn)
         self.buckets: RateLimitStore = PostgresRateLimitStore(conn)
-        self.freshness: FreshnessRepository = PostgresFreshnessRepository(conn)
+        self.freshness: FreshnessRepository = PostgresFreshnessRepository(conn, locked)
         self.committed = False
 
     @property
@@ -132,13 +136,16 @@ class PostgresUnitOfWork:
         if self.committed:
             raise UnitClosed("this unit of work already committed")
         with wrap_errors():
-            await self._events.flush()
             if self._pipeline is None:
+                await self._events.flush()
                 await self._conn.commit()
             else:
+                seqs = await self._events.start_flush()
                 await self._conn.execute(COMMIT, prepare=False)
-                # Leaving the pipeline sends its Sync: the one wait for everything queued.
+                # Leaving the pipeline sends its Sync: the one wait for the queued writes,
+                # the events and COMMIT.
                 await self.leave_pipeline(raise_errors=True)
+                await seqs()
         self.committed = True
 
     async def leave_pipeline(self, *, raise_errors: bool = False) -> None:

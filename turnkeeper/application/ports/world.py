@@ -6,7 +6,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
+import attrs
+
 from turnkeeper.domain.authorization import AccessTarget
+from turnkeeper.domain.messaging import Message
 from turnkeeper.domain.world import (
     Channel,
     Grant,
@@ -83,6 +86,21 @@ class ChannelRepository(Protocol):
         ...
 
 
+@attrs.frozen(kw_only=True)
+class PostFacts:
+    """What a message post decides on, read together (`ThreadRepository.post_facts`).
+
+    Attributes:
+        target: the thread with its channel and space.
+        grants: the author's grants.
+        earlier: the message the author stored under the request's client id, or None.
+    """
+
+    target: AccessTarget
+    grants: list[Grant]
+    earlier: Message | None
+
+
 class ThreadRepository(Protocol):
     """Threads and their sequence allocator."""
 
@@ -131,6 +149,26 @@ class ThreadRepository(Protocol):
 
     async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
         """The thread with its channel and space (one read), or None when unknown."""
+        ...
+
+    async def post_facts(
+        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+    ) -> PostFacts | None:
+        """Everything a message post decides on, in one round trip, under the thread lock.
+
+        Takes the thread row lock (the one `allocate_seq` takes, held until the unit
+        ends) before it reads the rest, so the post sees the thread's state and seq as
+        they stay until it commits, and a later `allocate_seq` of the unit costs no
+        round trip of its own.
+
+        Args:
+            thread_id: the thread.
+            author_id: the author (whose grants and earlier message are read).
+            client_msg_id: the request's idempotency key.
+
+        Returns:
+            The facts, or None for an unknown thread.
+        """
         ...
 
 
