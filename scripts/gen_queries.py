@@ -275,8 +275,10 @@ PIPELINED = frozenset(
     {
         "AppendEvents",
         "GetMessageByClientId",
+        "GetPrincipals",
         "GetThreadTargetForUpdate",
         "InsertMessage",
+        "InsertRun",
         "ListGrantsForPrincipal",
         "SetThreadLatestSeq",
     }

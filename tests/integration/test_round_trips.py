@@ -55,21 +55,7 @@ async def _exchange(worlds: tuple[BenchWorld, BenchWorld], op: Operation) -> Exc
     return exchange
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="9 round trips: the runs subscriber's reads and writes are not merged yet",
-            ),
-        )
-        if name == "message opens run"
-        else name
-        for name in sorted(TARGETS)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(TARGETS))
 async def test_a_hot_operation_takes_at_most_its_round_trips(
     worlds: tuple[BenchWorld, BenchWorld], name: str
 ) -> None:

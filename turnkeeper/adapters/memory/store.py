@@ -69,6 +69,9 @@ class _Principals:
     async def get(self, principal_id: uuid.UUID) -> Principal | None:
         return self._t.principals.get(principal_id)
 
+    async def prefetch(self, ids: Sequence[uuid.UUID]) -> None:
+        return None
+
     async def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Principal]:
         return {i: self._t.principals[i] for i in ids if i in self._t.principals}
 

@@ -3051,6 +3051,18 @@ async def get_principals(
         return await cur.fetchall()
 
 
+async def start_get_principals(
+    conn: psycopg.AsyncConnection[Any], *, ids: Sequence[uuid.UUID | None]
+) -> PendingMany[PrincipalRow]:
+    """Queue GetPrincipals in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `get_principals`.
+    """
+    cur = conn.cursor(row_factory=args_row(PrincipalRow))
+    await cur.execute(_GET_PRINCIPALS, {"p1": list(ids)})
+    return PendingMany(cur)
+
+
 async def update_principal(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -3296,7 +3308,6 @@ async def insert_run(
                 "p14": updated_at,
             },
         )
-        await settled(cur)
 
 
 async def get_run(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> RunRow | None:

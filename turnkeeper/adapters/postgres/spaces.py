@@ -11,7 +11,7 @@ from attrs import AttrsInstance
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
 from turnkeeper.adapters.postgres.messages import message_of
-from turnkeeper.adapters.postgres.principals import grant_of
+from turnkeeper.adapters.postgres.principals import PostgresGrantRepository, grant_of
 from turnkeeper.application.ports import PostFacts
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.world import (
@@ -242,11 +242,18 @@ class PostgresThreadRepository(PostgresRepository):
         conn: the unit's connection.
         locked: the unit's threads read under their row lock (shared with the
             freshness repository); a fresh one when None.
+        grants: the unit's grant repository, told the grants a post's facts read.
     """
 
-    def __init__(self, conn: Conn, locked: LockedThreads | None = None) -> None:
+    def __init__(
+        self,
+        conn: Conn,
+        locked: LockedThreads | None = None,
+        grants: PostgresGrantRepository | None = None,
+    ) -> None:
         super().__init__(conn)
         self._locked = locked if locked is not None else LockedThreads()
+        self._grants = grants
 
     async def add(self, thread: Thread) -> None:
         """Store a new thread.
@@ -394,6 +401,8 @@ class PostgresThreadRepository(PostgresRepository):
             return None
         thread = _thread(_unprefixed(row, "t_", q.ThreadRow))
         self._locked.remember(thread.id, thread.latest_seq)
+        if self._grants is not None:
+            self._grants.remember(author_id, grants)
         target = AccessTarget(
             space=_space(_unprefixed(row, "s_", q.SpaceRow)),
             channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),

@@ -111,8 +111,9 @@ class PostgresUnitOfWork:
         self.spaces: SpaceRepository = PostgresSpaceRepository(conn)
         self.channels: ChannelRepository = PostgresChannelRepository(conn)
         locked = LockedThreads()
-        self.threads: ThreadRepository = PostgresThreadRepository(conn, locked)
-        self.grants: GrantRepository = PostgresGrantRepository(conn)
+        grants = PostgresGrantRepository(conn)
+        self.threads: ThreadRepository = PostgresThreadRepository(conn, locked, grants)
+        self.grants: GrantRepository = grants
         self.messages: MessageRepository = PostgresMessageRepository(conn)
         self.events: EventLog = self._events
         self.audit: AuditLog = PostgresAuditLog(conn)
@@ -265,10 +266,10 @@ class PostgresUnitOfWorkFactory:
 
 #: The statement that opens a write unit's transaction, sent in its pipeline (psycopg's own
 #: BEGIN in pipeline mode waits for its result: one more round trip).
-BEGIN = b"BEGIN ISOLATION LEVEL READ COMMITTED"
+BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 #: The statement that ends a write unit, sent with the unit's last writes.
-COMMIT = b"COMMIT"
+COMMIT = "COMMIT"
 
 #: Executions of a statement on one connection before psycopg prepares it: at once.
 #: Every statement is one of the fixed queries of sql/queries (fewer than psycopg's

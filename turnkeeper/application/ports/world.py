@@ -41,6 +41,18 @@ class PrincipalRepository(Protocol):
         """The principals among `ids` that exist, by id."""
         ...
 
+    async def prefetch(self, ids: Sequence[uuid.UUID]) -> None:
+        """Start reading principals the unit is about to need, without waiting.
+
+        A later `get` or `get_many` of them then costs no round trip of its own when the
+        read arrived with another statement's (ADR 0022); without a later read it is
+        wasted work, never a wrong answer.
+
+        Args:
+            ids: the principals.
+        """
+        ...
+
     async def update(self, principal: Principal) -> None:
         """Store changed attributes of an existing principal."""
         ...
