@@ -252,8 +252,16 @@ class PostgresUnitOfWorkFactory:
                         # Queued: it leaves with the unit's first statement.
                         await conn.execute(BEGIN, prepare=False)
                         yield unit
-                    finally:
+                    except BaseException:
+                        # The error in flight is the one that counts.
                         await unit.leave_pipeline()
+                        await unit.rollback()
+                        raise
+                    try:
+                        # A unit left without commit still waits for what it queued, and
+                        # fails with the first error of it.
+                        await unit.leave_pipeline(raise_errors=True)
+                    finally:
                         # Also after commit: statements run after it ran in autocommit.
                         await unit.rollback()
         except StoreUnavailable as exc:
