@@ -256,6 +256,7 @@ class PostgresUnitOfWorkFactory:
                         # The error in flight is the one that counts.
                         await unit.leave_pipeline()
                         await unit.rollback()
+                        await _explicit_again(conn)
                         raise
                     try:
                         # A unit left without commit still waits for what it queued, and
@@ -264,12 +265,23 @@ class PostgresUnitOfWorkFactory:
                     finally:
                         # Also after commit: statements run after it ran in autocommit.
                         await unit.rollback()
+                        await _explicit_again(conn)
         except StoreUnavailable as exc:
             # Raised anywhere in the unit (repositories translate driver errors where
             # they run): only the factory knows when a retry may succeed.
             if exc.retry_after is None:
                 exc.retry_after = self._policy.retry_after
             raise
+
+
+async def _explicit_again(conn: Conn) -> None:
+    """Give the connection back in the pool's mode (explicit transactions), if it can be."""
+    if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+        return  # broken, or failing to roll back: the pool discards or resets it
+    try:
+        await conn.set_autocommit(False)
+    except psycopg.Error:
+        return
 
 
 #: The statement that opens a write unit's transaction, sent in its pipeline (psycopg's own
@@ -291,10 +303,11 @@ PREPARE_THRESHOLD = 0
 async def _configure(conn: Conn) -> None:
     """Settings of every pooled connection.
 
-    Autocommit (a write unit sends its own BEGIN, see the module docstring), READ
-    COMMITTED, and statements prepared on first use (`PREPARE_THRESHOLD`).
+    Explicit transactions, READ COMMITTED, and statements prepared on first use
+    (`PREPARE_THRESHOLD`). Units switch to autocommit for their time (a write unit sends
+    its own BEGIN, see the module docstring).
     """
-    await conn.set_autocommit(True)
+    await conn.set_autocommit(False)
     await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
     conn.prepare_threshold = PREPARE_THRESHOLD
 
