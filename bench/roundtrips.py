@@ -5,9 +5,12 @@ while timing). Round trips cannot be counted there: psycopg sends ``BEGIN`` insi
 first ``execute`` and a pipeline sends many statements before it waits once. libpq's
 trace (``PQtrace``) writes every protocol message, so a census counts, per operation:
 
-- **round trips**: ``ReadyForQuery`` messages from the server. The server sends one
-  after each ``Sync`` (extended protocol) or simple ``Query``, and the client cannot
-  go on before it: one per wait, and one per pipeline however many statements it holds;
+- **round trips**: the client's requests for an answer, after each of which it waits:
+  ``Sync`` (extended protocol; the server answers ``ReadyForQuery``), simple ``Query``,
+  and ``Flush`` (psycopg's pipeline mode asks for the results queued so far with a
+  Flush when a row is fetched; the server answers without ``ReadyForQuery``). One per
+  wait, however many statements went before it: requests sent with no answer between
+  them (leaving a pipeline sends a Sync, then a Flush) are one wait;
 - **statements**: ``Execute`` and simple ``Query`` messages from the client, ``BEGIN``
   and ``COMMIT`` included.
 
@@ -37,7 +40,7 @@ class Exchange:
     """What one connection exchanged with the server inside `counted`.
 
     Attributes:
-        round_trips: ``ReadyForQuery`` messages received.
+        round_trips: ``Sync``, ``Query`` and ``Flush`` messages sent (waits for an answer).
         statements: ``Execute`` and ``Query`` messages sent (BEGIN and COMMIT included).
     """
 
@@ -55,14 +58,19 @@ def count_trace(text: str) -> Exchange:
         The counts.
     """
     found = Exchange()
+    waiting = False
     for line in text.splitlines():
         fields = line.split("\t")
         if len(fields) < 3:
             continue
         direction, message = fields[0], fields[2].strip()
-        if direction == "B" and message == "ReadyForQuery":
+        if direction != "F":
+            waiting = False
+            continue
+        if message in ("Sync", "Query", "Flush") and not waiting:
             found.round_trips += 1
-        elif direction == "F" and message in ("Execute", "Query"):
+            waiting = True
+        if message in ("Execute", "Query"):
             found.statements += 1
     return found
 

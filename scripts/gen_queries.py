@@ -267,6 +267,24 @@ def _docstring_sql(text: str) -> list[str]:
     return [f"        {line}" if line.strip() else "" for line in text.strip().splitlines()]
 
 
+#: Statements that may wait in a write unit's pipeline (ADR 0022): an ``:exec`` one is only
+#: queued (its error is raised at the unit's next wait, inside the same unit), and a
+#: ``:one`` or ``:many`` one gets a ``start_`` variant that queues it and returns its
+#: pending rows. Every other statement waits for its own result, as outside a pipeline.
+PIPELINED = frozenset(
+    {
+        "AppendEvents",
+        "GetMessageByClientId",
+        "GetPrincipals",
+        "GetThreadTargetForUpdate",
+        "InsertMessage",
+        "InsertRun",
+        "ListGrantsForPrincipal",
+        "SetThreadLatestSeq",
+    }
+)
+
+
 def _comment_lines(query: Mapping[str, Any]) -> list[str]:
     return [str(c).strip() for c in query.get("comments") or [] if str(c).strip()]
 
@@ -282,6 +300,8 @@ class _Module:
         self.uses_scalar = False
         self.uses_args_row = False
         self.uses_cast = False
+        self.uses_settled = False
+        self.uses_pending: set[str] = set()
 
     def row_class(self, name: str, doc: str, columns: Sequence[Mapping[str, Any]]) -> None:
         if name in self.row_classes:
@@ -454,6 +474,9 @@ def _render_query(
     if cmd in (":exec", ":execrows"):
         lines.append("    async with conn.cursor() as cur:")
         lines.append(f"        {execute}")
+        if cmd == ":execrows" or name not in PIPELINED:
+            module.uses_settled = True
+            lines.append("        await settled(cur)")
         if cmd == ":execrows":
             lines.append("        return cur.rowcount")
     else:
@@ -466,6 +489,21 @@ def _render_query(
         else:
             lines.append(f"        return await cur.{fetch}()")
     module.functions += [*lines, "", ""]
+    if name in PIPELINED and cmd in (":one", ":many"):
+        item = scalar_annotation or row_name
+        if cmd == ":one" and scalar_annotation.endswith("| None"):
+            item = scalar_annotation.removesuffix("| None").strip()
+        pending = f"PendingOne[{item}]" if cmd == ":one" else f"PendingMany[{item}]"
+        module.uses_pending.add(pending.split("[", 1)[0])
+        start = [f"async def start_{func}({', '.join(signature_parts)}) -> {pending}:"]
+        start.append(f'    """Queue {name} in the unit\'s pipeline; read it with ``result()``.')
+        start.append("")
+        start.append(f"    The parameters and rows are those of `{func}`.")
+        start.append('    """')
+        start.append(f"    cur = conn.cursor(row_factory={factory})")
+        start.append(f"    {execute}")
+        start.append(f"    return {pending.split('[', 1)[0]}(cur)")
+        module.functions += [*start, "", ""]
 
 
 def _assemble(module: _Module, constants: list[str]) -> str:
@@ -501,6 +539,9 @@ def _assemble(module: _Module, constants: list[str]) -> str:
         header.append(f"from psycopg.rows import {', '.join(rows)}")
     if module.uses_jsonb:
         header.append("from psycopg.types.json import Jsonb")
+    helpers = sorted(module.uses_pending) + (["settled"] if module.uses_settled else [])
+    if helpers:
+        header += ["", f"from turnkeeper.adapters.postgres.pipelining import {', '.join(helpers)}"]
     header += ["", ""]
     body: list[str] = []
     for lines in module.row_classes.values():

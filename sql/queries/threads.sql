@@ -70,3 +70,34 @@ FROM threads t
 JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = sqlc.arg(id);
+
+-- GetThreadTarget under the thread row lock (FOR UPDATE OF the thread only: the channel
+-- and space are read, not changed), the first read of a message post. The lock is the
+-- one AllocateThreadSeq takes, held until the unit ends, so the post decides on the
+-- thread's state and latest_seq as they stay until it commits, and allocates its seqs
+-- from that latest_seq without another round trip (SetThreadLatestSeq).
+-- name: GetThreadTargetForUpdate :one
+SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+       t.title AS t_title, t.title_source AS t_title_source,
+       t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+       t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+       t.created_by AS t_created_by, t.created_at AS t_created_at,
+       t.closed_at_seq AS t_closed_at_seq,
+       c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+       c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+       c.free_response AS c_free_response,
+       c.allow_mentioned_agents AS c_allow_mentioned_agents,
+       c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+       c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+       s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+       s.created_by AS s_created_by, s.created_at AS s_created_at
+FROM threads t
+JOIN channels c ON c.id = t.channel_id
+JOIN spaces s ON s.id = c.space_id
+WHERE t.id = sqlc.arg(id)
+FOR UPDATE OF t;
+
+-- Stores the latest_seq a unit allocated from the value it read under the thread row
+-- lock (GetThreadTargetForUpdate); queued in the unit's pipeline, it costs no round trip.
+-- name: SetThreadLatestSeq :exec
+UPDATE threads SET latest_seq = sqlc.arg(latest_seq) WHERE id = sqlc.arg(id);

@@ -21,6 +21,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from tests.support.locks import backend_pid
+from turnkeeper.adapters.postgres.events import PostgresEventLog
 from turnkeeper.adapters.postgres.pool import PoolPolicy
 from turnkeeper.adapters.postgres.uow import (
     Conn,
@@ -33,6 +34,8 @@ from turnkeeper.domain.events import EventType, NewEvent
 
 AT = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
+#: `PostgresEventLog.start_flush`.
+Seqs = Callable[[], Awaitable[Callable[[], Awaitable[list[int]]]]]
 #: Rounds of the held-commit scenario and of the random interleaving.
 ROUNDS = 5
 #: Units committing while one unit is held in its commit.
@@ -131,20 +134,28 @@ async def test_a_reader_never_skips_an_event_held_in_its_commit(
         async with factory() as held:
             assert isinstance(held, PostgresUnitOfWork)
             await held.events.append(_event(f"held-{round_no}"))
-            conn = held.connection
-            real_commit: Callable[[], Awaitable[None]] = conn.commit
+            log = held.events
+            assert isinstance(log, PostgresEventLog)
+            real_start: Seqs = log.start_flush
 
-            async def slow_commit(
+            async def slow_start(
                 release: asyncio.Event = gate,
                 reached: asyncio.Event = at_gate,
-                commit: Callable[[], Awaitable[None]] = real_commit,
-            ) -> None:
-                # The events are inserted; COMMIT waits for the gate.
+                start: Seqs = real_start,
+            ) -> Callable[[], Awaitable[list[int]]]:
+                # The unit queues COMMIT right after the append (ADR 0022): wait for the
+                # append's result first, so that the events are inserted; COMMIT waits
+                # for the gate.
+                seqs = await (await start())()
                 reached.set()
                 await release.wait()
-                await commit()
 
-            monkeypatch.setattr(conn, "commit", slow_commit)
+                async def given(found: list[int] = seqs) -> list[int]:
+                    return found
+
+                return given
+
+            monkeypatch.setattr(log, "start_flush", slow_start)
             committing = asyncio.create_task(held.commit())
             await at_gate.wait()
             writers = [

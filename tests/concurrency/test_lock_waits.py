@@ -118,6 +118,25 @@ def send_from(thread_id: uuid.UUID, seen: int) -> Callable[[UnitOfWork], Awaitab
     return work
 
 
+def post_into(
+    thread_id: uuid.UUID, author_id: uuid.UUID, seen: int | None = None
+) -> Callable[[UnitOfWork], Awaitable[int | None]]:
+    """A post's facts under the thread row lock, then its seq (from the frontier `seen`).
+
+    The seq is decided on the latest_seq the facts read (ADR 0022): an allocation when
+    `seen` is None, the freshness gate's compare-and-set otherwise.
+    """
+
+    async def work(uow: UnitOfWork) -> int | None:
+        facts = await uow.threads.post_facts(thread_id, author_id, str(uuid.uuid4()))
+        assert facts is not None
+        if seen is None:
+            return await uow.threads.allocate_seq(thread_id)
+        return await uow.freshness.compare_and_allocate(thread_id, seen)
+
+    return work
+
+
 def take_one(principal_id: uuid.UUID) -> Callable[[UnitOfWork], Awaitable[int | None]]:
     """A take from a bucket of one token that never refills."""
 
@@ -181,6 +200,39 @@ async def test_a_compare_and_set_behind_an_append_finds_the_frontier_moved(
         )
         # The send rechecks the row the append committed: the frontier it saw is gone.
         assert appended == seen + 1
+        assert allocated is None
+
+
+async def test_a_post_waits_at_its_facts_for_the_thread_row(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    author = rows.principal_ids[0]
+    for _ in range(ROUNDS):
+        first, second = await second_waits_for_first(
+            pg_conninfo,
+            pg_uow_factory,
+            post_into(rows.thread_id, author),
+            post_into(rows.thread_id, author),
+        )
+        # The second read latest_seq after the first committed its allocation.
+        assert first is not None
+        assert second == first + 1
+
+
+async def test_a_gated_send_behind_a_post_finds_the_frontier_moved(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    author = rows.principal_ids[0]
+    for _ in range(ROUNDS):
+        async with pg_uow_factory() as uow:
+            seen = (await uow.freshness.frontier(rows.thread_id)).latest_seq
+        posted, allocated = await second_waits_for_first(
+            pg_conninfo,
+            pg_uow_factory,
+            post_into(rows.thread_id, author),
+            post_into(rows.thread_id, author, seen),
+        )
+        assert posted == seen + 1
         assert allocated is None
 
 

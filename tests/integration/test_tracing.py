@@ -193,8 +193,9 @@ async def test_psycopg_statements_are_spans_beneath_the_use_case(
     assert statements, "the use case's statements are its children"
     recorded = [dict(s.attributes or {}) for s in statements]
     assert all(a["db.system"] == "postgresql" for a in recorded)
-    # The gate's compare-and-set is among them, with its text and never its values.
-    assert any("latest_seq = latest_seq + 1" in str(a["db.statement"]) for a in recorded)
+    # The post's facts under the thread row lock (on which the gate's compare-and-set is
+    # decided, ADR 0022) are among them, with their text and never their values.
+    assert any("FOR UPDATE OF t" in str(a["db.statement"]) for a in recorded)
     assert not any(key.startswith("db.statement.parameters") for a in recorded for key in a)
     text = span_text(spans)
     assert ANSWER not in text

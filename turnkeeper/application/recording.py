@@ -28,7 +28,7 @@ from turnkeeper.application.telemetry import CommittedChanges, DenialFact, Follo
 from turnkeeper.domain.events import Event, NewEvent
 from turnkeeper.domain.followups import FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run
-from turnkeeper.domain.trigger_report import TriggerLinks
+from turnkeeper.domain.trigger_report import AcceptedFollowup, TriggerLinks
 
 #: The outcome of follow-ups that move to the follow-on run of their ended run.
 MOVED = "moved"
@@ -43,6 +43,24 @@ class ChangeRecords:
         self.runs_updated: list[Run] = []
         self.followups: list[FollowupChange] = []
         self.denials: list[DenialFact] = []
+        #: The follow-ups accepted, by message: the run and the mode of the acceptance.
+        self.accepted: dict[uuid.UUID, AcceptedFollowup] = {}
+
+    def links_written(self, message_id: uuid.UUID) -> TriggerLinks:
+        """What this attempt linked to a message: the run it opened, its acceptance.
+
+        Args:
+            message_id: a message the attempt wrote.
+
+        Returns:
+            The links as the attempt stored them (the store answers the same after
+            commit: a run's triggering message and a follow-up's acceptance never change).
+        """
+        opened = sorted(r.id for r in self.runs_opened if r.triggering_message_id == message_id)
+        return TriggerLinks(
+            opened_run_id=opened[0] if opened else None,
+            followup=self.accepted.get(message_id),
+        )
 
     @property
     def changes(self) -> CommittedChanges:
@@ -140,6 +158,7 @@ class RecordingFollowups:
         """Add and note a queued follow-up."""
         await self._inner.add(run_id, message_id, at, mode)
         self._records.followups.append(FollowupChange(outcome=FollowupState.QUEUED.value, count=1))
+        self._records.accepted[message_id] = AcceptedFollowup(run_id=run_id, mode=mode)
 
     async def set_states(
         self,

@@ -27,6 +27,7 @@ from turnkeeper.application.ports import (
     FreshnessRepository,
     GrantRepository,
     MessageRepository,
+    PostFacts,
     PrincipalRepository,
     RateLimitStore,
     RunRepository,
@@ -47,6 +48,7 @@ from turnkeeper.application.recording import (
 from turnkeeper.application.telemetry import CommittedChanges
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.messaging import Message, TriggerState
+from turnkeeper.domain.trigger_report import TriggerLinks
 from turnkeeper.domain.world import Thread, ThreadState
 
 
@@ -81,6 +83,17 @@ class WrittenRows:
         """
         self._latest_seq[thread_id] = max(seq, self._latest_seq.get(thread_id, 0))
         return seq
+
+    def wrote(self, message_id: uuid.UUID) -> bool:
+        """Whether this unit wrote the message.
+
+        Args:
+            message_id: the message.
+
+        Returns:
+            True when the unit added or changed it.
+        """
+        return message_id in self._messages
 
     def message(self, message: Message) -> Message:
         """A message as this unit last wrote it.
@@ -130,6 +143,20 @@ class TrackedUnit:
         self._followups = RecordingFollowups(inner.followups, self._records)
         self._audit = RecordingAudit(inner.audit, self._records)
         self._runs: RecordingRuns | None = None
+
+    def trigger_links(self, message_id: uuid.UUID) -> TriggerLinks | None:
+        """The trigger links of a message this unit wrote, without reading the store.
+
+        Args:
+            message_id: the message.
+
+        Returns:
+            The run it opened and its follow-up acceptance as this unit stored them, or
+            None when the unit did not write the message (then the store answers).
+        """
+        if not self.written.wrote(message_id):
+            return None
+        return self._records.links_written(message_id)
 
     @property
     def changes(self) -> CommittedChanges:
@@ -279,6 +306,11 @@ class _TrackedThreads:
 
     async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
         return await self._inner.target(thread_id)
+
+    async def post_facts(
+        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+    ) -> PostFacts | None:
+        return await self._inner.post_facts(thread_id, author_id, client_msg_id)
 
 
 class _TrackedFreshness:

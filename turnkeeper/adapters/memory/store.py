@@ -30,7 +30,13 @@ from turnkeeper.adapters.memory.tables import Tables
 from turnkeeper.adapters.memory.tokens import MemoryTokenRepository
 from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
-from turnkeeper.application.ports import AdminChange, DenialRecord, ReaderScope, UnitOfWork
+from turnkeeper.application.ports import (
+    AdminChange,
+    DenialRecord,
+    PostFacts,
+    ReaderScope,
+    UnitOfWork,
+)
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.events import Event, NewEvent
 from turnkeeper.domain.messaging import Message, TriggerState, visible_to
@@ -97,6 +103,9 @@ class _Principals:
 
     async def get(self, principal_id: uuid.UUID) -> Principal | None:
         return self._t.principals.get(principal_id)
+
+    async def prefetch(self, ids: Sequence[uuid.UUID]) -> None:
+        return None
 
     async def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Principal]:
         return {i: self._t.principals[i] for i in ids if i in self._t.principals}
@@ -182,6 +191,19 @@ class _Threads:
         channel = self._t.channels[thread.channel_id]
         space = self._t.spaces[channel.space_id]
         return AccessTarget(space=space, channel=channel, thread=thread)
+
+    async def post_facts(
+        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+    ) -> PostFacts | None:
+        target = await self.target(thread_id)
+        if target is None:
+            return None
+        grants = sorted(
+            (g for g in self._t.grants.values() if g.principal_id == author_id), key=lambda g: g.id
+        )
+        earlier_id = self._t.client_ids.get((author_id, client_msg_id))
+        earlier = None if earlier_id is None else self._t.messages[earlier_id]
+        return PostFacts(target=target, grants=grants, earlier=earlier)
 
 
 class _Grants:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +32,10 @@ def _event(row: q.EventRow) -> Event:
         payload=row.payload,
         created_at=row.created_at,
     )
+
+
+async def _no_seqs() -> list[int]:
+    return []
 
 
 def _json_default(value: object) -> str:
@@ -109,12 +113,22 @@ class PostgresEventLog(PostgresRepository):
         Returns:
             The seqs given, in append order.
         """
+        return await (await self.start_flush())()
+
+    async def start_flush(self) -> Callable[[], Awaitable[list[int]]]:
+        """Queue the append of the buffered events in the unit's pipeline (ADR 0022).
+
+        The unit queues COMMIT right after it, so that both share one round trip.
+
+        Returns:
+            What gives the seqs, in append order, once the results arrived.
+        """
         if not self._pending:
-            return []
+            return _no_seqs
         events, self._pending = self._pending, []
         first = self._numbered + 1
         self._numbered += len(events)
-        return await q.append_events(
+        pending = await q.start_append_events(
             self._conn,
             offsets=list(range(first, first + len(events))),
             types=[e.type.value for e in events],
@@ -131,6 +145,11 @@ class PostgresEventLog(PostgresRepository):
             payloads=[payload_json(e.payload) for e in events],
             created_ats=[e.created_at for e in events],
         )
+
+        async def seqs() -> list[int]:
+            return list(await pending.result())
+
+        return seqs
 
     def discard(self) -> None:
         """Forget the buffered events (the unit rolls back)."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 import uuid
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import PostgresRepository
+from turnkeeper.adapters.postgres.base import Conn, PostgresRepository
+from turnkeeper.adapters.postgres.spaces import LockedThreads
 from turnkeeper.application.ports import ThreadFrontier, VisibleWindow
 from turnkeeper.domain.errors import NotFound
 
@@ -19,7 +20,17 @@ _NO_SEQ = 0
 
 
 class PostgresFreshnessRepository(PostgresRepository):
-    """The freshness gate's statements (a `turnkeeper.application.ports.FreshnessRepository`)."""
+    """The freshness gate's statements (a `turnkeeper.application.ports.FreshnessRepository`).
+
+    Args:
+        conn: the unit's connection.
+        locked: the unit's threads read under their row lock (shared with the threads
+            repository); a fresh one when None.
+    """
+
+    def __init__(self, conn: Conn, locked: LockedThreads | None = None) -> None:
+        super().__init__(conn)
+        self._locked = locked if locked is not None else LockedThreads()
 
     async def compare_and_allocate(self, thread_id: uuid.UUID, seen_seq: int) -> int | None:
         """Allocate the next seq only when the thread's frontier is `seen_seq`.
@@ -32,9 +43,15 @@ class PostgresFreshnessRepository(PostgresRepository):
             thread_id: the thread.
             seen_seq: the frontier the sender saw.
 
+        A thread the unit already holds under its row lock (``post_facts``) is decided
+        on the latest_seq read then: nobody else can have moved it since.
+
         Returns:
             ``seen_seq + 1`` with the thread row locked, or None (zero rows).
         """
+        latest = self._locked.latest(thread_id)
+        if latest is not None:
+            return await self._locked.take(self._conn, thread_id) if latest == seen_seq else None
         return await q.cas_thread_seq(self._conn, id=thread_id, seen_seq=seen_seq)
 
     async def frontier(self, thread_id: uuid.UUID) -> ThreadFrontier:

@@ -10,7 +10,8 @@ from turnkeeper.adapters.postgres.base import MissingRow, PostgresRepository
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
 
 
-def _message(row: q.MessageRow) -> Message:
+def message_of(row: q.MessageRow) -> Message:
+    """A message row as the domain's `Message`."""
     return Message(
         id=row.id,
         thread_id=row.thread_id,
@@ -78,7 +79,7 @@ class PostgresMessageRepository(PostgresRepository):
             The message, or None.
         """
         row = await q.get_message(self._conn, id=message_id)
-        return None if row is None else _message(row)
+        return None if row is None else message_of(row)
 
     async def by_client_id(self, author_id: uuid.UUID, client_msg_id: str) -> Message | None:
         """The message an author stored under a client id.
@@ -93,7 +94,7 @@ class PostgresMessageRepository(PostgresRepository):
         row = await q.get_message_by_client_id(
             self._conn, author_id=author_id, client_msg_id=client_msg_id
         )
-        return None if row is None else _message(row)
+        return None if row is None else message_of(row)
 
     async def list_visible(
         self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
@@ -116,7 +117,7 @@ class PostgresMessageRepository(PostgresRepository):
             reader_id=reader_id,
             max_rows=limit,
         )
-        return [_message(row) for row in rows]
+        return [message_of(row) for row in rows]
 
     async def set_trigger_states(
         self, message_ids: Sequence[uuid.UUID], state: TriggerState, reason: str | None
@@ -139,7 +140,7 @@ class PostgresMessageRepository(PostgresRepository):
             trigger_state_reason=reason,
             ids=list(message_ids),
         )
-        return sorted((_message(row) for row in rows), key=lambda m: (m.thread_seq, m.id))
+        return sorted((message_of(row) for row in rows), key=lambda m: (m.thread_seq, m.id))
 
     async def set_trigger_state(
         self, message_id: uuid.UUID, state: TriggerState, reason: str | None
@@ -162,4 +163,4 @@ class PostgresMessageRepository(PostgresRepository):
         )
         if row is None:
             raise MissingRow(f"message {message_id}")
-        return _message(row)
+        return message_of(row)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.pipelining import PendingMany
 from turnkeeper.domain.world import (
     BillingMode,
     Grant,
@@ -33,7 +34,8 @@ def _principal(row: q.PrincipalRow) -> Principal:
     )
 
 
-def _grant(row: q.GrantRow) -> Grant:
+def grant_of(row: q.GrantRow) -> Grant:
+    """A grant row as the domain's `Grant`."""
     return Grant(
         id=row.id,
         principal_id=row.principal_id,
@@ -62,10 +64,18 @@ class PostgresPrincipalRepository(PostgresRepository):
     def __init__(self, conn: Conn) -> None:
         super().__init__(conn)
         self._seen: dict[uuid.UUID, Principal] = {}
+        self._queued: list[PendingMany[q.PrincipalRow]] = []
+        # Changed by the unit after a read was queued: that read's row is older.
+        self._stale: set[uuid.UUID] = set()
 
     def _remember(self, principal: Principal) -> Principal:
         self._seen[principal.id] = principal
         return principal
+
+    def _written(self, principal: Principal) -> None:
+        if self._queued:
+            self._stale.add(principal.id)
+        self._remember(principal)
 
     def forget(self, principal_id: uuid.UUID) -> None:
         """Drop what the unit remembers of a principal whose row changed elsewhere.
@@ -74,6 +84,8 @@ class PostgresPrincipalRepository(PostgresRepository):
             principal_id: the principal.
         """
         self._seen.pop(principal_id, None)
+        if self._queued:
+            self._stale.add(principal_id)
 
     async def add(self, principal: Principal) -> None:
         """Store a new principal.
@@ -98,7 +110,25 @@ class PostgresPrincipalRepository(PostgresRepository):
             reported_followups=principal.reported_followups,
             created_at=principal.created_at,
         )
-        self._remember(principal)
+        self._written(principal)
+
+    async def prefetch(self, ids: Sequence[uuid.UUID]) -> None:
+        """Queue the read of principals the unit is about to need (see the port).
+
+        Args:
+            ids: the principals.
+        """
+        missing = [i for i in dict.fromkeys(ids) if i not in self._seen]
+        if missing:
+            self._queued.append(await q.start_get_principals(self._conn, ids=missing))
+
+    async def _arrived(self) -> None:
+        queued, self._queued = self._queued, []
+        stale, self._stale = self._stale, set()
+        for pending in queued:
+            for row in await pending.result():
+                if row.id not in stale and row.id not in self._seen:
+                    self._remember(_principal(row))
 
     async def get(self, principal_id: uuid.UUID) -> Principal | None:
         """The principal, or None.
@@ -109,6 +139,7 @@ class PostgresPrincipalRepository(PostgresRepository):
         Returns:
             The principal, or None.
         """
+        await self._arrived()
         seen = self._seen.get(principal_id)
         if seen is not None:
             return seen
@@ -124,6 +155,7 @@ class PostgresPrincipalRepository(PostgresRepository):
         Returns:
             The principals by id.
         """
+        await self._arrived()
         found = {i: self._seen[i] for i in ids if i in self._seen}
         missing = [i for i in dict.fromkeys(ids) if i not in found]
         if missing:
@@ -155,7 +187,7 @@ class PostgresPrincipalRepository(PostgresRepository):
         )
         if changed != 1:
             raise MissingRow(f"principal {principal.id}")
-        self._remember(principal)
+        self._written(principal)
 
     async def owner(self) -> Principal | None:
         """The owner principal (the first by id should there be several).
@@ -168,7 +200,28 @@ class PostgresPrincipalRepository(PostgresRepository):
 
 
 class PostgresGrantRepository(PostgresRepository):
-    """Grants; satisfies `GrantRepository`."""
+    """Grants; satisfies `GrantRepository`.
+
+    A principal's grants read in a unit are remembered for the rest of it (grant rows
+    are never locked by readers, so reading once is as valid as reading twice, as for
+    principals in ADR 0009); any grant write of the unit forgets them all.
+
+    Args:
+        conn: the unit's connection.
+    """
+
+    def __init__(self, conn: Conn) -> None:
+        super().__init__(conn)
+        self._of: dict[uuid.UUID, list[Grant]] = {}
+
+    def remember(self, principal_id: uuid.UUID, grants: list[Grant]) -> None:
+        """Note a principal's grants read by another statement of the unit (a post's facts).
+
+        Args:
+            principal_id: the principal.
+            grants: all its grants, by id.
+        """
+        self._of[principal_id] = grants
 
     async def add(self, grant: Grant) -> None:
         """Store a grant.
@@ -180,6 +233,7 @@ class PostgresGrantRepository(PostgresRepository):
             RetriableConflict: ``grants_principal_resource_key`` for a second grant of the
                 same principal on the same resource (a concurrent unit's).
         """
+        self._of.clear()
         await q.insert_grant(
             self._conn,
             id=grant.id,
@@ -200,7 +254,7 @@ class PostgresGrantRepository(PostgresRepository):
             The grant, or None.
         """
         row = await q.get_grant(self._conn, id=grant_id)
-        return None if row is None else _grant(row)
+        return None if row is None else grant_of(row)
 
     async def delete(self, grant_id: uuid.UUID) -> None:
         """Remove a grant (no-op for an unknown id).
@@ -208,6 +262,7 @@ class PostgresGrantRepository(PostgresRepository):
         Args:
             grant_id: the id.
         """
+        self._of.clear()
         await q.delete_grant(self._conn, id=grant_id)
 
     async def for_principal(self, principal_id: uuid.UUID) -> list[Grant]:
@@ -219,8 +274,13 @@ class PostgresGrantRepository(PostgresRepository):
         Returns:
             The grants.
         """
+        known = self._of.get(principal_id)
+        if known is not None:
+            return list(known)
         rows = await q.list_grants_for_principal(self._conn, principal_id=principal_id)
-        return [_grant(row) for row in rows]
+        grants = [grant_of(row) for row in rows]
+        self._of[principal_id] = grants
+        return list(grants)
 
     async def lock_pair(
         self, principal_id: uuid.UUID, resource_kind: ResourceKind, resource_id: uuid.UUID
@@ -241,7 +301,7 @@ class PostgresGrantRepository(PostgresRepository):
             resource_kind=resource_kind.value,
             resource_id=resource_id,
         )
-        return None if row is None else _grant(row)
+        return None if row is None else grant_of(row)
 
     async def set_level(self, grant_id: uuid.UUID, level: Level) -> None:
         """Change a grant's level.
@@ -253,6 +313,7 @@ class PostgresGrantRepository(PostgresRepository):
         Raises:
             MissingRow: when no grant has this id.
         """
+        self._of.clear()
         if await q.update_grant_level(self._conn, id=grant_id, level=level.label) != 1:
             raise MissingRow(f"grant {grant_id}")
 
@@ -269,4 +330,4 @@ class PostgresGrantRepository(PostgresRepository):
             The grants.
         """
         rows = await q.list_grants(self._conn, principal_id=principal_id, resource_id=resource_id)
-        return [_grant(row) for row in rows]
+        return [grant_of(row) for row in rows]

@@ -21,6 +21,8 @@ import attrs
 import psycopg
 from psycopg.rows import args_row, scalar_row
 
+from turnkeeper.adapters.postgres.pipelining import PendingMany, PendingOne, settled
+
 
 @attrs.frozen
 class LockAgentCursorRow:
@@ -573,6 +575,73 @@ class ThreadRow:
 @attrs.frozen
 class GetThreadTargetRow:
     """A result row of GetThreadTarget.
+
+    Attributes:
+        t_id: ``uuid``.
+        t_channel_id: ``uuid``.
+        t_is_main: ``bool``.
+        t_title: ``text`` or NULL.
+        t_title_source: ``text``.
+        t_operator_agent_id: ``uuid`` or NULL.
+        t_state: ``text``.
+        t_latest_seq: ``int8``.
+        t_has_restricted: ``bool``.
+        t_created_by: ``uuid``.
+        t_created_at: ``timestamptz``.
+        t_closed_at_seq: ``int8`` or NULL.
+        c_id: ``uuid``.
+        c_space_id: ``uuid``.
+        c_name: ``text``.
+        c_type: ``text``.
+        c_operator_mode: ``text``.
+        c_operator_id: ``uuid`` or NULL.
+        c_free_response: ``bool``.
+        c_allow_mentioned_agents: ``bool``.
+        c_thread_require_mention: ``bool``.
+        c_archived: ``bool``.
+        c_main_thread_id: ``uuid`` or NULL.
+        c_created_at: ``timestamptz``.
+        s_id: ``uuid``.
+        s_name: ``text``.
+        s_default_operator_id: ``uuid`` or NULL.
+        s_created_by: ``uuid``.
+        s_created_at: ``timestamptz``.
+    """
+
+    t_id: uuid.UUID
+    t_channel_id: uuid.UUID
+    t_is_main: bool
+    t_title: str | None
+    t_title_source: str
+    t_operator_agent_id: uuid.UUID | None
+    t_state: str
+    t_latest_seq: int
+    t_has_restricted: bool
+    t_created_by: uuid.UUID
+    t_created_at: datetime
+    t_closed_at_seq: int | None
+    c_id: uuid.UUID
+    c_space_id: uuid.UUID
+    c_name: str
+    c_type: str
+    c_operator_mode: str
+    c_operator_id: uuid.UUID | None
+    c_free_response: bool
+    c_allow_mentioned_agents: bool
+    c_thread_require_mention: bool
+    c_archived: bool
+    c_main_thread_id: uuid.UUID | None
+    c_created_at: datetime
+    s_id: uuid.UUID
+    s_name: str
+    s_default_operator_id: uuid.UUID | None
+    s_created_by: uuid.UUID
+    s_created_at: datetime
+
+
+@attrs.frozen
+class GetThreadTargetForUpdateRow:
+    """A result row of GetThreadTargetForUpdate.
 
     Attributes:
         t_id: ``uuid``.
@@ -1248,6 +1317,28 @@ JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = %(p1)s"""
 
+_GET_THREAD_TARGET_FOR_UPDATE = """SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+       t.title AS t_title, t.title_source AS t_title_source,
+       t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+       t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+       t.created_by AS t_created_by, t.created_at AS t_created_at,
+       t.closed_at_seq AS t_closed_at_seq,
+       c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+       c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+       c.free_response AS c_free_response,
+       c.allow_mentioned_agents AS c_allow_mentioned_agents,
+       c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+       c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+       s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+       s.created_by AS s_created_by, s.created_at AS s_created_at
+FROM threads t
+JOIN channels c ON c.id = t.channel_id
+JOIN spaces s ON s.id = c.space_id
+WHERE t.id = %(p1)s
+FOR UPDATE OF t"""
+
+_SET_THREAD_LATEST_SEQ = """UPDATE threads SET latest_seq = %(p1)s WHERE id = %(p2)s"""
+
 _INSERT_API_TOKEN = """INSERT INTO api_tokens (id, token_hash, principal_id, label, origin, created_at)
 VALUES (
     %(p1)s, %(p2)s, %(p3)s, %(p4)s,
@@ -1334,6 +1425,7 @@ async def save_agent_cursor(
         await cur.execute(
             _SAVE_AGENT_CURSOR, {"p1": acked_seq, "p2": delivered_seq, "p3": agent_id}
         )
+        await settled(cur)
 
 
 async def set_reported_followups(
@@ -1355,6 +1447,7 @@ async def set_reported_followups(
     """
     async with conn.cursor() as cur:
         await cur.execute(_SET_REPORTED_FOLLOWUPS, {"p1": followups, "p2": id})
+        await settled(cur)
         return cur.rowcount
 
 
@@ -1388,6 +1481,7 @@ async def record_denial(
         await cur.execute(
             _RECORD_DENIAL, {"p1": principal_id, "p2": action, "p3": reason, "p4": window_start}
         )
+        await settled(cur)
 
 
 async def list_denials(
@@ -1457,6 +1551,7 @@ async def insert_audit_change(
                 "p7": at,
             },
         )
+        await settled(cur)
 
 
 async def list_audit_changes(
@@ -1543,6 +1638,7 @@ async def insert_channel(
                 "p12": created_at,
             },
         )
+        await settled(cur)
 
 
 async def get_channel(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> ChannelRow | None:
@@ -1622,6 +1718,7 @@ async def update_channel(
                 "p9": id,
             },
         )
+        await settled(cur)
         return cur.rowcount
 
 
@@ -1741,6 +1838,51 @@ async def append_events(
             },
         )
         return cast("list[int]", await cur.fetchall())
+
+
+async def start_append_events(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    offsets: Sequence[int | None],
+    types: Sequence[str | None],
+    actor_ids: Sequence[uuid.UUID | None],
+    actor_kinds: Sequence[str | None],
+    space_ids: Sequence[uuid.UUID | None],
+    channel_ids: Sequence[uuid.UUID | None],
+    thread_ids: Sequence[uuid.UUID | None],
+    resource_kinds: Sequence[str | None],
+    resource_ids: Sequence[uuid.UUID | None],
+    resource_versions: Sequence[int | None],
+    audience_ids: Sequence[uuid.UUID | None],
+    restricted_tos: Sequence[str | None],
+    payloads: Sequence[str | None],
+    created_ats: Sequence[datetime | None],
+) -> PendingMany[int]:
+    """Queue AppendEvents in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `append_events`.
+    """
+    cur = conn.cursor(row_factory=scalar_row)
+    await cur.execute(
+        _APPEND_EVENTS,
+        {
+            "p1": list(offsets),
+            "p2": list(types),
+            "p3": list(actor_ids),
+            "p4": list(actor_kinds),
+            "p5": list(space_ids),
+            "p6": list(channel_ids),
+            "p7": list(thread_ids),
+            "p8": list(resource_kinds),
+            "p9": list(resource_ids),
+            "p10": list(resource_versions),
+            "p11": list(audience_ids),
+            "p12": list(restricted_tos),
+            "p13": list(payloads),
+            "p14": list(created_ats),
+        },
+    )
+    return PendingMany(cur)
 
 
 async def read_shared_events(
@@ -1925,6 +2067,7 @@ async def insert_followup(
     """
     async with conn.cursor() as cur:
         await cur.execute(_INSERT_FOLLOWUP, {"p1": run_id, "p2": message_id, "p3": mode, "p4": at})
+        await settled(cur)
 
 
 async def list_followups(
@@ -2031,6 +2174,7 @@ async def set_followup_states(
         await cur.execute(
             _SET_FOLLOWUP_STATES, {"p1": state, "p2": at, "p3": run_id, "p4": list(message_ids)}
         )
+        await settled(cur)
         return cur.rowcount
 
 
@@ -2065,6 +2209,7 @@ async def move_followups(
         await cur.execute(
             _MOVE_FOLLOWUPS, {"p1": new_run_id, "p2": at, "p3": run_id, "p4": list(message_ids)}
         )
+        await settled(cur)
         return cur.rowcount
 
 
@@ -2221,6 +2366,7 @@ async def insert_grant(
                 "p6": created_at,
             },
         )
+        await settled(cur)
 
 
 async def get_grant(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> GrantRow | None:
@@ -2258,6 +2404,7 @@ async def delete_grant(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> 
     """
     async with conn.cursor() as cur:
         await cur.execute(_DELETE_GRANT, {"p1": id})
+        await settled(cur)
         return cur.rowcount
 
 
@@ -2280,6 +2427,18 @@ async def list_grants_for_principal(
     async with conn.cursor(row_factory=args_row(GrantRow)) as cur:
         await cur.execute(_LIST_GRANTS_FOR_PRINCIPAL, {"p1": principal_id})
         return await cur.fetchall()
+
+
+async def start_list_grants_for_principal(
+    conn: psycopg.AsyncConnection[Any], *, principal_id: uuid.UUID
+) -> PendingMany[GrantRow]:
+    """Queue ListGrantsForPrincipal in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `list_grants_for_principal`.
+    """
+    cur = conn.cursor(row_factory=args_row(GrantRow))
+    await cur.execute(_LIST_GRANTS_FOR_PRINCIPAL, {"p1": principal_id})
+    return PendingMany(cur)
 
 
 async def lock_grant_of_pair(
@@ -2337,6 +2496,7 @@ async def update_grant_level(
     """
     async with conn.cursor() as cur:
         await cur.execute(_UPDATE_GRANT_LEVEL, {"p1": level, "p2": id})
+        await settled(cur)
         return cur.rowcount
 
 
@@ -2757,6 +2917,18 @@ async def get_message_by_client_id(
         return await cur.fetchone()
 
 
+async def start_get_message_by_client_id(
+    conn: psycopg.AsyncConnection[Any], *, author_id: uuid.UUID, client_msg_id: str | None
+) -> PendingOne[MessageRow]:
+    """Queue GetMessageByClientId in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `get_message_by_client_id`.
+    """
+    cur = conn.cursor(row_factory=args_row(MessageRow))
+    await cur.execute(_GET_MESSAGE_BY_CLIENT_ID, {"p1": author_id, "p2": client_msg_id})
+    return PendingOne(cur)
+
+
 async def list_visible_messages(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -2889,6 +3061,7 @@ async def take_migration_lock(conn: psycopg.AsyncConnection[Any], *, lock_key: i
     """
     async with conn.cursor() as cur:
         await cur.execute(_TAKE_MIGRATION_LOCK, {"p1": lock_key})
+        await settled(cur)
 
 
 async def schema_migrations_exists(conn: psycopg.AsyncConnection[Any]) -> bool | None:
@@ -2943,6 +3116,7 @@ async def record_migration(
     """
     async with conn.cursor() as cur:
         await cur.execute(_RECORD_MIGRATION, {"p1": version, "p2": checksum})
+        await settled(cur)
 
 
 async def insert_principal(
@@ -3005,6 +3179,7 @@ async def insert_principal(
                 "p11": created_at,
             },
         )
+        await settled(cur)
 
 
 async def get_principal(
@@ -3047,6 +3222,18 @@ async def get_principals(
     async with conn.cursor(row_factory=args_row(PrincipalRow)) as cur:
         await cur.execute(_GET_PRINCIPALS, {"p1": list(ids)})
         return await cur.fetchall()
+
+
+async def start_get_principals(
+    conn: psycopg.AsyncConnection[Any], *, ids: Sequence[uuid.UUID | None]
+) -> PendingMany[PrincipalRow]:
+    """Queue GetPrincipals in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `get_principals`.
+    """
+    cur = conn.cursor(row_factory=args_row(PrincipalRow))
+    await cur.execute(_GET_PRINCIPALS, {"p1": list(ids)})
+    return PendingMany(cur)
 
 
 async def update_principal(
@@ -3111,6 +3298,7 @@ async def update_principal(
                 "p10": id,
             },
         )
+        await settled(cur)
         return cur.rowcount
 
 
@@ -3440,6 +3628,7 @@ async def update_run(
                 "p8": id,
             },
         )
+        await settled(cur)
         return cur.rowcount
 
 
@@ -3618,6 +3807,7 @@ async def insert_space(
             _INSERT_SPACE,
             {"p1": id, "p2": name, "p3": default_operator_id, "p4": created_by, "p5": created_at},
         )
+        await settled(cur)
 
 
 async def get_space(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> SpaceRow | None:
@@ -3716,6 +3906,7 @@ async def insert_thread(
                 "p11": created_at,
             },
         )
+        await settled(cur)
 
 
 async def get_thread(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> ThreadRow | None:
@@ -3832,6 +4023,7 @@ async def set_thread_state(conn: psycopg.AsyncConnection[Any], *, state: str, id
     """
     async with conn.cursor() as cur:
         await cur.execute(_SET_THREAD_STATE, {"p1": state, "p2": id})
+        await settled(cur)
         return cur.rowcount
 
 
@@ -3855,6 +4047,7 @@ async def reopen_thread(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) ->
     """
     async with conn.cursor() as cur:
         await cur.execute(_REOPEN_THREAD, {"p1": id})
+        await settled(cur)
         return cur.rowcount
 
 
@@ -3874,6 +4067,7 @@ async def mark_thread_restricted(conn: psycopg.AsyncConnection[Any], *, id: uuid
     """
     async with conn.cursor() as cur:
         await cur.execute(_MARK_THREAD_RESTRICTED, {"p1": id})
+        await settled(cur)
         return cur.rowcount
 
 
@@ -3939,6 +4133,84 @@ async def get_thread_target(
         return await cur.fetchone()
 
 
+async def get_thread_target_for_update(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> GetThreadTargetForUpdateRow | None:
+    """Run GetThreadTargetForUpdate (:one, sql/queries/threads.sql).
+
+    GetThreadTarget under the thread row lock (FOR UPDATE OF the thread only: the channel
+    and space are read, not changed), the first read of a message post. The lock is the
+    one AllocateThreadSeq takes, held until the unit ends, so the post decides on the
+    thread's state and latest_seq as they stay until it commits, and allocates its seqs
+    from that latest_seq without another round trip (SetThreadLatestSeq).
+
+    SQL::
+
+        SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+               t.title AS t_title, t.title_source AS t_title_source,
+               t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+               t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+               t.created_by AS t_created_by, t.created_at AS t_created_at,
+               t.closed_at_seq AS t_closed_at_seq,
+               c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+               c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+               c.free_response AS c_free_response,
+               c.allow_mentioned_agents AS c_allow_mentioned_agents,
+               c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+               c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+               s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+               s.created_by AS s_created_by, s.created_at AS s_created_at
+        FROM threads t
+        JOIN channels c ON c.id = t.channel_id
+        JOIN spaces s ON s.id = c.space_id
+        WHERE t.id = $1
+        FOR UPDATE OF t
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(GetThreadTargetForUpdateRow)) as cur:
+        await cur.execute(_GET_THREAD_TARGET_FOR_UPDATE, {"p1": id})
+        return await cur.fetchone()
+
+
+async def start_get_thread_target_for_update(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> PendingOne[GetThreadTargetForUpdateRow]:
+    """Queue GetThreadTargetForUpdate in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `get_thread_target_for_update`.
+    """
+    cur = conn.cursor(row_factory=args_row(GetThreadTargetForUpdateRow))
+    await cur.execute(_GET_THREAD_TARGET_FOR_UPDATE, {"p1": id})
+    return PendingOne(cur)
+
+
+async def set_thread_latest_seq(
+    conn: psycopg.AsyncConnection[Any], *, latest_seq: int, id: uuid.UUID
+) -> None:
+    """Run SetThreadLatestSeq (:exec, sql/queries/threads.sql).
+
+    Stores the latest_seq a unit allocated from the value it read under the thread row
+    lock (GetThreadTargetForUpdate); queued in the unit's pipeline, it costs no round trip.
+
+    SQL::
+
+        UPDATE threads SET latest_seq = $1 WHERE id = $2
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        latest_seq: ``$1`` (``int8``).
+        id: ``$2`` (``uuid``).
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(_SET_THREAD_LATEST_SEQ, {"p1": latest_seq, "p2": id})
+
+
 async def insert_api_token(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -3980,6 +4252,7 @@ async def insert_api_token(
                 "p6": created_at,
             },
         )
+        await settled(cur)
 
 
 async def resolve_api_token(
@@ -4113,6 +4386,7 @@ async def touch_api_token(
     """
     async with conn.cursor() as cur:
         await cur.execute(_TOUCH_API_TOKEN, {"p1": at, "p2": id, "p3": stale_before})
+        await settled(cur)
         return cur.rowcount
 
 
@@ -4137,6 +4411,7 @@ async def revoke_api_tokens(
     """
     async with conn.cursor() as cur:
         await cur.execute(_REVOKE_API_TOKENS, {"p1": at, "p2": list(ids)})
+        await settled(cur)
         return cur.rowcount
 
 
@@ -4162,4 +4437,5 @@ async def set_api_token_origin(
     """
     async with conn.cursor() as cur:
         await cur.execute(_SET_API_TOKEN_ORIGIN, {"p1": origin, "p2": label, "p3": id})
+        await settled(cur)
         return cur.rowcount

@@ -9,7 +9,10 @@ import attrs
 from attrs import AttrsInstance
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.messages import message_of
+from turnkeeper.adapters.postgres.principals import PostgresGrantRepository, grant_of
+from turnkeeper.application.ports import PostFacts
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.world import (
     Channel,
@@ -185,8 +188,93 @@ class PostgresChannelRepository(PostgresRepository):
         return [_channel(row) for row in await q.list_channels(self._conn)]
 
 
+class LockedThreads:
+    """The latest_seq of each thread a unit read under its row lock, as the unit moves it.
+
+    While a unit holds a thread's row lock nobody else changes the row, so the unit
+    knows the next seq without asking (ADR 0022): `PostgresThreadRepository.allocate_seq`
+    and the freshness gate's compare-and-set decide here and only queue the UPDATE.
+    """
+
+    def __init__(self) -> None:
+        self._latest: dict[uuid.UUID, int] = {}
+        self._state: dict[uuid.UUID, ThreadState] = {}
+
+    def remember_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
+        """Note the state of a thread whose row lock the unit holds, as the unit sets it.
+
+        Args:
+            thread_id: the thread.
+            state: its state as read under the lock or as the unit changed it.
+        """
+        self._state[thread_id] = state
+
+    def state(self, thread_id: uuid.UUID) -> ThreadState | None:
+        """The state of a thread the unit holds locked, or None when it did not lock it.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            The state, or None.
+        """
+        return self._state.get(thread_id)
+
+    def remember(self, thread_id: uuid.UUID, latest_seq: int) -> None:
+        """Note a thread read under its row lock.
+
+        Args:
+            thread_id: the thread.
+            latest_seq: its latest_seq as read.
+        """
+        self._latest[thread_id] = latest_seq
+
+    def latest(self, thread_id: uuid.UUID) -> int | None:
+        """The thread's latest_seq, or None when the unit did not lock it this way.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            The seq, or None.
+        """
+        return self._latest.get(thread_id)
+
+    async def take(self, conn: Conn, thread_id: uuid.UUID) -> int:
+        """Allocate the next seq of a locked thread and queue its UPDATE.
+
+        Args:
+            conn: the unit's connection.
+            thread_id: a thread `latest` knows.
+
+        Returns:
+            The allocated seq.
+        """
+        seq = self._latest[thread_id] + 1
+        self._latest[thread_id] = seq
+        await q.set_thread_latest_seq(conn, id=thread_id, latest_seq=seq)
+        return seq
+
+
 class PostgresThreadRepository(PostgresRepository):
-    """Threads and their seq allocator; satisfies `ThreadRepository`."""
+    """Threads and their seq allocator; satisfies `ThreadRepository`.
+
+    Args:
+        conn: the unit's connection.
+        locked: the unit's threads read under their row lock (shared with the
+            freshness repository); a fresh one when None.
+        grants: the unit's grant repository, told the grants a post's facts read.
+    """
+
+    def __init__(
+        self,
+        conn: Conn,
+        locked: LockedThreads | None = None,
+        grants: PostgresGrantRepository | None = None,
+    ) -> None:
+        super().__init__(conn)
+        self._locked = locked if locked is not None else LockedThreads()
+        self._grants = grants
 
     async def add(self, thread: Thread) -> None:
         """Store a new thread.
@@ -233,6 +321,8 @@ class PostgresThreadRepository(PostgresRepository):
         Raises:
             MissingRow: for an unknown thread.
         """
+        if self._locked.latest(thread_id) is not None:
+            return await self._locked.take(self._conn, thread_id)
         seq = await q.allocate_thread_seq(self._conn, id=thread_id)
         if seq is None:
             raise MissingRow(f"thread {thread_id}")
@@ -250,9 +340,15 @@ class PostgresThreadRepository(PostgresRepository):
         Raises:
             MissingRow: for an unknown thread.
         """
+        known = self._locked.state(thread_id)
+        if known is not None:
+            # post_facts read the row under its lock in this unit, and the unit's own
+            # changes of the state are noted: no other unit changed it since.
+            return known
         state = await q.lock_thread_state(self._conn, id=thread_id)
         if state is None:
             raise MissingRow(f"thread {thread_id}")
+        self._locked.remember_state(thread_id, ThreadState(state))
         return ThreadState(state)
 
     async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
@@ -267,6 +363,8 @@ class PostgresThreadRepository(PostgresRepository):
         """
         if await q.set_thread_state(self._conn, id=thread_id, state=state.value) != 1:
             raise MissingRow(f"thread {thread_id}")
+        # The UPDATE holds the row lock now: the unit knows the state until it ends.
+        self._locked.remember_state(thread_id, state)
 
     async def reopen(self, thread_id: uuid.UUID) -> bool:
         """Open a done thread, taking its row lock.
@@ -277,7 +375,11 @@ class PostgresThreadRepository(PostgresRepository):
         Returns:
             True when the thread was done and is now open.
         """
-        return await q.reopen_thread(self._conn, id=thread_id) == 1
+        reopened = await q.reopen_thread(self._conn, id=thread_id) == 1
+        if reopened or self._locked.state(thread_id) is not None:
+            # Reopened under the row lock, or locked before and not done: open either way.
+            self._locked.remember_state(thread_id, ThreadState.OPEN)
+        return reopened
 
     async def mark_restricted(self, thread_id: uuid.UUID) -> None:
         """Remember that the thread holds a restricted message.
@@ -318,4 +420,47 @@ class PostgresThreadRepository(PostgresRepository):
             space=_space(_unprefixed(row, "s_", q.SpaceRow)),
             channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),
             thread=_thread(_unprefixed(row, "t_", q.ThreadRow)),
+        )
+
+    async def post_facts(
+        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+    ) -> PostFacts | None:
+        """The thread under its row lock, the author's grants and earlier message.
+
+        Three statements queued in the unit's pipeline and read in one round trip (with
+        the unit's BEGIN when they are its first); the lock comes first, so the other two
+        read after it is granted. The latest_seq read is remembered for `allocate_seq`.
+
+        Args:
+            thread_id: the thread.
+            author_id: the author.
+            client_msg_id: the request's idempotency key.
+
+        Returns:
+            The facts, or None for an unknown thread.
+        """
+        pending_target = await q.start_get_thread_target_for_update(self._conn, id=thread_id)
+        pending_grants = await q.start_list_grants_for_principal(self._conn, principal_id=author_id)
+        pending_earlier = await q.start_get_message_by_client_id(
+            self._conn, author_id=author_id, client_msg_id=client_msg_id
+        )
+        row = await pending_target.result()
+        grants = [grant_of(g) for g in await pending_grants.result()]
+        earlier = await pending_earlier.result()
+        if row is None:
+            return None
+        thread = _thread(_unprefixed(row, "t_", q.ThreadRow))
+        self._locked.remember(thread.id, thread.latest_seq)
+        self._locked.remember_state(thread.id, thread.state)
+        if self._grants is not None:
+            self._grants.remember(author_id, grants)
+        target = AccessTarget(
+            space=_space(_unprefixed(row, "s_", q.SpaceRow)),
+            channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),
+            thread=thread,
+        )
+        return PostFacts(
+            target=target,
+            grants=grants,
+            earlier=None if earlier is None else message_of(earlier),
         )

@@ -7,6 +7,13 @@ Driver errors leave the unit as application errors (`turnkeeper.adapters.postgre
 A unit ends within ``database.request_timeout``, waiting for its connection included
 (`turnkeeper.adapters.postgres.pool`).
 
+A write unit runs in psycopg's pipeline mode on an autocommit connection and sends its
+own ``BEGIN`` (ADR 0022): the BEGIN travels with the unit's first statement instead of
+costing a round trip of its own, the statements named in
+`turnkeeper.adapters.postgres.pipelining` wait for the next round trip, and COMMIT goes
+with the last writes and the events. Every other statement waits for its own result, as
+it would outside a pipeline.
+
 Example:
     >>> pool = await create_pool(conninfo, min_size=1, max_size=4)  # doctest: +SKIP
     >>> uow_factory = PostgresUnitOfWorkFactory(pool)
@@ -45,6 +52,7 @@ from turnkeeper.adapters.postgres.runs import (
     PostgresRunRepository,
 )
 from turnkeeper.adapters.postgres.spaces import (
+    LockedThreads,
     PostgresChannelRepository,
     PostgresSpaceRepository,
     PostgresThreadRepository,
@@ -80,11 +88,16 @@ class PostgresUnitOfWork:
     """One transaction over every repository; satisfies `turnkeeper.application.ports.UnitOfWork`.
 
     Args:
-        conn: a pooled connection, idle, not in autocommit mode.
+        conn: a pooled connection, idle, in autocommit mode.
+        pipeline: the connection's pipeline block, entered, in which the unit sent its
+            BEGIN (None for a read-only unit).
     """
 
-    def __init__(self, conn: Conn) -> None:
+    def __init__(
+        self, conn: Conn, pipeline: AbstractAsyncContextManager[psycopg.AsyncPipeline] | None = None
+    ) -> None:
         self._conn = conn
+        self._pipeline = pipeline
         self._events = PostgresEventLog(conn)
         principals = PostgresPrincipalRepository(conn)
         agent_feed = PostgresAgentFeedRepository(conn)
@@ -96,13 +109,15 @@ class PostgresUnitOfWork:
         self.tokens: TokenRepository = PostgresTokenRepository(conn)
         self.spaces: SpaceRepository = PostgresSpaceRepository(conn)
         self.channels: ChannelRepository = PostgresChannelRepository(conn)
-        self.threads: ThreadRepository = PostgresThreadRepository(conn)
-        self.grants: GrantRepository = PostgresGrantRepository(conn)
+        locked = LockedThreads()
+        grants = PostgresGrantRepository(conn)
+        self.threads: ThreadRepository = PostgresThreadRepository(conn, locked, grants)
+        self.grants: GrantRepository = grants
         self.messages: MessageRepository = PostgresMessageRepository(conn)
         self.events: EventLog = self._events
         self.audit: AuditLog = PostgresAuditLog(conn)
         self.buckets: RateLimitStore = PostgresRateLimitStore(conn)
-        self.freshness: FreshnessRepository = PostgresFreshnessRepository(conn)
+        self.freshness: FreshnessRepository = PostgresFreshnessRepository(conn, locked)
         self.committed = False
 
     @property
@@ -121,9 +136,36 @@ class PostgresUnitOfWork:
         if self.committed:
             raise UnitClosed("this unit of work already committed")
         with wrap_errors():
-            await self._events.flush()
-            await self._conn.commit()
+            if self._pipeline is None:
+                await self._events.flush()
+                await self._conn.commit()
+            else:
+                seqs = await self._events.start_flush()
+                await self._conn.execute(COMMIT, prepare=False)
+                # Leaving the pipeline sends its Sync: the one wait for the queued writes,
+                # the events and COMMIT.
+                await self.leave_pipeline(raise_errors=True)
+                await seqs()
         self.committed = True
+
+    async def leave_pipeline(self, *, raise_errors: bool = False) -> None:
+        """Leave pipeline mode, waiting for whatever is queued (a no-op once left).
+
+        Args:
+            raise_errors: raise a queued statement's error (commit); otherwise the unit
+                is rolling back and the error that made it do so is the one that counts.
+
+        Raises:
+            psycopg.Error: with `raise_errors`, the first error of a queued statement.
+        """
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is None:
+            return
+        try:
+            await pipeline.__aexit__(None, None, None)
+        except psycopg.Error:
+            if raise_errors:
+                raise
 
     async def rollback(self) -> None:
         """Roll back whatever the unit did (a no-op after commit).
@@ -135,6 +177,8 @@ class PostgresUnitOfWork:
         if self._conn.info.transaction_status == TransactionStatus.IDLE:
             return
         try:
+            # Outside the pipeline by now (the factory leaves it first), where psycopg
+            # sends ROLLBACK on an autocommit connection too.
             await self._conn.rollback()
         except psycopg.Error:
             # A broken connection: nothing is left to roll back, the pool replaces it.
@@ -195,17 +239,32 @@ class PostgresUnitOfWorkFactory:
         try:
             with wrap_errors():
                 async with connection_within(self._pool, self._policy.request_timeout) as conn:
-                    if conn.autocommit != read_only:
-                        await conn.set_autocommit(read_only)
-                    if conn.isolation_level != IsolationLevel.READ_COMMITTED:
-                        await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
-                    unit = PostgresUnitOfWork(conn)
+                    if not conn.autocommit:
+                        await conn.set_autocommit(True)
+                    if read_only:
+                        yield PostgresUnitOfWork(conn)
+                        return
+                    pipeline = conn.pipeline()
+                    await pipeline.__aenter__()
+                    unit = PostgresUnitOfWork(conn, pipeline)
                     try:
+                        # Queued: it leaves with the unit's first statement.
+                        await conn.execute(BEGIN, prepare=False)
                         yield unit
-                    finally:
-                        # Also after commit: statements run after it opened a new
-                        # transaction.
+                    except BaseException:
+                        # The error in flight is the one that counts.
+                        await unit.leave_pipeline()
                         await unit.rollback()
+                        await _explicit_again(conn)
+                        raise
+                    try:
+                        # A unit left without commit still waits for what it queued, and
+                        # fails with the first error of it.
+                        await unit.leave_pipeline(raise_errors=True)
+                    finally:
+                        # Also after commit: statements run after it ran in autocommit.
+                        await unit.rollback()
+                        await _explicit_again(conn)
         except StoreUnavailable as exc:
             # Raised anywhere in the unit (repositories translate driver errors where
             # they run): only the factory knows when a retry may succeed.
@@ -213,6 +272,23 @@ class PostgresUnitOfWorkFactory:
                 exc.retry_after = self._policy.retry_after
             raise
 
+
+async def _explicit_again(conn: Conn) -> None:
+    """Give the connection back in the pool's mode (explicit transactions), if it can be."""
+    if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+        return  # broken, or failing to roll back: the pool discards or resets it
+    try:
+        await conn.set_autocommit(False)
+    except psycopg.Error:
+        return
+
+
+#: The statement that opens a write unit's transaction, sent in its pipeline (psycopg's own
+#: BEGIN in pipeline mode waits for its result: one more round trip).
+BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+#: The statement that ends a write unit, sent with the unit's last writes.
+COMMIT = "COMMIT"
 
 #: Executions of a statement on one connection before psycopg prepares it: at once.
 #: Every statement is one of the fixed queries of sql/queries (fewer than psycopg's
@@ -227,7 +303,8 @@ async def _configure(conn: Conn) -> None:
     """Settings of every pooled connection.
 
     Explicit transactions, READ COMMITTED, and statements prepared on first use
-    (`PREPARE_THRESHOLD`).
+    (`PREPARE_THRESHOLD`). Units switch to autocommit for their time (a write unit sends
+    its own BEGIN, see the module docstring).
     """
     await conn.set_autocommit(False)
     await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)

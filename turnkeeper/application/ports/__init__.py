@@ -31,6 +31,7 @@ from turnkeeper.application.ports.unit import UnitOfWork, UnitOfWorkFactory
 from turnkeeper.application.ports.world import (
     ChannelRepository,
     GrantRepository,
+    PostFacts,
     PrincipalRepository,
     SpaceRepository,
     ThreadRepository,
@@ -53,6 +54,7 @@ __all__ = [
     "IdGenerator",
     "InvocationClaims",
     "MessageRepository",
+    "PostFacts",
     "PrincipalRepository",
     "RateLimitStore",
     "ReaderScope",

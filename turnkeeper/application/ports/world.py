@@ -6,7 +6,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
+import attrs
+
 from turnkeeper.domain.authorization import AccessTarget
+from turnkeeper.domain.messaging import Message
 from turnkeeper.domain.world import (
     Channel,
     Grant,
@@ -36,6 +39,18 @@ class PrincipalRepository(Protocol):
 
     async def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Principal]:
         """The principals among `ids` that exist, by id."""
+        ...
+
+    async def prefetch(self, ids: Sequence[uuid.UUID]) -> None:
+        """Start reading principals the unit is about to need, without waiting.
+
+        A later `get` or `get_many` of them then costs no round trip of its own when the
+        read arrived with another statement's (ADR 0022); without a later read it is
+        wasted work, never a wrong answer.
+
+        Args:
+            ids: the principals.
+        """
         ...
 
     async def update(self, principal: Principal) -> None:
@@ -81,6 +96,21 @@ class ChannelRepository(Protocol):
     async def list_all(self) -> list[Channel]:
         """Every channel."""
         ...
+
+
+@attrs.frozen(kw_only=True)
+class PostFacts:
+    """What a message post decides on, read together (`ThreadRepository.post_facts`).
+
+    Attributes:
+        target: the thread with its channel and space.
+        grants: the author's grants.
+        earlier: the message the author stored under the request's client id, or None.
+    """
+
+    target: AccessTarget
+    grants: list[Grant]
+    earlier: Message | None
 
 
 class ThreadRepository(Protocol):
@@ -143,6 +173,26 @@ class ThreadRepository(Protocol):
 
     async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
         """The thread with its channel and space (one read), or None when unknown."""
+        ...
+
+    async def post_facts(
+        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+    ) -> PostFacts | None:
+        """Everything a message post decides on, in one round trip, under the thread lock.
+
+        Takes the thread row lock (the one `allocate_seq` takes, held until the unit
+        ends) before it reads the rest, so the post sees the thread's state and seq as
+        they stay until it commits, and a later `allocate_seq` of the unit costs no
+        round trip of its own.
+
+        Args:
+            thread_id: the thread.
+            author_id: the author (whose grants and earlier message are read).
+            client_msg_id: the request's idempotency key.
+
+        Returns:
+            The facts, or None for an unknown thread.
+        """
         ...
 
 

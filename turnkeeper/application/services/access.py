@@ -7,13 +7,22 @@ The single application entry point to `turnkeeper.domain.authorization.authorize
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from turnkeeper.application.ports import ReaderScope, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action, authorize, grant_level
 from turnkeeper.domain.errors import NotFound
-from turnkeeper.domain.world import Level, Principal, Space, Thread, effective_operator
+from turnkeeper.domain.messaging import Message
+from turnkeeper.domain.world import (
+    Grant,
+    Level,
+    Principal,
+    Space,
+    Thread,
+    effective_operator,
+)
 
 
 async def channel_target(uow: UnitOfWork, channel_id: uuid.UUID) -> AccessTarget:
@@ -64,7 +73,50 @@ async def require(
     Raises:
         AccessDenied: not_found without read, else forbidden or channel_read_only.
     """
-    grants = await uow.grants.for_principal(principal.id)
+    enforce(principal, action, target, await uow.grants.for_principal(principal.id))
+
+
+async def post_target(
+    uow: UnitOfWork, principal: Principal, thread_id: uuid.UUID, client_msg_id: str
+) -> tuple[AccessTarget, Message | None]:
+    """Authorize a message post and read its earlier message, in one read of the facts.
+
+    The thread row stays locked until the unit ends (`ThreadRepository.post_facts`).
+
+    Args:
+        uow: the unit of work.
+        principal: the author.
+        thread_id: the thread.
+        client_msg_id: the request's idempotency key.
+
+    Returns:
+        The target and the message the author stored under that key (or None).
+
+    Raises:
+        NotFound: for an unknown thread.
+        AccessDenied: without write (not_found without read; channel_read_only).
+    """
+    facts = await uow.threads.post_facts(thread_id, principal.id, client_msg_id)
+    if facts is None:
+        raise NotFound()
+    enforce(principal, Action.MESSAGE_CREATE, facts.target, facts.grants)
+    return facts.target, facts.earlier
+
+
+def enforce(
+    principal: Principal, action: Action, target: AccessTarget, grants: Sequence[Grant]
+) -> None:
+    """Apply the authorization rule to facts already read.
+
+    Args:
+        principal: who acts.
+        action: the action.
+        target: where.
+        grants: the principal's grants.
+
+    Raises:
+        AccessDenied: not_found without read, else forbidden or channel_read_only.
+    """
     decision = authorize(principal, action, target, grants)
     if not decision.allowed:
         raise AccessDenied(

@@ -45,8 +45,8 @@ from turnkeeper.application.errors import RetriableConflict
 from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
-from turnkeeper.application.services.access import require, thread_target
-from turnkeeper.application.services.messages_append import MessageAppender, replay
+from turnkeeper.application.services.access import post_target
+from turnkeeper.application.services.messages_append import MessageAppender, replay, replayed
 from turnkeeper.application.services.send_records import (
     outcome_fields,
     refused_fields,
@@ -55,7 +55,7 @@ from turnkeeper.application.services.send_records import (
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.telemetry import SendAnswered
 from turnkeeper.application.transactions import AccessDenied, Transactor
-from turnkeeper.domain.authorization import AccessTarget, Action
+from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.errors import (
     DomainError,
     FieldError,
@@ -312,9 +312,8 @@ class AgentSendService:
     async def _send(
         self, uow: UnitOfWork, actor: Principal, request: AgentSend, digest: str
     ) -> SendOutcome:
-        target = await thread_target(uow, request.target)
-        await require(uow, actor, Action.MESSAGE_CREATE, target)
-        outcome = await self._decide(uow, actor, request, digest, target)
+        target, earlier = await post_target(uow, actor, request.target, request.client_message_id)
+        outcome = await self._decide(uow, actor, request, digest, target, earlier)
         return attrs.evolve(outcome, space_id=target.space.id)
 
     async def _decide(
@@ -324,10 +323,11 @@ class AgentSendService:
         request: AgentSend,
         digest: str,
         target: AccessTarget,
+        earlier: Message | None,
     ) -> SendOutcome:
         key = thread_target_key(request.target)
         seen = request.freshness.seen_up_to_seq if request.freshness else None
-        existing = await self._replay(uow, actor, request, digest, key, seen, SendPath.REPLAY)
+        existing = _already_sent(replayed(earlier, digest), request, key, seen, SendPath.REPLAY)
         if existing is not None:
             return existing
         await self._appender.take_rate_token(uow, actor)
@@ -394,18 +394,7 @@ class AgentSendService:
     ) -> SendOutcome | None:
         """already_sent for a stored client id with the same digest, else None."""
         existing = await replay(uow, actor, request.client_message_id, digest)
-        if existing is None:
-            return None
-        return SendOutcome(
-            state=SendState.ALREADY_SENT,
-            target_key=key,
-            client_message_id=request.client_message_id,
-            message_id=existing.id,
-            accepted_seq=existing.thread_seq,
-            latest_seq=existing.thread_seq,
-            seen_up_to_seq=seen,
-            path=path,
-        )
+        return _already_sent(existing, request, key, seen, path)
 
     async def _after_miss(
         self, uow: UnitOfWork, actor: Principal, thread_id: uuid.UUID, seen: int
@@ -458,6 +447,24 @@ class AgentSendService:
             if through <= seen:
                 return None
         return None
+
+
+def _already_sent(
+    existing: Message | None, request: AgentSend, key: str, seen: int | None, path: str
+) -> SendOutcome | None:
+    """already_sent for the message a replay found, None when there is none."""
+    if existing is None:
+        return None
+    return SendOutcome(
+        state=SendState.ALREADY_SENT,
+        target_key=key,
+        client_message_id=request.client_message_id,
+        message_id=existing.id,
+        accepted_seq=existing.thread_seq,
+        latest_seq=existing.thread_seq,
+        seen_up_to_seq=seen,
+        path=path,
+    )
 
 
 def _sent(message: Message, key: str, seen: int | None, path: str) -> SendOutcome:

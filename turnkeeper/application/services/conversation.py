@@ -21,6 +21,7 @@ from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
 from turnkeeper.application.services.access import (
     channel_target,
+    post_target,
     reader_scope,
     require,
     thread_of,
@@ -30,6 +31,7 @@ from turnkeeper.application.services.messages_append import (
     MessageAppender,
     reference_errors,
     replay,
+    replayed,
 )
 from turnkeeper.application.services.trigger_report import message_trigger
 from turnkeeper.application.settings import Settings
@@ -291,9 +293,8 @@ class ConversationService:
         digest = payload_digest(thread_id, draft.content, draft.reply_to_id, draft.restricted_to)
 
         async def work(uow: TrackedUnit) -> PostedMessage:
-            target = await thread_target(uow, thread_id)
-            await require(uow, actor, Action.MESSAGE_CREATE, target)
-            existing = await replay(uow, actor, draft.client_msg_id, digest)
+            target, earlier = await post_target(uow, actor, thread_id, draft.client_msg_id)
+            existing = replayed(earlier, digest)
             if existing is not None:
                 return PostedMessage(
                     message=existing,

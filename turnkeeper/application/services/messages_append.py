@@ -51,7 +51,22 @@ async def replay(
     Raises:
         IdempotencyConflict: the key was used with another payload.
     """
-    existing = await uow.messages.by_client_id(author.id, client_msg_id)
+    return replayed(await uow.messages.by_client_id(author.id, client_msg_id), digest)
+
+
+def replayed(existing: Message | None, digest: str) -> Message | None:
+    """The idempotency rule on a message already read by client id.
+
+    Args:
+        existing: the message the author stored under the request's key, or None.
+        digest: the payload digest of this request.
+
+    Returns:
+        `existing` when the request is a replay of it, None when the key is new.
+
+    Raises:
+        IdempotencyConflict: the key was used with another payload.
+    """
     if existing is not None and existing.digest != digest:
         raise IdempotencyConflict()
     return existing
@@ -264,4 +279,4 @@ def stored_audience(
     return tuple(dict.fromkeys([*members, author_id]))
 
 
-__all__ = ["MessageAppender", "reference_errors", "replay", "stored_audience"]
+__all__ = ["MessageAppender", "reference_errors", "replay", "replayed", "stored_audience"]

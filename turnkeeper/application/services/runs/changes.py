@@ -66,12 +66,14 @@ class RunChanges:
         message_ids: Sequence[uuid.UUID],
         state: TriggerState,
         reason: str | None,
+        *,
+        known: Sequence[Principal] = (),
     ) -> None:
         """Change the trigger_state of messages of one thread, one message.updated each.
 
         Two statements whatever the number of messages: the set-based update and one
-        read of their authors. Messages already in that state with that reason change
-        nothing.
+        read of their authors (none when `known` has them all). Messages already in
+        that state with that reason change nothing.
 
         Args:
             uow: the unit of work.
@@ -79,13 +81,18 @@ class RunChanges:
             message_ids: the messages.
             state: the new trigger_state.
             reason: its reason (failed, cancelled), or None.
+            known: authors the caller has at hand (the author of the message it
+                posted), not read again.
         """
         if not message_ids:
             return
         changed = await uow.messages.set_trigger_states(message_ids, state, reason)
         if not changed:
             return
-        authors = await uow.principals.get_many(list({m.author_id for m in changed}))
+        authors = {p.id: p for p in known}
+        missing = list({m.author_id for m in changed} - authors.keys())
+        if missing:
+            authors |= await uow.principals.get_many(missing)
         for message in changed:
             await uow.events.append(
                 self._events.message_updated(message, authors[message.author_id], target)

@@ -98,7 +98,7 @@ class RunOpener:
         )
         await self._appender.store(uow, anchor, agent, target, run_id=run.id)
         await self._changes.set_trigger_states(
-            uow, target, [message_id], TriggerState.RECEIVED, None
+            uow, target, [message_id], TriggerState.RECEIVED, None, known=[author]
         )
         await uow.events.append(self._events.agent_invocation(run, target))
         _log.info("run_opened", run_id=str(run.id), agent_id=str(agent.id))

@@ -108,6 +108,9 @@ class TriggerDecision:
         # messages stop here without touching the run row.
         if decide_trigger(facts).kind is OutcomeKind.NONE:
             return
+        if operator_id is not None and operator_id not in agents:
+            # Read with the run row lock, in its round trip.
+            await uow.principals.prefetch([operator_id])
         active = await uow.runs.lock_active_in_thread(thread.id)
         if operator_id is not None and operator_id not in agents:
             operator = await uow.principals.get(operator_id)
@@ -166,7 +169,7 @@ class TriggerDecision:
         await uow.followups.add(run.id, message.id, now, applied_followup_mode(mode, run.state))
         await self._changes.store(uow, run, bump_version(run, now), author, target)
         await self._changes.set_trigger_states(
-            uow, target, [message.id], TriggerState.RECEIVED, None
+            uow, target, [message.id], TriggerState.RECEIVED, None, known=[author]
         )
         if followup_event_needed(mode, run.state):
             await uow.events.append(self._events.agent_followup(run, target, message.id, author.id))

@@ -1,0 +1,72 @@
+"""The hot operations take the round trips issue 18 allows, counted on the wire.
+
+Each operation runs through its service on a pool of one traced connection
+(`bench.roundtrips`): libpq's protocol trace counts the client's waits (Sync, simple
+Query, and the Flush psycopg's pipeline mode sends to fetch) and the statements
+(Execute and Query, BEGIN and COMMIT included). A first item runs uncounted, as in the
+benchmark's census: on a connection's first use each statement is prepared once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import pytest
+
+from bench.harness import open_traced_pool
+from bench.operations import OPERATIONS, Operation
+from bench.roundtrips import Exchange, census_pool, counted
+from bench.world import BenchWorld, build_world, rebind
+
+#: Round trips per operation at most (issue 18, item 2).
+TARGETS = {
+    "message, no trigger": 3,
+    "message opens run": 5,
+    "gated send, hot thread": 3,
+    "gated send, many threads": 3,
+}
+#: Finishing a run with follow-ups: the same round trips whatever their number and mode.
+FINISHES = ("finish, 10 follow-ups", "finish, 100 follow-ups", "finish, 100 follow-ups, steer")
+_OPS = {op.name: op for op in OPERATIONS}
+
+
+@pytest.fixture
+async def worlds(pg_conninfo: str) -> AsyncIterator[tuple[BenchWorld, BenchWorld]]:
+    pool = await open_traced_pool(pg_conninfo, 4)
+    census = await census_pool(pg_conninfo)
+    try:
+        world = await build_world(pool, 1)
+        yield world, rebind(world, census)
+    finally:
+        await census.close()
+        await pool.close()
+
+
+async def _exchange(worlds: tuple[BenchWorld, BenchWorld], op: Operation) -> Exchange:
+    world, traced = worlds
+    worker = world.workers["service"][0]
+    work = await op.prepare(world, [worker], 2)
+    first, second = work[0][:2]
+    asgi = cast("Any", None)  # the services' side never uses the ASGI client
+    await op.service(traced, asgi, first)
+    async with counted(traced.pool) as exchange:
+        await op.service(traced, asgi, second)
+    return exchange
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+async def test_a_hot_operation_takes_at_most_its_round_trips(
+    worlds: tuple[BenchWorld, BenchWorld], name: str
+) -> None:
+    exchange = await _exchange(worlds, _OPS[name])
+
+    assert exchange.round_trips <= TARGETS[name], (exchange.round_trips, exchange.statements)
+
+
+async def test_a_finish_takes_the_same_round_trips_whatever_its_follow_ups(
+    worlds: tuple[BenchWorld, BenchWorld],
+) -> None:
+    found = {name: (await _exchange(worlds, _OPS[name])).round_trips for name in FINISHES}
+
+    assert len(set(found.values())) == 1, found
