@@ -101,16 +101,7 @@ if TYPE_CHECKING:
         NewPrincipal as NewPrincipal,
     )
     from turnkeeper.application.services.agent_send import (
-        AgentSend as AgentSend,
-    )
-    from turnkeeper.application.services.agent_send import (
         AgentSendService as AgentSendService,
-    )
-    from turnkeeper.application.services.agent_send import (
-        SendFreshness as SendFreshness,
-    )
-    from turnkeeper.application.services.agent_send import (
-        SendOutcome as SendOutcome,
     )
     from turnkeeper.application.services.conversation import (
         ConversationService as ConversationService,
@@ -159,6 +150,15 @@ if TYPE_CHECKING:
     )
     from turnkeeper.application.services.runs.views import (
         RunView as RunView,
+    )
+    from turnkeeper.application.services.send_types import (
+        AgentSend as AgentSend,
+    )
+    from turnkeeper.application.services.send_types import (
+        SendFreshness as SendFreshness,
+    )
+    from turnkeeper.application.services.send_types import (
+        SendOutcome as SendOutcome,
     )
     from turnkeeper.application.services.tokens import (
         IssuedToken as IssuedToken,
@@ -310,10 +310,10 @@ _HOMES: dict[str, str] = {
     "RunPatchService": "turnkeeper.application.services.runs.run_patch",
     "RunsService": "turnkeeper.application.services.runs.service",
     "RunView": "turnkeeper.application.services.runs.views",
-    "AgentSend": "turnkeeper.application.services.agent_send",
+    "AgentSend": "turnkeeper.application.services.send_types",
     "AgentSendService": "turnkeeper.application.services.agent_send",
-    "SendFreshness": "turnkeeper.application.services.agent_send",
-    "SendOutcome": "turnkeeper.application.services.agent_send",
+    "SendFreshness": "turnkeeper.application.services.send_types",
+    "SendOutcome": "turnkeeper.application.services.send_types",
     "AccessDenied": "turnkeeper.application.transactions",
     "ApplicationError": "turnkeeper.application.errors",
     "BaseVersionConflict": "turnkeeper.application.errors",

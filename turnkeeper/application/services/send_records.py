@@ -7,15 +7,11 @@ same keys (``agent_id``, ``target_key``, ``state``, ``seen_up_to_seq``, ``latest
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from turnkeeper.application.services.send_types import AgentSend, SendOutcome
 from turnkeeper.application.telemetry import AttributeValue
 from turnkeeper.domain.errors import DomainError
 from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.world import Principal, thread_target_key
-
-if TYPE_CHECKING:
-    from turnkeeper.application.services.agent_send import AgentSend, SendOutcome
 
 
 def request_fields(actor: Principal, request: AgentSend) -> dict[str, AttributeValue]:
