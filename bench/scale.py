@@ -195,10 +195,12 @@ async def bulk_load(
                     )
                 )
         async with cur.copy(
-            "COPY run_followups (run_id, message_id, state, created_at, updated_at) FROM STDIN"
+            "COPY run_followups (run_id, message_id, state, created_at, updated_at,"
+            " accepted_run_id, mode) FROM STDIN"
         ) as copy:
             for run, message in followup_rows:
-                await copy.write_row((run, message, "discarded", now, now))
+                # Accepted into the run they belong to, in the default mode (migration 0006).
+                await copy.write_row((run, message, "discarded", now, now, run, "queue"))
         await conn.commit()
         rows: list[tuple[Any, ...]] = []
         for thread in threads:
