@@ -11,12 +11,16 @@ the h11 protocol of `turnkeeper.adapters.http.server` and the httptools protocol
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
 import msgspec
+import structlog
 
-from turnkeeper.adapters.http.correlation import CORRELATION_HEADER
+from turnkeeper.adapters.http.correlation import CORRELATION_HEADER, correlation_id_of
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
+
+_log = structlog.get_logger("turnkeeper.http")
 
 
 class GuardedConnection(Protocol):
@@ -53,6 +57,65 @@ def request_timeout_answer(correlation_id: str) -> bytes:
         f"{CORRELATION_HEADER.lower()}: {correlation_id}\r\n\r\n"
     )
     return head.encode("latin-1") + body
+
+
+def close_dropped(
+    guard: ConnectionGuard,
+    connection: GuardedConnection,
+    transport: asyncio.BaseTransport,
+    reason: str,
+) -> None:
+    """Close a connection the guard drops (`GuardedConnection.drop` of both protocols).
+
+    Args:
+        guard: the server's guard (forgets the connection).
+        connection: the connection.
+        transport: its transport.
+        reason: ``header_timeout`` or ``connection_limit`` (logged).
+    """
+    guard.closed(connection)
+    if not transport.is_closing():
+        _log.info("http_connection_closed", reason=reason)
+        transport.close()
+
+
+def end_late_request(
+    guard: ConnectionGuard,
+    connection: GuardedConnection,
+    transport: asyncio.WriteTransport,
+    cycle: Any,
+    answer: Callable[[str], bytes],
+) -> None:
+    """End a request whose body did not arrive within ``http.body_timeout``.
+
+    Answers ``408 request_timeout`` when the answer has not started, tells the
+    application's request that the client is gone (its body read ends), and closes the
+    connection (`GuardedConnection.body_late` of both protocols).
+
+    Args:
+        guard: the server's guard (forgets the connection).
+        connection: the connection.
+        transport: its transport.
+        cycle: uvicorn's request cycle of the connection (h11 or httptools), or None.
+        answer: the bytes of the 408 answer for a correlation id (empty when the
+            protocol cannot send one now).
+    """
+    guard.closed(connection)
+    if transport.is_closing():
+        return
+    data = b""
+    if cycle is not None and not cycle.response_started:
+        data = answer(correlation_id_of(cast("dict[str, Any]", cycle.scope)))
+        cycle.response_started = True
+    if cycle is not None:
+        # As uvicorn's connection_lost does: the application stops reading and writing
+        # now, before the transport reports the close.
+        cycle.disconnected = True
+        cycle.message_event.set()
+    _log.info("http_connection_closed", reason="body_timeout")
+    if data:
+        transport.write(data)
+    transport.close()
 
 
 class ConnectionGuard:
@@ -145,4 +208,10 @@ class ConnectionGuard:
         self.open.discard(connection)
 
 
-__all__ = ["ConnectionGuard", "GuardedConnection", "request_timeout_answer"]
+__all__ = [
+    "ConnectionGuard",
+    "GuardedConnection",
+    "close_dropped",
+    "end_late_request",
+    "request_timeout_answer",
+]

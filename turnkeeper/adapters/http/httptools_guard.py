@@ -11,13 +11,17 @@ This module imports httptools: import it only where httptools is installed.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, ClassVar, cast
+from typing import ClassVar
 
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from turnkeeper.adapters.http.correlation import correlation_id_of
-from turnkeeper.adapters.http.guard import ConnectionGuard, request_timeout_answer
+from turnkeeper.adapters.http.guard import (
+    ConnectionGuard,
+    close_dropped,
+    end_late_request,
+    request_timeout_answer,
+)
 
 _log = structlog.get_logger("turnkeeper.http")
 
@@ -68,10 +72,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         Args:
             reason: ``header_timeout`` or ``connection_limit`` (logged).
         """
-        self.guard.closed(self)
-        if not self.transport.is_closing():
-            _log.info("http_connection_closed", reason=reason)
-            self.transport.close()
+        close_dropped(self.guard, self, self.transport, reason)
 
     def body_late(self) -> None:
         """The request's body did not arrive within ``http.body_timeout``: end it.
@@ -80,20 +81,4 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         application's request that the client is gone (its body read ends), and closes
         the connection.
         """
-        self.guard.closed(self)
-        if self.transport.is_closing():
-            return
-        cycle = self.cycle
-        answer = b""
-        if cycle is not None and not cycle.response_started:
-            answer = request_timeout_answer(correlation_id_of(cast("dict[str, Any]", cycle.scope)))
-            cycle.response_started = True
-        if cycle is not None:
-            # As uvicorn's connection_lost does: the application stops reading and
-            # writing now, before the transport reports the close.
-            cycle.disconnected = True
-            cycle.message_event.set()
-        _log.info("http_connection_closed", reason="body_timeout")
-        if answer:
-            self.transport.write(answer)
-        self.transport.close()
+        end_late_request(self.guard, self, self.transport, self.cycle, request_timeout_answer)

@@ -37,7 +37,7 @@ import importlib.util
 import resource
 import socket
 from collections.abc import Callable
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import h11
 import msgspec
@@ -45,10 +45,8 @@ import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from turnkeeper.adapters.http.correlation import CORRELATION_HEADER, correlation_id_of
-from turnkeeper.adapters.http.guard import (
-    ConnectionGuard,
-)
+from turnkeeper.adapters.http.correlation import CORRELATION_HEADER
+from turnkeeper.adapters.http.guard import ConnectionGuard, close_dropped, end_late_request
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
 from turnkeeper.adapters.http.shutdown import StreamClosingServer
 from turnkeeper.application.services.live import LiveDelivery
@@ -115,10 +113,7 @@ class GuardedH11Protocol(H11Protocol):
         Args:
             reason: ``header_timeout`` or ``connection_limit`` (logged).
         """
-        self.guard.closed(self)
-        if not self.transport.is_closing():
-            _log.info("http_connection_closed", reason=reason)
-            self.transport.close()
+        close_dropped(self.guard, self, self.transport, reason)
 
     def body_late(self) -> None:
         """The request's body did not arrive within ``http.body_timeout``: end it.
@@ -127,23 +122,7 @@ class GuardedH11Protocol(H11Protocol):
         application's request that the client is gone (its body read ends), and closes
         the connection.
         """
-        self.guard.closed(self)
-        if self.transport.is_closing():
-            return
-        cycle = self.cycle
-        answer = b""
-        if cycle is not None and not cycle.response_started:
-            answer = self._request_timeout(correlation_id_of(cast("dict[str, Any]", cycle.scope)))
-            cycle.response_started = True
-        if cycle is not None:
-            # As uvicorn's connection_lost does: the application stops reading and
-            # writing now, before the transport reports the close.
-            cycle.disconnected = True
-            cycle.message_event.set()
-        _log.info("http_connection_closed", reason="body_timeout")
-        if answer:
-            self.transport.write(answer)
-        self.transport.close()
+        end_late_request(self.guard, self, self.transport, self.cycle, self._request_timeout)
 
     def _request_timeout(self, correlation_id: str) -> bytes:
         """The bytes of a 408 problem answer, or none when h11 cannot send one now."""

@@ -14,12 +14,12 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Any
 
 import attrs
 
 from turnkeeper.adapters.event_seqs import check_count, first_seq, horizon_bound
+from turnkeeper.adapters.memory.audit import MemoryAuditLog, MemoryRateLimitStore
 from turnkeeper.adapters.memory.freshness import MemoryFreshnessRepository
 from turnkeeper.adapters.memory.runs import (
     MemoryAgentFeedRepository,
@@ -31,8 +31,6 @@ from turnkeeper.adapters.memory.tokens import MemoryTokenRepository
 from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import (
-    AdminChange,
-    DenialRecord,
     PostFacts,
     ReaderScope,
     UnitOfWork,
@@ -40,7 +38,6 @@ from turnkeeper.application.ports import (
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.events import Event, NewEvent
 from turnkeeper.domain.messaging import Message, TriggerState, visible_to
-from turnkeeper.domain.ratelimit import take_token
 from turnkeeper.domain.world import (
     Channel,
     Grant,
@@ -382,52 +379,6 @@ class _Events:
             self.xid = None
 
 
-class _Audit:
-    def __init__(self, t: Tables) -> None:
-        self._t = t
-
-    async def record_denial(
-        self, principal_id: uuid.UUID, action: str, reason: str, window_start: datetime
-    ) -> None:
-        key = (principal_id, action, reason, window_start)
-        self._t.denials[key] = self._t.denials.get(key, 0) + 1
-
-    async def denials(self, principal_id: uuid.UUID) -> list[DenialRecord]:
-        rows = [
-            DenialRecord(principal_id=p, action=a, reason=r, window_start=w, count=c)
-            for (p, a, r, w), c in self._t.denials.items()
-            if p == principal_id
-        ]
-        return sorted(rows, key=lambda d: (d.window_start, d.action, d.reason))
-
-    async def record_change(self, change: AdminChange) -> None:
-        self._t.changes.append(change)
-
-    async def changes(self, subject_id: uuid.UUID) -> list[AdminChange]:
-        return sorted(
-            (c for c in self._t.changes if c.subject_id == subject_id), key=lambda c: c.id
-        )
-
-
-class _Buckets:
-    def __init__(self, t: Tables) -> None:
-        self._t = t
-
-    async def take_token(
-        self,
-        principal_id: uuid.UUID,
-        limit_class: str,
-        now: datetime,
-        *,
-        burst: int,
-        per_minute: int,
-    ) -> int | None:
-        key = (principal_id, limit_class)
-        decision = take_token(self._t.buckets.get(key), now, burst=burst, per_minute=per_minute)
-        self._t.buckets[key] = decision.bucket
-        return decision.retry_after
-
-
 class MemoryUnitOfWork:
     """One unit of work over a `MemoryStore` (a `turnkeeper.application.ports.UnitOfWork`)."""
 
@@ -444,8 +395,8 @@ class MemoryUnitOfWork:
         self.grants = _Grants(tables)
         self.messages = _Messages(tables)
         self.events = _Events(store)
-        self.audit = _Audit(tables)
-        self.buckets = _Buckets(tables)
+        self.audit = MemoryAuditLog(tables)
+        self.buckets = MemoryRateLimitStore(tables)
         self.runs = MemoryRunRepository(tables)
         self.agent_feed = MemoryAgentFeedRepository(tables, store.horizon)
         self.freshness = MemoryFreshnessRepository(tables)
