@@ -273,6 +273,7 @@ def _docstring_sql(text: str) -> list[str]:
 #: pending rows. Every other statement waits for its own result, as outside a pipeline.
 PIPELINED = frozenset(
     {
+        "AppendEvent",
         "AppendEvents",
         "GetMessageByClientId",
         "GetPrincipals",
@@ -281,6 +282,7 @@ PIPELINED = frozenset(
         "InsertRun",
         "ListGrantsForPrincipal",
         "SetThreadLatestSeq",
+        "TakeBucketToken",
     }
 )
 

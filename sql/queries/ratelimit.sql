@@ -10,13 +10,21 @@
 -- Returns the tokens left: 0 or more when a token was taken; negative when the bucket
 -- was short, minus the part of a token it lacks (the unit then rolls back, so the
 -- stored value never survives a refusal).
+--
+-- With `unless_client_msg_id` set, nothing is taken (no row is returned) when the
+-- principal already stored a message under that client id: a post queues this take
+-- right behind its facts read in one round trip, before it knows whether the request is
+-- a replay, and a replay costs no token (ADR 0024).
 -- name: TakeBucketToken :one
 INSERT INTO rate_buckets AS b (principal_id, limit_class, tokens, updated_at)
-VALUES (
-    sqlc.arg(principal_id),
-    sqlc.arg(limit_class),
-    sqlc.arg(burst)::float8 - 1.0::float8,
-    sqlc.arg(now)
+SELECT sqlc.arg(principal_id)::uuid,
+       sqlc.arg(limit_class)::text,
+       sqlc.arg(burst)::float8 - 1.0::float8,
+       sqlc.arg(now)::timestamptz
+WHERE NOT EXISTS (
+    SELECT 1 FROM messages m
+    WHERE m.author_id = sqlc.arg(principal_id)::uuid
+      AND m.client_msg_id = sqlc.narg(unless_client_msg_id)::text
 )
 ON CONFLICT (principal_id, limit_class) DO UPDATE
 SET tokens = CASE

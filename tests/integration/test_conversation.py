@@ -453,3 +453,42 @@ class TestRateLimit:
         clock.advance(10)
         posted = await services.conversation.create_message(lotse, thread_id, draft("l9"))
         assert posted.message.thread_seq == 3
+
+    async def test_a_post_refused_for_another_reason_costs_no_token(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        # The take shares the round trip of the post's facts, before the post knows it
+        # will be refused; the refused unit rolls the take back with it.
+        lotse = world.principal("lotse")
+        thread_id = main_thread(world, "allgemein")
+        with pytest.raises(ValidationFailed):
+            await services.conversation.create_message(
+                lotse, thread_id, draft("bad", mentions=(uuid.uuid4(),))
+            )
+        with pytest.raises(NotFound):
+            await services.conversation.create_message(lotse, uuid.uuid4(), draft("gone"))
+        for i in range(2):
+            await services.conversation.create_message(lotse, thread_id, draft(f"l{i}"))
+        with pytest.raises(RateLimited):
+            await services.conversation.create_message(lotse, thread_id, draft("l2"))
+
+    async def test_an_empty_bucket_answers_after_the_other_checks(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        lotse = world.principal("lotse")
+        thread_id = main_thread(world, "allgemein")
+        for i in range(2):
+            await services.conversation.create_message(lotse, thread_id, draft(f"l{i}"))
+        # Validation, an unknown thread and a reused client id are answered as such.
+        with pytest.raises(ValidationFailed):
+            await services.conversation.create_message(
+                lotse, thread_id, draft("bad", mentions=(uuid.uuid4(),))
+            )
+        with pytest.raises(NotFound):
+            await services.conversation.create_message(lotse, uuid.uuid4(), draft("gone"))
+        with pytest.raises(IdempotencyConflict):
+            await services.conversation.create_message(
+                lotse, thread_id, draft("l0", content="Robin, something else.")
+            )
+        with pytest.raises(RateLimited):
+            await services.conversation.create_message(lotse, thread_id, draft("l2"))

@@ -21,6 +21,7 @@ import attrs
 from turnkeeper.application.ports import (
     AgentFeedRepository,
     AuditLog,
+    BucketTake,
     ChannelRepository,
     EventLog,
     FollowupRepository,
@@ -308,9 +309,13 @@ class _TrackedThreads:
         return await self._inner.target(thread_id)
 
     async def post_facts(
-        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+        self,
+        thread_id: uuid.UUID,
+        author_id: uuid.UUID,
+        client_msg_id: str,
+        take: BucketTake | None = None,
     ) -> PostFacts | None:
-        return await self._inner.post_facts(thread_id, author_id, client_msg_id)
+        return await self._inner.post_facts(thread_id, author_id, client_msg_id, take)
 
 
 class _TrackedFreshness:

@@ -31,6 +31,7 @@ from turnkeeper.adapters.memory.tokens import MemoryTokenRepository
 from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import (
+    BucketTake,
     PostFacts,
     ReaderScope,
     UnitOfWork,
@@ -190,17 +191,28 @@ class _Threads:
         return AccessTarget(space=space, channel=channel, thread=thread)
 
     async def post_facts(
-        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+        self,
+        thread_id: uuid.UUID,
+        author_id: uuid.UUID,
+        client_msg_id: str,
+        take: BucketTake | None = None,
     ) -> PostFacts | None:
         target = await self.target(thread_id)
-        if target is None:
-            return None
         grants = sorted(
             (g for g in self._t.grants.values() if g.principal_id == author_id), key=lambda g: g.id
         )
         earlier_id = self._t.client_ids.get((author_id, client_msg_id))
         earlier = None if earlier_id is None else self._t.messages[earlier_id]
-        return PostFacts(target=target, grants=grants, earlier=earlier)
+        retry_after = None
+        if take is not None and earlier is None:
+            # Taken even for an unknown thread, as in one PostgreSQL round trip: the
+            # unit that fails on the facts rolls the take back.
+            retry_after = await MemoryRateLimitStore(self._t).take_token(
+                author_id, take.limit_class, take.now, burst=take.burst, per_minute=take.per_minute
+            )
+        if target is None:
+            return None
+        return PostFacts(target=target, grants=grants, earlier=earlier, retry_after=retry_after)
 
 
 class _Grants:

@@ -10,7 +10,7 @@ from typing import Any
 
 from turnkeeper.adapters.event_seqs import check_count
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, PostgresRepository
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
 from turnkeeper.application.ports import ReaderScope
 from turnkeeper.domain.events import Event, EventType, NewEvent
 
@@ -75,6 +75,35 @@ def uuid_array_text(ids: Sequence[uuid.UUID] | None) -> str | None:
     return "{" + ",".join(str(i) for i in ids) + "}"
 
 
+async def _start_one(conn: Conn, event: NewEvent, ord: int) -> Callable[[], Awaitable[list[int]]]:
+    """Queue the append of a unit's only event (``AppendEvent``: no one-element arrays)."""
+    pending = await q.start_append_event(
+        conn,
+        ord=ord,
+        type=event.type.value,
+        actor_id=event.actor_id,
+        actor_kind=event.actor_kind,
+        space_id=event.space_id,
+        channel_id=event.channel_id,
+        thread_id=event.thread_id,
+        resource_kind=event.resource_kind,
+        resource_id=event.resource_id,
+        resource_version=event.resource_version,
+        audience_id=event.audience_id,
+        restricted_to=uuid_array_text(event.restricted_to),
+        payload=payload_json(event.payload),
+        created_at=event.created_at,
+    )
+
+    async def seqs() -> list[int]:
+        seq = await pending.result()
+        if seq is None:
+            raise MissingRow("the appended event")
+        return [seq]
+
+    return seqs
+
+
 class PostgresEventLog(PostgresRepository):
     """The event log; satisfies `EventLog`.
 
@@ -128,6 +157,8 @@ class PostgresEventLog(PostgresRepository):
         events, self._pending = self._pending, []
         first = self._numbered + 1
         self._numbered += len(events)
+        if len(events) == 1:
+            return await _start_one(self._conn, events[0], first)
         pending = await q.start_append_events(
             self._conn,
             offsets=list(range(first, first + len(events))),

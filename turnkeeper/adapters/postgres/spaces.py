@@ -12,7 +12,8 @@ from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
 from turnkeeper.adapters.postgres.messages import message_of
 from turnkeeper.adapters.postgres.principals import PostgresGrantRepository, grant_of
-from turnkeeper.application.ports import PostFacts
+from turnkeeper.adapters.postgres.ratelimit import start_take
+from turnkeeper.application.ports import BucketTake, PostFacts
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.world import (
     Channel,
@@ -423,18 +424,25 @@ class PostgresThreadRepository(PostgresRepository):
         )
 
     async def post_facts(
-        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+        self,
+        thread_id: uuid.UUID,
+        author_id: uuid.UUID,
+        client_msg_id: str,
+        take: BucketTake | None = None,
     ) -> PostFacts | None:
         """The thread under its row lock, the author's grants and earlier message.
 
-        Three statements queued in the unit's pipeline and read in one round trip (with
-        the unit's BEGIN when they are its first); the lock comes first, so the other two
-        read after it is granted. The latest_seq read is remembered for `allocate_seq`.
+        Three statements (four with the take) queued in the unit's pipeline and read in
+        one round trip (with the unit's BEGIN when they are its first); the pipeline runs
+        them in order, so the thread lock comes first and the bucket lock after it, the
+        order every unit takes them in. The latest_seq read is remembered for
+        `allocate_seq`.
 
         Args:
             thread_id: the thread.
             author_id: the author.
             client_msg_id: the request's idempotency key.
+            take: the token to take (skipped in SQL for a replay), or None.
 
         Returns:
             The facts, or None for an unknown thread.
@@ -444,9 +452,15 @@ class PostgresThreadRepository(PostgresRepository):
         pending_earlier = await q.start_get_message_by_client_id(
             self._conn, author_id=author_id, client_msg_id=client_msg_id
         )
+        taken = (
+            None
+            if take is None
+            else await start_take(self._conn, author_id, take, unless_client_msg_id=client_msg_id)
+        )
         row = await pending_target.result()
         grants = [grant_of(g) for g in await pending_grants.result()]
         earlier = await pending_earlier.result()
+        retry_after = None if taken is None else await taken()
         if row is None:
             return None
         thread = _thread(_unprefixed(row, "t_", q.ThreadRow))
@@ -463,4 +477,5 @@ class PostgresThreadRepository(PostgresRepository):
             target=target,
             grants=grants,
             earlier=None if earlier is None else message_of(earlier),
+            retry_after=retry_after,
         )

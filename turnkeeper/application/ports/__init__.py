@@ -29,6 +29,7 @@ from turnkeeper.application.ports.system import Clock, IdGenerator, InvocationCl
 from turnkeeper.application.ports.tokens import ResolvedToken, TokenRepository
 from turnkeeper.application.ports.unit import UnitOfWork, UnitOfWorkFactory
 from turnkeeper.application.ports.world import (
+    BucketTake,
     ChannelRepository,
     GrantRepository,
     PostFacts,
@@ -43,6 +44,7 @@ __all__ = [
     "AgentFeedRepository",
     "AuditAction",
     "AuditLog",
+    "BucketTake",
     "ChannelRepository",
     "Clock",
     "DenialRecord",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
 import attrs
@@ -99,6 +100,25 @@ class ChannelRepository(Protocol):
 
 
 @attrs.frozen(kw_only=True)
+class BucketTake:
+    """One token of the author's rate-limit bucket, taken with a post's facts.
+
+    The rule is `turnkeeper.domain.ratelimit.take_token`'s, as in `RateLimitStore.take_token`.
+
+    Attributes:
+        limit_class: the class, for example ``rl.message``.
+        now: the time of the take.
+        burst: the bucket's capacity.
+        per_minute: its refill rate.
+    """
+
+    limit_class: str
+    now: datetime
+    burst: int
+    per_minute: int
+
+
+@attrs.frozen(kw_only=True)
 class PostFacts:
     """What a message post decides on, read together (`ThreadRepository.post_facts`).
 
@@ -106,11 +126,16 @@ class PostFacts:
         target: the thread with its channel and space.
         grants: the author's grants.
         earlier: the message the author stored under the request's client id, or None.
+        retry_after: when a `BucketTake` was asked for and the bucket was empty, whole
+            seconds until a token is there (the caller must roll the unit back); None
+            when a token was taken, none was asked for, or `earlier` is set (a replay
+            takes no token).
     """
 
     target: AccessTarget
     grants: list[Grant]
     earlier: Message | None
+    retry_after: int | None = None
 
 
 class ThreadRepository(Protocol):
@@ -176,19 +201,28 @@ class ThreadRepository(Protocol):
         ...
 
     async def post_facts(
-        self, thread_id: uuid.UUID, author_id: uuid.UUID, client_msg_id: str
+        self,
+        thread_id: uuid.UUID,
+        author_id: uuid.UUID,
+        client_msg_id: str,
+        take: BucketTake | None = None,
     ) -> PostFacts | None:
         """Everything a message post decides on, in one round trip, under the thread lock.
 
         Takes the thread row lock (the one `allocate_seq` takes, held until the unit
         ends) before it reads the rest, so the post sees the thread's state and seq as
         they stay until it commits, and a later `allocate_seq` of the unit costs no
-        round trip of its own.
+        round trip of its own. With `take`, and unless the author stored a message under
+        `client_msg_id` already, one token of the author's bucket is taken after the
+        thread lock, in the same round trip (the bucket stays locked until the unit
+        ends, as with `RateLimitStore.take_token`). The caller decides on the facts in
+        its own order: a unit that fails for any reason rolls the take back with it.
 
         Args:
             thread_id: the thread.
             author_id: the author (whose grants and earlier message are read).
             client_msg_id: the request's idempotency key.
+            take: the token to take, or None.
 
         Returns:
             The facts, or None for an unknown thread.

@@ -9,12 +9,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from turnkeeper.application.ports import ReaderScope, UnitOfWork
+from turnkeeper.application.ports import BucketTake, PostFacts, ReaderScope, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action, authorize, grant_level
 from turnkeeper.domain.errors import NotFound
-from turnkeeper.domain.messaging import Message
 from turnkeeper.domain.world import (
     Grant,
     Level,
@@ -77,8 +76,12 @@ async def require(
 
 
 async def post_target(
-    uow: UnitOfWork, principal: Principal, thread_id: uuid.UUID, client_msg_id: str
-) -> tuple[AccessTarget, Message | None]:
+    uow: UnitOfWork,
+    principal: Principal,
+    thread_id: uuid.UUID,
+    client_msg_id: str,
+    take: BucketTake | None = None,
+) -> PostFacts:
     """Authorize a message post and read its earlier message, in one read of the facts.
 
     The thread row stays locked until the unit ends (`ThreadRepository.post_facts`).
@@ -88,19 +91,22 @@ async def post_target(
         principal: the author.
         thread_id: the thread.
         client_msg_id: the request's idempotency key.
+        take: the rate-limit token taken in the same round trip (None: none); the
+            caller refuses on its ``retry_after`` after its own earlier checks.
 
     Returns:
-        The target and the message the author stored under that key (or None).
+        The facts: the target, the message the author stored under that key (or None)
+        and the take's answer.
 
     Raises:
         NotFound: for an unknown thread.
         AccessDenied: without write (not_found without read; channel_read_only).
     """
-    facts = await uow.threads.post_facts(thread_id, principal.id, client_msg_id)
+    facts = await uow.threads.post_facts(thread_id, principal.id, client_msg_id, take)
     if facts is None:
         raise NotFound()
     enforce(principal, Action.MESSAGE_CREATE, facts.target, facts.grants)
-    return facts.target, facts.earlier
+    return facts
 
 
 def enforce(

@@ -43,10 +43,15 @@ import structlog
 
 from turnkeeper.application.errors import RetriableConflict
 from turnkeeper.application.event_factory import EventFactory
-from turnkeeper.application.ports import UnitOfWork
+from turnkeeper.application.ports import PostFacts, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import post_target
-from turnkeeper.application.services.messages_append import MessageAppender, replay, replayed
+from turnkeeper.application.services.messages_append import (
+    MessageAppender,
+    refuse_if_limited,
+    replay,
+    replayed,
+)
 from turnkeeper.application.services.send_records import (
     outcome_fields,
     refused_fields,
@@ -234,9 +239,11 @@ class AgentSendService:
     async def _send(
         self, uow: UnitOfWork, actor: Principal, request: AgentSend, digest: str
     ) -> SendOutcome:
-        target, earlier = await post_target(uow, actor, request.target, request.client_message_id)
-        outcome = await self._decide(uow, actor, request, digest, target, earlier)
-        return attrs.evolve(outcome, space_id=target.space.id)
+        facts = await post_target(
+            uow, actor, request.target, request.client_message_id, self._appender.message_take()
+        )
+        outcome = await self._decide(uow, actor, request, digest, facts)
+        return attrs.evolve(outcome, space_id=facts.target.space.id)
 
     async def _decide(
         self,
@@ -244,15 +251,17 @@ class AgentSendService:
         actor: Principal,
         request: AgentSend,
         digest: str,
-        target: AccessTarget,
-        earlier: Message | None,
+        facts: PostFacts,
     ) -> SendOutcome:
+        target = facts.target
         key = thread_target_key(request.target)
         seen = request.freshness.seen_up_to_seq if request.freshness else None
-        existing = _already_sent(replayed(earlier, digest), request, key, seen, SendPath.REPLAY)
+        existing = _already_sent(
+            replayed(facts.earlier, digest), request, key, seen, SendPath.REPLAY
+        )
         if existing is not None:
             return existing
-        await self._appender.take_rate_token(uow, actor)
+        refuse_if_limited(facts.retry_after)
         draft = _draft(request)
         if seen is None:
             message = await self._appender.append(uow, actor, target, draft, digest)

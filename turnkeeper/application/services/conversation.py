@@ -30,6 +30,7 @@ from turnkeeper.application.services.access import (
 from turnkeeper.application.services.messages_append import (
     MessageAppender,
     reference_errors,
+    refuse_if_limited,
     replay,
     replayed,
 )
@@ -293,8 +294,10 @@ class ConversationService:
         digest = payload_digest(thread_id, draft.content, draft.reply_to_id, draft.restricted_to)
 
         async def work(uow: TrackedUnit) -> PostedMessage:
-            target, earlier = await post_target(uow, actor, thread_id, draft.client_msg_id)
-            existing = replayed(earlier, digest)
+            facts = await post_target(
+                uow, actor, thread_id, draft.client_msg_id, self._appender.message_take()
+            )
+            existing = replayed(facts.earlier, digest)
             if existing is not None:
                 return PostedMessage(
                     message=existing,
@@ -303,9 +306,9 @@ class ConversationService:
                     trigger=await message_trigger(uow, existing),
                 )
             reject_invalid(await reference_errors(uow, draft, thread_id=thread_id))
-            await self._appender.take_rate_token(uow, actor)
+            refuse_if_limited(facts.retry_after)
             message = uow.written.message(
-                await self._appender.append(uow, actor, target, draft, digest)
+                await self._appender.append(uow, actor, facts.target, draft, digest)
             )
             return PostedMessage(
                 message=message,

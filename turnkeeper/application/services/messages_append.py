@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from turnkeeper.application.bus import EventBus, MessagePosted
 from turnkeeper.application.event_factory import EventFactory
-from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.ports import BucketTake, Clock, IdGenerator, UnitOfWork
 from turnkeeper.application.services.access import thread_of
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.authorization import AccessTarget
@@ -107,6 +107,19 @@ async def reference_errors(
     return errors
 
 
+def refuse_if_limited(retry_after: int | None) -> None:
+    """Refuse a post whose rate-limit take found the bucket empty.
+
+    Args:
+        retry_after: the take's answer (None: a token was taken, or none was needed).
+
+    Raises:
+        RateLimited: with the seconds to wait; the unit rolls back, and the take with it.
+    """
+    if retry_after is not None:
+        raise RateLimited(retry_after)
+
+
 class MessageAppender:
     """Stores messages into threads with their events, inside the caller's unit of work.
 
@@ -142,15 +155,25 @@ class MessageAppender:
         Raises:
             RateLimited: the bucket is empty (nothing is stored: the unit rolls back).
         """
-        retry_after = await uow.buckets.take_token(
-            actor.id,
-            RL_MESSAGE,
-            self._clock.now(),
+        take = self.message_take()
+        refuse_if_limited(
+            await uow.buckets.take_token(
+                actor.id, take.limit_class, take.now, burst=take.burst, per_minute=take.per_minute
+            )
+        )
+
+    def message_take(self) -> BucketTake:
+        """The ``rl.message`` token a post takes with its facts (`post_target`).
+
+        Returns:
+            The take, at the clock's time.
+        """
+        return BucketTake(
+            limit_class=RL_MESSAGE,
+            now=self._clock.now(),
             burst=self._settings.rl_message_burst,
             per_minute=self._settings.rl_message_per_minute,
         )
-        if retry_after is not None:
-            raise RateLimited(retry_after)
 
     async def append(
         self,
@@ -279,4 +302,11 @@ def stored_audience(
     return tuple(dict.fromkeys([*members, author_id]))
 
 
-__all__ = ["MessageAppender", "reference_errors", "replay", "replayed", "stored_audience"]
+__all__ = [
+    "MessageAppender",
+    "reference_errors",
+    "refuse_if_limited",
+    "replay",
+    "replayed",
+    "stored_audience",
+]
