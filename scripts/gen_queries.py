@@ -275,12 +275,10 @@ PIPELINED = frozenset(
     {
         "AppendEvent",
         "AppendEvents",
-        "GetMessageByClientId",
+        "GetPostFacts",
         "GetPrincipals",
-        "GetThreadTargetForUpdate",
         "InsertMessage",
         "InsertRun",
-        "ListGrantsForPrincipal",
         "SetThreadLatestSeq",
         "TakeBucketToken",
     }

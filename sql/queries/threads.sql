@@ -71,12 +71,15 @@ JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = sqlc.arg(id);
 
--- GetThreadTarget under the thread row lock (FOR UPDATE OF the thread only: the channel
--- and space are read, not changed), the first read of a message post. The lock is the
--- one AllocateThreadSeq takes, held until the unit ends, so the post decides on the
--- thread's state and latest_seq as they stay until it commits, and allocates its seqs
--- from that latest_seq without another round trip (SetThreadLatestSeq).
--- name: GetThreadTargetForUpdate :one
+-- Everything a message post decides on, in one statement: the thread with its channel and
+-- space, the thread row locked (FOR UPDATE OF the thread only: the channel and space are
+-- read, not changed; the lock AllocateThreadSeq takes, held until the unit ends); the
+-- author's grants, each as [id, resource_kind, resource_id, level, created_at] in id
+-- order (a JSON array: one column for any number of grants); and the id of the message
+-- the author stored under the request's client id (NULL when none). The locked row is
+-- the thread's newest version; the grants and the earlier message are read in the
+-- statement's snapshot (ADR 0024).
+-- name: GetPostFacts :one
 SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
        t.title AS t_title, t.title_source AS t_title_source,
        t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
@@ -90,14 +93,23 @@ SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
        c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
        c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
        s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
-       s.created_by AS s_created_by, s.created_at AS s_created_at
+       s.created_by AS s_created_by, s.created_at AS s_created_at,
+       (SELECT coalesce(
+                   json_agg(json_build_array(g.id, g.resource_kind, g.resource_id, g.level,
+                                             g.created_at) ORDER BY g.id),
+                   '[]'::json)
+        FROM grants g WHERE g.principal_id = sqlc.arg(author_id)::uuid)::text AS grants,
+       m.id AS earlier_id
 FROM threads t
 JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
+LEFT JOIN messages m
+       ON m.author_id = sqlc.arg(author_id)::uuid
+      AND m.client_msg_id = sqlc.arg(client_msg_id)::text
 WHERE t.id = sqlc.arg(id)
 FOR UPDATE OF t;
 
 -- Stores the latest_seq a unit allocated from the value it read under the thread row
--- lock (GetThreadTargetForUpdate); queued in the unit's pipeline, it costs no round trip.
+-- lock (GetPostFacts); queued in the unit's pipeline, it costs no round trip.
 -- name: SetThreadLatestSeq :exec
 UPDATE threads SET latest_seq = sqlc.arg(latest_seq) WHERE id = sqlc.arg(id);

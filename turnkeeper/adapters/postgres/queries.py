@@ -640,8 +640,8 @@ class GetThreadTargetRow:
 
 
 @attrs.frozen
-class GetThreadTargetForUpdateRow:
-    """A result row of GetThreadTargetForUpdate.
+class GetPostFactsRow:
+    """A result row of GetPostFacts.
 
     Attributes:
         t_id: ``uuid``.
@@ -673,6 +673,8 @@ class GetThreadTargetForUpdateRow:
         s_default_operator_id: ``uuid`` or NULL.
         s_created_by: ``uuid``.
         s_created_at: ``timestamptz``.
+        grants: ``text``.
+        earlier_id: ``uuid`` or NULL.
     """
 
     t_id: uuid.UUID
@@ -704,6 +706,8 @@ class GetThreadTargetForUpdateRow:
     s_default_operator_id: uuid.UUID | None
     s_created_by: uuid.UUID
     s_created_at: datetime
+    grants: str
+    earlier_id: uuid.UUID | None
 
 
 @attrs.frozen
@@ -1333,7 +1337,7 @@ JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = %(p1)s"""
 
-_GET_THREAD_TARGET_FOR_UPDATE = """SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+_GET_POST_FACTS = """SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
        t.title AS t_title, t.title_source AS t_title_source,
        t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
        t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
@@ -1346,11 +1350,20 @@ _GET_THREAD_TARGET_FOR_UPDATE = """SELECT t.id AS t_id, t.channel_id AS t_channe
        c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
        c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
        s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
-       s.created_by AS s_created_by, s.created_at AS s_created_at
+       s.created_by AS s_created_by, s.created_at AS s_created_at,
+       (SELECT coalesce(
+                   json_agg(json_build_array(g.id, g.resource_kind, g.resource_id, g.level,
+                                             g.created_at) ORDER BY g.id),
+                   '[]'::json)
+        FROM grants g WHERE g.principal_id = %(p1)s::uuid)::text AS grants,
+       m.id AS earlier_id
 FROM threads t
 JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
-WHERE t.id = %(p1)s
+LEFT JOIN messages m
+       ON m.author_id = %(p1)s::uuid
+      AND m.client_msg_id = %(p2)s::text
+WHERE t.id = %(p3)s
 FOR UPDATE OF t"""
 
 _SET_THREAD_LATEST_SEQ = """UPDATE threads SET latest_seq = %(p1)s WHERE id = %(p2)s"""
@@ -2574,18 +2587,6 @@ async def list_grants_for_principal(
         return await cur.fetchall()
 
 
-async def start_list_grants_for_principal(
-    conn: psycopg.AsyncConnection[Any], *, principal_id: uuid.UUID
-) -> PendingMany[GrantRow]:
-    """Queue ListGrantsForPrincipal in the unit's pipeline; read it with ``result()``.
-
-    The parameters and rows are those of `list_grants_for_principal`.
-    """
-    cur = conn.cursor(row_factory=args_row(GrantRow))
-    await cur.execute(_LIST_GRANTS_FOR_PRINCIPAL, {"p1": principal_id})
-    return PendingMany(cur)
-
-
 async def lock_grant_of_pair(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -3060,18 +3061,6 @@ async def get_message_by_client_id(
     async with conn.cursor(row_factory=args_row(MessageRow)) as cur:
         await cur.execute(_GET_MESSAGE_BY_CLIENT_ID, {"p1": author_id, "p2": client_msg_id})
         return await cur.fetchone()
-
-
-async def start_get_message_by_client_id(
-    conn: psycopg.AsyncConnection[Any], *, author_id: uuid.UUID, client_msg_id: str | None
-) -> PendingOne[MessageRow]:
-    """Queue GetMessageByClientId in the unit's pipeline; read it with ``result()``.
-
-    The parameters and rows are those of `get_message_by_client_id`.
-    """
-    cur = conn.cursor(row_factory=args_row(MessageRow))
-    await cur.execute(_GET_MESSAGE_BY_CLIENT_ID, {"p1": author_id, "p2": client_msg_id})
-    return PendingOne(cur)
 
 
 async def list_visible_messages(
@@ -4321,16 +4310,19 @@ async def get_thread_target(
         return await cur.fetchone()
 
 
-async def get_thread_target_for_update(
-    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
-) -> GetThreadTargetForUpdateRow | None:
-    """Run GetThreadTargetForUpdate (:one, sql/queries/threads.sql).
+async def get_post_facts(
+    conn: psycopg.AsyncConnection[Any], *, author_id: uuid.UUID, client_msg_id: str, id: uuid.UUID
+) -> GetPostFactsRow | None:
+    """Run GetPostFacts (:one, sql/queries/threads.sql).
 
-    GetThreadTarget under the thread row lock (FOR UPDATE OF the thread only: the channel
-    and space are read, not changed), the first read of a message post. The lock is the
-    one AllocateThreadSeq takes, held until the unit ends, so the post decides on the
-    thread's state and latest_seq as they stay until it commits, and allocates its seqs
-    from that latest_seq without another round trip (SetThreadLatestSeq).
+    Everything a message post decides on, in one statement: the thread with its channel and
+    space, the thread row locked (FOR UPDATE OF the thread only: the channel and space are
+    read, not changed; the lock AllocateThreadSeq takes, held until the unit ends); the
+    author's grants, each as [id, resource_kind, resource_id, level, created_at] in id
+    order (a JSON array: one column for any number of grants); and the id of the message
+    the author stored under the request's client id (NULL when none). The locked row is
+    the thread's newest version; the grants and the earlier message are read in the
+    statement's snapshot (ADR 0024).
 
     SQL::
 
@@ -4347,34 +4339,45 @@ async def get_thread_target_for_update(
                c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
                c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
                s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
-               s.created_by AS s_created_by, s.created_at AS s_created_at
+               s.created_by AS s_created_by, s.created_at AS s_created_at,
+               (SELECT coalesce(
+                           json_agg(json_build_array(g.id, g.resource_kind, g.resource_id, g.level,
+                                                     g.created_at) ORDER BY g.id),
+                           '[]'::json)
+                FROM grants g WHERE g.principal_id = $1::uuid)::text AS grants,
+               m.id AS earlier_id
         FROM threads t
         JOIN channels c ON c.id = t.channel_id
         JOIN spaces s ON s.id = c.space_id
-        WHERE t.id = $1
+        LEFT JOIN messages m
+               ON m.author_id = $1::uuid
+              AND m.client_msg_id = $2::text
+        WHERE t.id = $3
         FOR UPDATE OF t
 
     Args:
         conn: the connection; the statement runs in its current transaction.
-        id: ``$1`` (``uuid``).
+        author_id: ``$1`` (``uuid``).
+        client_msg_id: ``$2`` (``text``).
+        id: ``$3`` (``uuid``).
 
     Returns:
         The row, or None when no row matched.
     """
-    async with conn.cursor(row_factory=args_row(GetThreadTargetForUpdateRow)) as cur:
-        await cur.execute(_GET_THREAD_TARGET_FOR_UPDATE, {"p1": id})
+    async with conn.cursor(row_factory=args_row(GetPostFactsRow)) as cur:
+        await cur.execute(_GET_POST_FACTS, {"p1": author_id, "p2": client_msg_id, "p3": id})
         return await cur.fetchone()
 
 
-async def start_get_thread_target_for_update(
-    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
-) -> PendingOne[GetThreadTargetForUpdateRow]:
-    """Queue GetThreadTargetForUpdate in the unit's pipeline; read it with ``result()``.
+async def start_get_post_facts(
+    conn: psycopg.AsyncConnection[Any], *, author_id: uuid.UUID, client_msg_id: str, id: uuid.UUID
+) -> PendingOne[GetPostFactsRow]:
+    """Queue GetPostFacts in the unit's pipeline; read it with ``result()``.
 
-    The parameters and rows are those of `get_thread_target_for_update`.
+    The parameters and rows are those of `get_post_facts`.
     """
-    cur = conn.cursor(row_factory=args_row(GetThreadTargetForUpdateRow))
-    await cur.execute(_GET_THREAD_TARGET_FOR_UPDATE, {"p1": id})
+    cur = conn.cursor(row_factory=args_row(GetPostFactsRow))
+    await cur.execute(_GET_POST_FACTS, {"p1": author_id, "p2": client_msg_id, "p3": id})
     return PendingOne(cur)
 
 
@@ -4384,7 +4387,7 @@ async def set_thread_latest_seq(
     """Run SetThreadLatestSeq (:exec, sql/queries/threads.sql).
 
     Stores the latest_seq a unit allocated from the value it read under the thread row
-    lock (GetThreadTargetForUpdate); queued in the unit's pipeline, it costs no round trip.
+    lock (GetPostFacts); queued in the unit's pipeline, it costs no round trip.
 
     SQL::
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from datetime import datetime
 from typing import TypeVar
 
 import attrs
@@ -11,7 +13,7 @@ from attrs import AttrsInstance
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
 from turnkeeper.adapters.postgres.messages import message_of
-from turnkeeper.adapters.postgres.principals import PostgresGrantRepository, grant_of
+from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
 from turnkeeper.adapters.postgres.ratelimit import start_take
 from turnkeeper.application.ports import BucketTake, PostFacts
 from turnkeeper.domain.authorization import AccessTarget
@@ -19,7 +21,10 @@ from turnkeeper.domain.world import (
     Channel,
     ChannelBehavior,
     ChannelType,
+    Grant,
+    Level,
     OperatorMode,
+    ResourceKind,
     Space,
     Thread,
     ThreadState,
@@ -78,6 +83,21 @@ _Row = TypeVar("_Row", bound=AttrsInstance)
 def _unprefixed(row: object, prefix: str, kind: type[_Row]) -> _Row:
     """One table's row out of a joined row whose columns carry the table's prefix."""
     return kind(**{f.name: getattr(row, prefix + f.name) for f in attrs.fields(kind)})
+
+
+def _grants_of(principal_id: uuid.UUID, text: str) -> list[Grant]:
+    """The grants of `GetPostFacts`' JSON column: [id, kind, resource, level, created_at]."""
+    return [
+        Grant(
+            id=uuid.UUID(grant_id),
+            principal_id=principal_id,
+            resource_kind=ResourceKind(kind),
+            resource_id=uuid.UUID(resource_id),
+            level=Level.parse(level),
+            created_at=datetime.fromisoformat(created_at),
+        )
+        for grant_id, kind, resource_id, level, created_at in json.loads(text)
+    ]
 
 
 class PostgresSpaceRepository(PostgresRepository):
@@ -432,11 +452,11 @@ class PostgresThreadRepository(PostgresRepository):
     ) -> PostFacts | None:
         """The thread under its row lock, the author's grants and earlier message.
 
-        Three statements (four with the take) queued in the unit's pipeline and read in
-        one round trip (with the unit's BEGIN when they are its first); the pipeline runs
-        them in order, so the thread lock comes first and the bucket lock after it, the
-        order every unit takes them in. The latest_seq read is remembered for
-        `allocate_seq`.
+        One statement (`GetPostFacts`), and the take behind it, queued in the unit's
+        pipeline and read in one round trip (with the unit's BEGIN when they are its
+        first); the pipeline runs them in order, so the thread lock comes first and the
+        bucket lock after it, the order every unit takes them in. The latest_seq read is
+        remembered for `allocate_seq`.
 
         Args:
             thread_id: the thread.
@@ -447,31 +467,32 @@ class PostgresThreadRepository(PostgresRepository):
         Returns:
             The facts, or None for an unknown thread.
         """
-        pending_target = await q.start_get_thread_target_for_update(self._conn, id=thread_id)
-        pending_grants = await q.start_list_grants_for_principal(self._conn, principal_id=author_id)
-        pending_earlier = await q.start_get_message_by_client_id(
-            self._conn, author_id=author_id, client_msg_id=client_msg_id
+        pending = await q.start_get_post_facts(
+            self._conn, id=thread_id, author_id=author_id, client_msg_id=client_msg_id
         )
         taken = (
             None
             if take is None
             else await start_take(self._conn, author_id, take, unless_client_msg_id=client_msg_id)
         )
-        row = await pending_target.result()
-        grants = [grant_of(g) for g in await pending_grants.result()]
-        earlier = await pending_earlier.result()
+        row = await pending.result()
         retry_after = None if taken is None else await taken()
         if row is None:
             return None
         thread = _thread(_unprefixed(row, "t_", q.ThreadRow))
         self._locked.remember(thread.id, thread.latest_seq)
         self._locked.remember_state(thread.id, thread.state)
+        grants = _grants_of(author_id, row.grants)
         if self._grants is not None:
             self._grants.remember(author_id, grants)
         target = AccessTarget(
             space=_space(_unprefixed(row, "s_", q.SpaceRow)),
             channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),
             thread=thread,
+        )
+        # A replay (rare: a client's retry) reads its message in a round trip of its own.
+        earlier = (
+            None if row.earlier_id is None else await q.get_message(self._conn, id=row.earlier_id)
         )
         return PostFacts(
             target=target,
