@@ -278,6 +278,7 @@ PIPELINED = frozenset(
         "GetPostFacts",
         "GetPrincipals",
         "InsertMessage",
+        "InsertMessageAtSeq",
         "InsertRun",
         "SetThreadLatestSeq",
         "TakeBucketToken",

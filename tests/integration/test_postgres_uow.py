@@ -390,6 +390,52 @@ async def test_messages_round_trip_with_visibility(pg_uow_factory: UnitOfWorkFac
         assert thread.latest_seq == 2
 
 
+async def test_seqs_allocated_under_the_post_lock_are_written_whatever_follows(
+    pg_uow_factory: UnitOfWorkFactory,
+) -> None:
+    # ADR 0024: the allocation only notes the seq; the message taking it writes it in its
+    # own insert, and a read of the thread or the commit writes whatever is left.
+    s = await seed(pg_uow_factory)
+    async with pg_uow_factory() as uow:
+        assert await uow.threads.post_facts(s.thread.id, s.person.id, "client-1") is not None
+        first = await uow.threads.allocate_seq(s.thread.id)
+        await uow.messages.add(_message(s, first))
+        thread = await uow.threads.get(s.thread.id)
+        assert thread is not None
+        assert thread.latest_seq == first == 1
+        second = await uow.threads.allocate_seq(s.thread.id)
+        third = await uow.threads.allocate_seq(s.thread.id)
+        # The message takes the older seq: the newer one is still to be written.
+        await uow.messages.add(_message(s, second))
+        thread = await uow.threads.get(s.thread.id)
+        assert thread is not None
+        assert thread.latest_seq == third == 3
+        await uow.messages.add(_message(s, third))
+        await uow.commit()
+    async with pg_uow_factory() as uow:
+        assert await uow.threads.post_facts(s.thread.id, s.person.id, "client-9") is not None
+        fourth = await uow.threads.allocate_seq(s.thread.id)
+        await uow.messages.add(_message(s, fourth))
+        await uow.commit()
+    async with pg_uow_factory() as uow:
+        thread = await uow.threads.get(s.thread.id)
+        assert thread is not None
+        assert thread.latest_seq == 4
+        seqs = [
+            m.thread_seq for m in await uow.messages.list_visible(s.thread.id, s.person.id, 0, 9)
+        ]
+        assert seqs == [1, 2, 3, 4]
+    async with pg_uow_factory() as uow:
+        assert await uow.threads.post_facts(s.thread.id, s.person.id, "client-10") is not None
+        assert await uow.threads.allocate_seq(s.thread.id) == 5
+        # Nothing takes the seq: the commit writes it.
+        await uow.commit()
+    async with pg_uow_factory() as uow:
+        thread = await uow.threads.get(s.thread.id)
+        assert thread is not None
+        assert thread.latest_seq == 5
+
+
 async def test_events_get_seqs_at_commit_and_are_read_by_scope(
     pg_uow_factory: UnitOfWorkFactory,
 ) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from turnkeeper.adapters.event_seqs import check_count
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, uuid_array_text
 from turnkeeper.application.ports import ReaderScope
 from turnkeeper.domain.events import Event, EventType, NewEvent
 
@@ -59,20 +59,6 @@ def payload_json(payload: Mapping[str, Any]) -> str:
     return json.dumps(
         payload, default=_json_default, sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
-
-
-def uuid_array_text(ids: Sequence[uuid.UUID] | None) -> str | None:
-    """The text form of a ``uuid[]`` (``{a,b}``), None for NULL.
-
-    Args:
-        ids: the ids, or None.
-
-    Returns:
-        The array literal, or None.
-    """
-    if ids is None:
-        return None
-    return "{" + ",".join(str(i) for i in ids) + "}"
 
 
 async def _start_one(conn: Conn, event: NewEvent, ord: int) -> Callable[[], Awaitable[list[int]]]:

@@ -11,7 +11,7 @@ import uuid
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, PostgresRepository
-from turnkeeper.adapters.postgres.spaces import LockedThreads
+from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.application.ports import ThreadFrontier, VisibleWindow
 from turnkeeper.domain.errors import NotFound
 
@@ -30,7 +30,7 @@ class PostgresFreshnessRepository(PostgresRepository):
 
     def __init__(self, conn: Conn, locked: LockedThreads | None = None) -> None:
         super().__init__(conn)
-        self._locked = locked if locked is not None else LockedThreads()
+        self._locked = locked if locked is not None else LockedThreads(conn)
 
     async def compare_and_allocate(self, thread_id: uuid.UUID, seen_seq: int) -> int | None:
         """Allocate the next seq only when the thread's frontier is `seen_seq`.
@@ -51,7 +51,8 @@ class PostgresFreshnessRepository(PostgresRepository):
         """
         latest = self._locked.latest(thread_id)
         if latest is not None:
-            return await self._locked.take(self._conn, thread_id) if latest == seen_seq else None
+            return self._locked.take(thread_id) if latest == seen_seq else None
+        await self._locked.write()
         return await q.cas_thread_seq(self._conn, id=thread_id, seen_seq=seen_seq)
 
     async def frontier(self, thread_id: uuid.UUID) -> ThreadFrontier:
@@ -66,6 +67,7 @@ class PostgresFreshnessRepository(PostgresRepository):
         Raises:
             NotFound: for an unknown thread.
         """
+        await self._locked.write()
         row = await q.read_thread_frontier(self._conn, id=thread_id)
         if row is None:
             raise NotFound()
@@ -92,6 +94,7 @@ class PostgresFreshnessRepository(PostgresRepository):
         Returns:
             What the batch saw.
         """
+        await self._locked.write()
         row = await q.newest_visible_in_window(
             self._conn,
             viewer_id=viewer_id,

@@ -6,8 +6,13 @@ import uuid
 from collections.abc import Sequence
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, uuid_array_text
+from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
+
+
+def _value(state: TriggerState | None) -> str | None:
+    return None if state is None else state.value
 
 
 def message_of(row: q.MessageRow) -> Message:
@@ -35,7 +40,17 @@ def message_of(row: q.MessageRow) -> Message:
 
 
 class PostgresMessageRepository(PostgresRepository):
-    """Messages; satisfies `MessageRepository`."""
+    """Messages; satisfies `MessageRepository`.
+
+    Args:
+        conn: the unit's connection.
+        locked: the unit's locked threads: a message that takes a seq allocated there
+            writes the thread's latest_seq in its own insert (``InsertMessageAtSeq``).
+    """
+
+    def __init__(self, conn: Conn, locked: LockedThreads | None = None) -> None:
+        super().__init__(conn)
+        self._locked = locked
 
     async def add(self, message: Message) -> None:
         """Store a new message.
@@ -47,6 +62,29 @@ class PostgresMessageRepository(PostgresRepository):
             RetriableConflict: when (author, client_msg_id) was taken by a concurrent unit
                 (translated by the unit from ``messages_author_client_msg_id_key``).
         """
+        if self._locked is not None and self._locked.claim(message.thread_id, message.thread_seq):
+            await q.insert_message_at_seq(
+                self._conn,
+                id=message.id,
+                thread_id=message.thread_id,
+                thread_seq=message.thread_seq,
+                author_id=message.author_id,
+                origin=message.origin.value,
+                kind=message.kind.value,
+                content=message.content,
+                mentions=uuid_array_text(message.mentions) or "{}",
+                reply_to_id=message.reply_to_id,
+                restricted_to=uuid_array_text(message.restricted_to),
+                client_msg_id=message.client_msg_id,
+                digest=message.digest,
+                trigger_state=_value(message.trigger_state),
+                trigger_state_reason=message.trigger_state_reason,
+                run_id=message.run_id,
+                created_at=message.created_at,
+                deleted_at=message.deleted_at,
+                version=message.version,
+            )
+            return
         await q.insert_message(
             self._conn,
             id=message.id,

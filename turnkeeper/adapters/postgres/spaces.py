@@ -12,6 +12,7 @@ from attrs import AttrsInstance
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import message_of
 from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
 from turnkeeper.adapters.postgres.ratelimit import start_take
@@ -209,74 +210,6 @@ class PostgresChannelRepository(PostgresRepository):
         return [_channel(row) for row in await q.list_channels(self._conn)]
 
 
-class LockedThreads:
-    """The latest_seq of each thread a unit read under its row lock, as the unit moves it.
-
-    While a unit holds a thread's row lock nobody else changes the row, so the unit
-    knows the next seq without asking (ADR 0022): `PostgresThreadRepository.allocate_seq`
-    and the freshness gate's compare-and-set decide here and only queue the UPDATE.
-    """
-
-    def __init__(self) -> None:
-        self._latest: dict[uuid.UUID, int] = {}
-        self._state: dict[uuid.UUID, ThreadState] = {}
-
-    def remember_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
-        """Note the state of a thread whose row lock the unit holds, as the unit sets it.
-
-        Args:
-            thread_id: the thread.
-            state: its state as read under the lock or as the unit changed it.
-        """
-        self._state[thread_id] = state
-
-    def state(self, thread_id: uuid.UUID) -> ThreadState | None:
-        """The state of a thread the unit holds locked, or None when it did not lock it.
-
-        Args:
-            thread_id: the thread.
-
-        Returns:
-            The state, or None.
-        """
-        return self._state.get(thread_id)
-
-    def remember(self, thread_id: uuid.UUID, latest_seq: int) -> None:
-        """Note a thread read under its row lock.
-
-        Args:
-            thread_id: the thread.
-            latest_seq: its latest_seq as read.
-        """
-        self._latest[thread_id] = latest_seq
-
-    def latest(self, thread_id: uuid.UUID) -> int | None:
-        """The thread's latest_seq, or None when the unit did not lock it this way.
-
-        Args:
-            thread_id: the thread.
-
-        Returns:
-            The seq, or None.
-        """
-        return self._latest.get(thread_id)
-
-    async def take(self, conn: Conn, thread_id: uuid.UUID) -> int:
-        """Allocate the next seq of a locked thread and queue its UPDATE.
-
-        Args:
-            conn: the unit's connection.
-            thread_id: a thread `latest` knows.
-
-        Returns:
-            The allocated seq.
-        """
-        seq = self._latest[thread_id] + 1
-        self._latest[thread_id] = seq
-        await q.set_thread_latest_seq(conn, id=thread_id, latest_seq=seq)
-        return seq
-
-
 class PostgresThreadRepository(PostgresRepository):
     """Threads and their seq allocator; satisfies `ThreadRepository`.
 
@@ -294,7 +227,7 @@ class PostgresThreadRepository(PostgresRepository):
         grants: PostgresGrantRepository | None = None,
     ) -> None:
         super().__init__(conn)
-        self._locked = locked if locked is not None else LockedThreads()
+        self._locked = locked if locked is not None else LockedThreads(conn)
         self._grants = grants
 
     async def add(self, thread: Thread) -> None:
@@ -327,6 +260,7 @@ class PostgresThreadRepository(PostgresRepository):
         Returns:
             The thread, or None.
         """
+        await self._locked.write()
         row = await q.get_thread(self._conn, id=thread_id)
         return None if row is None else _thread(row)
 
@@ -343,7 +277,8 @@ class PostgresThreadRepository(PostgresRepository):
             MissingRow: for an unknown thread.
         """
         if self._locked.latest(thread_id) is not None:
-            return await self._locked.take(self._conn, thread_id)
+            return self._locked.take(thread_id)
+        await self._locked.write()
         seq = await q.allocate_thread_seq(self._conn, id=thread_id)
         if seq is None:
             raise MissingRow(f"thread {thread_id}")
@@ -366,6 +301,7 @@ class PostgresThreadRepository(PostgresRepository):
             # post_facts read the row under its lock in this unit, and the unit's own
             # changes of the state are noted: no other unit changed it since.
             return known
+        await self._locked.write()
         state = await q.lock_thread_state(self._conn, id=thread_id)
         if state is None:
             raise MissingRow(f"thread {thread_id}")
@@ -382,6 +318,7 @@ class PostgresThreadRepository(PostgresRepository):
         Raises:
             MissingRow: for an unknown thread.
         """
+        await self._locked.write()
         if await q.set_thread_state(self._conn, id=thread_id, state=state.value) != 1:
             raise MissingRow(f"thread {thread_id}")
         # The UPDATE holds the row lock now: the unit knows the state until it ends.
@@ -396,6 +333,7 @@ class PostgresThreadRepository(PostgresRepository):
         Returns:
             True when the thread was done and is now open.
         """
+        await self._locked.write()
         reopened = await q.reopen_thread(self._conn, id=thread_id) == 1
         if reopened or self._locked.state(thread_id) is not None:
             # Reopened under the row lock, or locked before and not done: open either way.
@@ -411,6 +349,7 @@ class PostgresThreadRepository(PostgresRepository):
         Raises:
             MissingRow: for an unknown thread.
         """
+        await self._locked.write()
         if await q.mark_thread_restricted(self._conn, id=thread_id) != 1:
             raise MissingRow(f"thread {thread_id}")
 
@@ -434,6 +373,7 @@ class PostgresThreadRepository(PostgresRepository):
         Returns:
             The access target, or None for an unknown thread.
         """
+        await self._locked.write()
         row = await q.get_thread_target(self._conn, id=thread_id)
         if row is None:
             return None
@@ -467,6 +407,7 @@ class PostgresThreadRepository(PostgresRepository):
         Returns:
             The facts, or None for an unknown thread.
         """
+        await self._locked.write()
         pending = await q.start_get_post_facts(
             self._conn, id=thread_id, author_id=author_id, client_msg_id=client_msg_id
         )

@@ -39,6 +39,7 @@ from turnkeeper.adapters.postgres.base import Conn as Conn
 from turnkeeper.adapters.postgres.errors import wrap_errors
 from turnkeeper.adapters.postgres.events import PostgresEventLog
 from turnkeeper.adapters.postgres.freshness import PostgresFreshnessRepository
+from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import PostgresMessageRepository
 from turnkeeper.adapters.postgres.pool import PoolPolicy, connection_within, open_pool
 from turnkeeper.adapters.postgres.principals import (
@@ -52,7 +53,6 @@ from turnkeeper.adapters.postgres.runs import (
     PostgresRunRepository,
 )
 from turnkeeper.adapters.postgres.spaces import (
-    LockedThreads,
     PostgresChannelRepository,
     PostgresSpaceRepository,
     PostgresThreadRepository,
@@ -109,11 +109,11 @@ class PostgresUnitOfWork:
         self.tokens: TokenRepository = PostgresTokenRepository(conn)
         self.spaces: SpaceRepository = PostgresSpaceRepository(conn)
         self.channels: ChannelRepository = PostgresChannelRepository(conn)
-        locked = LockedThreads()
+        locked = self._locked = LockedThreads(conn)
         grants = PostgresGrantRepository(conn)
         self.threads: ThreadRepository = PostgresThreadRepository(conn, locked, grants)
         self.grants: GrantRepository = grants
-        self.messages: MessageRepository = PostgresMessageRepository(conn)
+        self.messages: MessageRepository = PostgresMessageRepository(conn, locked)
         self.events: EventLog = self._events
         self.audit: AuditLog = PostgresAuditLog(conn)
         self.buckets: RateLimitStore = PostgresRateLimitStore(conn)
@@ -136,6 +136,7 @@ class PostgresUnitOfWork:
         if self.committed:
             raise UnitClosed("this unit of work already committed")
         with wrap_errors():
+            await self._locked.write()
             if self._pipeline is None:
                 await self._events.flush()
                 await self._conn.commit()
