@@ -281,7 +281,6 @@ PIPELINED = frozenset(
         "InsertMessageAtSeq",
         "InsertRun",
         "SetThreadLatestSeq",
-        "TakeBucketToken",
     }
 )
 

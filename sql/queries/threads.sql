@@ -75,39 +75,72 @@ WHERE t.id = sqlc.arg(id);
 -- space, the thread row locked (FOR UPDATE OF the thread only: the channel and space are
 -- read, not changed; the lock AllocateThreadSeq takes, held until the unit ends); the
 -- author's grants, each as [id, resource_kind, resource_id, level, created_at] in id
--- order (a JSON array: one column for any number of grants); and the id of the message
--- the author stored under the request's client id (NULL when none). The locked row is
--- the thread's newest version; the grants and the earlier message are read in the
+-- order (a JSON array: one column for any number of grants); the id of the message the
+-- author stored under the request's client id (NULL when none); and, when `limit_class`
+-- is set, the take of one token of the author's bucket (turnkeeper_take_bucket_token:
+-- the tokens left, NULL when the client id is stored already or no take was asked for).
+-- The take reads the locked row, so it runs after the thread lock is granted: the thread
+-- lock before the bucket lock, the order every unit takes them in. The locked row is the
+-- thread's newest version; the grants and the earlier message are read in the
 -- statement's snapshot (ADR 0024).
 -- name: GetPostFacts :one
-SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
-       t.title AS t_title, t.title_source AS t_title_source,
-       t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
-       t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
-       t.created_by AS t_created_by, t.created_at AS t_created_at,
-       t.closed_at_seq AS t_closed_at_seq,
-       c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
-       c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
-       c.free_response AS c_free_response,
-       c.allow_mentioned_agents AS c_allow_mentioned_agents,
-       c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
-       c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
-       s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
-       s.created_by AS s_created_by, s.created_at AS s_created_at,
+WITH target AS (
+    SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+           t.title AS t_title, t.title_source AS t_title_source,
+           t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+           t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+           t.created_by AS t_created_by, t.created_at AS t_created_at,
+           t.closed_at_seq AS t_closed_at_seq,
+           c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+           c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+           c.free_response AS c_free_response,
+           c.allow_mentioned_agents AS c_allow_mentioned_agents,
+           c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+           c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+           s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+           s.created_by AS s_created_by, s.created_at AS s_created_at
+    FROM threads t
+    JOIN channels c ON c.id = t.channel_id
+    JOIN spaces s ON s.id = c.space_id
+    WHERE t.id = sqlc.arg(id)
+    FOR UPDATE OF t
+),
+take AS (
+    SELECT turnkeeper_take_bucket_token(
+               sqlc.arg(author_id)::uuid,
+               sqlc.narg(limit_class)::text,
+               sqlc.narg(burst)::float8,
+               sqlc.narg(now)::timestamptz,
+               sqlc.narg(per_minute)::float8,
+               sqlc.narg(seconds_per_minute)::float8,
+               sqlc.narg(tolerance)::float8,
+               sqlc.arg(client_msg_id)::text
+           ) AS tokens
+    FROM target
+    WHERE sqlc.narg(limit_class)::text IS NOT NULL
+)
+SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
+       target.t_title_source, target.t_operator_agent_id, target.t_state,
+       target.t_latest_seq, target.t_has_restricted, target.t_created_by,
+       target.t_created_at, target.t_closed_at_seq,
+       target.c_id, target.c_space_id, target.c_name, target.c_type,
+       target.c_operator_mode, target.c_operator_id, target.c_free_response,
+       target.c_allow_mentioned_agents, target.c_thread_require_mention,
+       target.c_archived, target.c_main_thread_id, target.c_created_at,
+       target.s_id, target.s_name, target.s_default_operator_id, target.s_created_by,
+       target.s_created_at,
        (SELECT coalesce(
                    json_agg(json_build_array(g.id, g.resource_kind, g.resource_id, g.level,
                                              g.created_at) ORDER BY g.id),
                    '[]'::json)
         FROM grants g WHERE g.principal_id = sqlc.arg(author_id)::uuid)::text AS grants,
-       m.id AS earlier_id
-FROM threads t
-JOIN channels c ON c.id = t.channel_id
-JOIN spaces s ON s.id = c.space_id
+       m.id AS earlier_id,
+       take.tokens AS bucket_tokens
+FROM target
+LEFT JOIN take ON true
 LEFT JOIN messages m
        ON m.author_id = sqlc.arg(author_id)::uuid
-      AND m.client_msg_id = sqlc.arg(client_msg_id)::text
-WHERE t.id = sqlc.arg(id)
-FOR UPDATE OF t;
+      AND m.client_msg_id = sqlc.arg(client_msg_id)::text;
 
 -- Stores the latest_seq a unit allocated from the value it read under the thread row
 -- lock (GetPostFacts); queued in the unit's pipeline, it costs no round trip.

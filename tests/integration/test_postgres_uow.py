@@ -20,7 +20,9 @@ from turnkeeper.adapters.postgres.uow import (
 )
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import (
+    BucketTake,
     DenialRecord,
+    PostFacts,
     ReaderScope,
     ResolvedToken,
     UnitOfWorkFactory,
@@ -46,6 +48,10 @@ from turnkeeper.domain.world import (
 )
 
 AT = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+#: Repetitions of the lock-order race (a lock test is repeated, not run once).
+LOCK_ORDER_ROUNDS = 5
+#: A take that finds the bucket locked fails after this (instead of hanging the test).
+LOCK_TIMEOUT = "10s"
 #: A token of the seeded person (its principal id is set once the person exists).
 TOKEN = ApiToken(
     id=uuid.UUID("01950000-0000-7000-8000-00000000a001"),
@@ -434,6 +440,43 @@ async def test_seqs_allocated_under_the_post_lock_are_written_whatever_follows(
         thread = await uow.threads.get(s.thread.id)
         assert thread is not None
         assert thread.latest_seq == 5
+
+
+@pytest.mark.parametrize("round_", range(LOCK_ORDER_ROUNDS))
+async def test_a_posts_take_waits_for_the_thread_lock_before_it_locks_the_bucket(
+    pg_uow_factory: UnitOfWorkFactory, pg_conninfo: str, round_: int
+) -> None:
+    # ADR 0024: the take of GetPostFacts runs on the locked row. A post queued behind the
+    # thread lock holds no bucket lock yet, so another take of the same bucket passes.
+    s = await seed(pg_uow_factory)
+    take = BucketTake(limit_class="rl.message", now=AT, burst=10, per_minute=6)
+    async with pg_uow_factory() as holder:
+        assert await holder.threads.post_facts(s.thread.id, s.agent.id, "hold") is not None
+
+        async def post() -> PostFacts | None:
+            async with pg_uow_factory() as uow:
+                facts = await uow.threads.post_facts(s.thread.id, s.person.id, "c-1", take)
+                await uow.commit()
+                return facts
+
+        queued = asyncio.create_task(post())
+        await wait_until_blocked(pg_conninfo, backend_pid(holder))
+        async with pg_uow_factory() as other:
+            assert isinstance(other, PostgresUnitOfWork)
+            # Were the bucket locked by the queued post, this take would fail here.
+            await other.connection.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            assert (
+                await other.buckets.take_token(
+                    s.person.id, "rl.message", AT, burst=10, per_minute=6
+                )
+                is None
+            )
+            await other.commit()
+        assert not queued.done(), f"the post must still wait for the thread lock: {queued}"
+        await holder.commit()
+    facts = await queued
+    assert facts is not None
+    assert facts.retry_after is None
 
 
 async def test_events_get_seqs_at_commit_and_are_read_by_scope(

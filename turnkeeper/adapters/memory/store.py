@@ -203,15 +203,13 @@ class _Threads:
         )
         earlier_id = self._t.client_ids.get((author_id, client_msg_id))
         earlier = None if earlier_id is None else self._t.messages[earlier_id]
+        if target is None:
+            return None
         retry_after = None
         if take is not None and earlier is None:
-            # Taken even for an unknown thread, as in one PostgreSQL round trip: the
-            # unit that fails on the facts rolls the take back.
             retry_after = await MemoryRateLimitStore(self._t).take_token(
                 author_id, take.limit_class, take.now, burst=take.burst, per_minute=take.per_minute
             )
-        if target is None:
-            return None
         return PostFacts(target=target, grants=grants, earlier=earlier, retry_after=retry_after)
 
 

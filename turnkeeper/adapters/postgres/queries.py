@@ -675,6 +675,7 @@ class GetPostFactsRow:
         s_created_at: ``timestamptz``.
         grants: ``text``.
         earlier_id: ``uuid`` or NULL.
+        bucket_tokens: ``float8`` or NULL.
     """
 
     t_id: uuid.UUID
@@ -708,6 +709,7 @@ class GetPostFactsRow:
     s_created_at: datetime
     grants: str
     earlier_id: uuid.UUID | None
+    bucket_tokens: float | None
 
 
 @attrs.frozen
@@ -1197,39 +1199,16 @@ WHERE id = %(p10)s"""
 
 _GET_OWNER = """SELECT id, kind, handle, display_name, is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups, created_at FROM principals WHERE is_owner ORDER BY id LIMIT 1"""
 
-_TAKE_BUCKET_TOKEN = """INSERT INTO rate_buckets AS b (principal_id, limit_class, tokens, updated_at)
-SELECT %(p1)s::uuid,
-       %(p2)s::text,
-       %(p3)s::float8 - 1.0::float8,
-       %(p4)s::timestamptz
-WHERE NOT EXISTS (
-    SELECT 1 FROM messages m
-    WHERE m.author_id = %(p1)s::uuid
-      AND m.client_msg_id = %(p5)s::text
-)
-ON CONFLICT (principal_id, limit_class) DO UPDATE
-SET tokens = CASE
-        WHEN least(
-            %(p3)s::float8,
-            b.tokens + (greatest(
-                0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
-            ) * %(p6)s::float8) / %(p7)s::float8
-        ) >= 1.0::float8 - %(p8)s::float8
-            THEN greatest(0.0::float8, least(
-                %(p3)s::float8,
-                b.tokens + (greatest(
-                    0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
-                ) * %(p6)s::float8) / %(p7)s::float8
-            ) - 1.0::float8)
-        ELSE least(
-            %(p3)s::float8,
-            b.tokens + (greatest(
-                0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
-            ) * %(p6)s::float8) / %(p7)s::float8
-        ) - 1.0::float8
-    END,
-    updated_at = EXCLUDED.updated_at
-RETURNING b.tokens"""
+_TAKE_BUCKET_TOKEN = """SELECT turnkeeper_take_bucket_token(
+    %(p1)s::uuid,
+    %(p2)s::text,
+    %(p3)s::float8,
+    %(p4)s::timestamptz,
+    %(p5)s::float8,
+    %(p6)s::float8,
+    %(p7)s::float8,
+    %(p8)s::text
+) AS tokens"""
 
 _INSERT_RUN = """INSERT INTO runs (
     id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id,
@@ -1353,34 +1332,63 @@ JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = %(p1)s"""
 
-_GET_POST_FACTS = """SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
-       t.title AS t_title, t.title_source AS t_title_source,
-       t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
-       t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
-       t.created_by AS t_created_by, t.created_at AS t_created_at,
-       t.closed_at_seq AS t_closed_at_seq,
-       c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
-       c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
-       c.free_response AS c_free_response,
-       c.allow_mentioned_agents AS c_allow_mentioned_agents,
-       c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
-       c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
-       s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
-       s.created_by AS s_created_by, s.created_at AS s_created_at,
+_GET_POST_FACTS = """WITH target AS (
+    SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+           t.title AS t_title, t.title_source AS t_title_source,
+           t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+           t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+           t.created_by AS t_created_by, t.created_at AS t_created_at,
+           t.closed_at_seq AS t_closed_at_seq,
+           c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+           c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+           c.free_response AS c_free_response,
+           c.allow_mentioned_agents AS c_allow_mentioned_agents,
+           c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+           c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+           s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+           s.created_by AS s_created_by, s.created_at AS s_created_at
+    FROM threads t
+    JOIN channels c ON c.id = t.channel_id
+    JOIN spaces s ON s.id = c.space_id
+    WHERE t.id = %(p3)s
+    FOR UPDATE OF t
+),
+take AS (
+    SELECT turnkeeper_take_bucket_token(
+               %(p1)s::uuid,
+               %(p4)s::text,
+               %(p5)s::float8,
+               %(p6)s::timestamptz,
+               %(p7)s::float8,
+               %(p8)s::float8,
+               %(p9)s::float8,
+               %(p2)s::text
+           ) AS tokens
+    FROM target
+    WHERE %(p4)s::text IS NOT NULL
+)
+SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
+       target.t_title_source, target.t_operator_agent_id, target.t_state,
+       target.t_latest_seq, target.t_has_restricted, target.t_created_by,
+       target.t_created_at, target.t_closed_at_seq,
+       target.c_id, target.c_space_id, target.c_name, target.c_type,
+       target.c_operator_mode, target.c_operator_id, target.c_free_response,
+       target.c_allow_mentioned_agents, target.c_thread_require_mention,
+       target.c_archived, target.c_main_thread_id, target.c_created_at,
+       target.s_id, target.s_name, target.s_default_operator_id, target.s_created_by,
+       target.s_created_at,
        (SELECT coalesce(
                    json_agg(json_build_array(g.id, g.resource_kind, g.resource_id, g.level,
                                              g.created_at) ORDER BY g.id),
                    '[]'::json)
         FROM grants g WHERE g.principal_id = %(p1)s::uuid)::text AS grants,
-       m.id AS earlier_id
-FROM threads t
-JOIN channels c ON c.id = t.channel_id
-JOIN spaces s ON s.id = c.space_id
+       m.id AS earlier_id,
+       take.tokens AS bucket_tokens
+FROM target
+LEFT JOIN take ON true
 LEFT JOIN messages m
        ON m.author_id = %(p1)s::uuid
-      AND m.client_msg_id = %(p2)s::text
-WHERE t.id = %(p3)s
-FOR UPDATE OF t"""
+      AND m.client_msg_id = %(p2)s::text"""
 
 _SET_THREAD_LATEST_SEQ = """UPDATE threads SET latest_seq = %(p1)s WHERE id = %(p2)s"""
 
@@ -3574,64 +3582,32 @@ async def take_bucket_token(
     limit_class: str,
     burst: float,
     now: datetime,
-    unless_client_msg_id: str | None,
     per_minute: float,
     seconds_per_minute: float,
     tolerance: float,
+    unless_client_msg_id: str | None,
 ) -> float | None:
     """Run TakeBucketToken (:one, sql/queries/ratelimit.sql).
 
-    Takes one token of a principal's bucket in one statement, refilling it for the time
-    that passed: the rule of domain.ratelimit.take_token, operation by operation in
-    float8 so that both round alike (proven equal by
-    tests/integration/test_rate_limit_store.py). The upsert takes the row lock, so
-    concurrent takes of one principal serialize, and a principal's first take creates
-    the bucket without a race. A new bucket is full: `burst` tokens, one taken.
-    The refill is min(burst, tokens + (max(0, elapsed seconds) * per_minute) / 60),
-    written three times below (ON CONFLICT DO UPDATE has no FROM to name it once).
-    Returns the tokens left: 0 or more when a token was taken; negative when the bucket
-    was short, minus the part of a token it lacks (the unit then rolls back, so the
-    stored value never survives a refusal).
-    With `unless_client_msg_id` set, nothing is taken (no row is returned) when the
-    principal already stored a message under that client id: a post queues this take
-    right behind its facts read in one round trip, before it knows whether the request is
-    a replay, and a replay costs no token (ADR 0024).
+    Takes one token of a principal's bucket (the rule and its proof: the function
+    turnkeeper_take_bucket_token of migration 0010). Returns the tokens left: 0 or more when
+    a token was taken; negative when the bucket was short, minus the part of a token it
+    lacks (the unit then rolls back); NULL when `unless_client_msg_id` names a message the
+    principal stored already (a replay costs no token). A post takes its token in
+    GetPostFacts instead (ADR 0024).
 
     SQL::
 
-        INSERT INTO rate_buckets AS b (principal_id, limit_class, tokens, updated_at)
-        SELECT $1::uuid,
-               $2::text,
-               $3::float8 - 1.0::float8,
-               $4::timestamptz
-        WHERE NOT EXISTS (
-            SELECT 1 FROM messages m
-            WHERE m.author_id = $1::uuid
-              AND m.client_msg_id = $5::text
-        )
-        ON CONFLICT (principal_id, limit_class) DO UPDATE
-        SET tokens = CASE
-                WHEN least(
-                    $3::float8,
-                    b.tokens + (greatest(
-                        0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
-                    ) * $6::float8) / $7::float8
-                ) >= 1.0::float8 - $8::float8
-                    THEN greatest(0.0::float8, least(
-                        $3::float8,
-                        b.tokens + (greatest(
-                            0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
-                        ) * $6::float8) / $7::float8
-                    ) - 1.0::float8)
-                ELSE least(
-                    $3::float8,
-                    b.tokens + (greatest(
-                        0.0::float8, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)::float8
-                    ) * $6::float8) / $7::float8
-                ) - 1.0::float8
-            END,
-            updated_at = EXCLUDED.updated_at
-        RETURNING b.tokens
+        SELECT turnkeeper_take_bucket_token(
+            $1::uuid,
+            $2::text,
+            $3::float8,
+            $4::timestamptz,
+            $5::float8,
+            $6::float8,
+            $7::float8,
+            $8::text
+        ) AS tokens
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -3639,10 +3615,10 @@ async def take_bucket_token(
         limit_class: ``$2`` (``text``).
         burst: ``$3`` (``float8``).
         now: ``$4`` (``timestamptz``).
-        unless_client_msg_id: ``$5`` (``text``).
-        per_minute: ``$6`` (``float8``).
-        seconds_per_minute: ``$7`` (``float8``).
-        tolerance: ``$8`` (``float8``).
+        per_minute: ``$5`` (``float8``).
+        seconds_per_minute: ``$6`` (``float8``).
+        tolerance: ``$7`` (``float8``).
+        unless_client_msg_id: ``$8`` (``text``).
 
     Returns:
         The row, or None when no row matched.
@@ -3655,46 +3631,13 @@ async def take_bucket_token(
                 "p2": limit_class,
                 "p3": burst,
                 "p4": now,
-                "p5": unless_client_msg_id,
-                "p6": per_minute,
-                "p7": seconds_per_minute,
-                "p8": tolerance,
+                "p5": per_minute,
+                "p6": seconds_per_minute,
+                "p7": tolerance,
+                "p8": unless_client_msg_id,
             },
         )
         return cast("float | None", await cur.fetchone())
-
-
-async def start_take_bucket_token(
-    conn: psycopg.AsyncConnection[Any],
-    *,
-    principal_id: uuid.UUID,
-    limit_class: str,
-    burst: float,
-    now: datetime,
-    unless_client_msg_id: str | None,
-    per_minute: float,
-    seconds_per_minute: float,
-    tolerance: float,
-) -> PendingOne[float]:
-    """Queue TakeBucketToken in the unit's pipeline; read it with ``result()``.
-
-    The parameters and rows are those of `take_bucket_token`.
-    """
-    cur = conn.cursor(row_factory=scalar_row)
-    await cur.execute(
-        _TAKE_BUCKET_TOKEN,
-        {
-            "p1": principal_id,
-            "p2": limit_class,
-            "p3": burst,
-            "p4": now,
-            "p5": unless_client_msg_id,
-            "p6": per_minute,
-            "p7": seconds_per_minute,
-            "p8": tolerance,
-        },
-    )
-    return PendingOne(cur)
 
 
 async def insert_run(
@@ -4421,7 +4364,17 @@ async def get_thread_target(
 
 
 async def get_post_facts(
-    conn: psycopg.AsyncConnection[Any], *, author_id: uuid.UUID, client_msg_id: str, id: uuid.UUID
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    author_id: uuid.UUID,
+    client_msg_id: str,
+    id: uuid.UUID,
+    limit_class: str | None,
+    burst: float | None,
+    now: datetime | None,
+    per_minute: float | None,
+    seconds_per_minute: float | None,
+    tolerance: float | None,
 ) -> GetPostFactsRow | None:
     """Run GetPostFacts (:one, sql/queries/threads.sql).
 
@@ -4429,65 +4382,140 @@ async def get_post_facts(
     space, the thread row locked (FOR UPDATE OF the thread only: the channel and space are
     read, not changed; the lock AllocateThreadSeq takes, held until the unit ends); the
     author's grants, each as [id, resource_kind, resource_id, level, created_at] in id
-    order (a JSON array: one column for any number of grants); and the id of the message
-    the author stored under the request's client id (NULL when none). The locked row is
-    the thread's newest version; the grants and the earlier message are read in the
+    order (a JSON array: one column for any number of grants); the id of the message the
+    author stored under the request's client id (NULL when none); and, when `limit_class`
+    is set, the take of one token of the author's bucket (turnkeeper_take_bucket_token:
+    the tokens left, NULL when the client id is stored already or no take was asked for).
+    The take reads the locked row, so it runs after the thread lock is granted: the thread
+    lock before the bucket lock, the order every unit takes them in. The locked row is the
+    thread's newest version; the grants and the earlier message are read in the
     statement's snapshot (ADR 0024).
 
     SQL::
 
-        SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
-               t.title AS t_title, t.title_source AS t_title_source,
-               t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
-               t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
-               t.created_by AS t_created_by, t.created_at AS t_created_at,
-               t.closed_at_seq AS t_closed_at_seq,
-               c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
-               c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
-               c.free_response AS c_free_response,
-               c.allow_mentioned_agents AS c_allow_mentioned_agents,
-               c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
-               c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
-               s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
-               s.created_by AS s_created_by, s.created_at AS s_created_at,
+        WITH target AS (
+            SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+                   t.title AS t_title, t.title_source AS t_title_source,
+                   t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+                   t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+                   t.created_by AS t_created_by, t.created_at AS t_created_at,
+                   t.closed_at_seq AS t_closed_at_seq,
+                   c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+                   c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+                   c.free_response AS c_free_response,
+                   c.allow_mentioned_agents AS c_allow_mentioned_agents,
+                   c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+                   c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+                   s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+                   s.created_by AS s_created_by, s.created_at AS s_created_at
+            FROM threads t
+            JOIN channels c ON c.id = t.channel_id
+            JOIN spaces s ON s.id = c.space_id
+            WHERE t.id = $3
+            FOR UPDATE OF t
+        ),
+        take AS (
+            SELECT turnkeeper_take_bucket_token(
+                       $1::uuid,
+                       $4::text,
+                       $5::float8,
+                       $6::timestamptz,
+                       $7::float8,
+                       $8::float8,
+                       $9::float8,
+                       $2::text
+                   ) AS tokens
+            FROM target
+            WHERE $4::text IS NOT NULL
+        )
+        SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
+               target.t_title_source, target.t_operator_agent_id, target.t_state,
+               target.t_latest_seq, target.t_has_restricted, target.t_created_by,
+               target.t_created_at, target.t_closed_at_seq,
+               target.c_id, target.c_space_id, target.c_name, target.c_type,
+               target.c_operator_mode, target.c_operator_id, target.c_free_response,
+               target.c_allow_mentioned_agents, target.c_thread_require_mention,
+               target.c_archived, target.c_main_thread_id, target.c_created_at,
+               target.s_id, target.s_name, target.s_default_operator_id, target.s_created_by,
+               target.s_created_at,
                (SELECT coalesce(
                            json_agg(json_build_array(g.id, g.resource_kind, g.resource_id, g.level,
                                                      g.created_at) ORDER BY g.id),
                            '[]'::json)
                 FROM grants g WHERE g.principal_id = $1::uuid)::text AS grants,
-               m.id AS earlier_id
-        FROM threads t
-        JOIN channels c ON c.id = t.channel_id
-        JOIN spaces s ON s.id = c.space_id
+               m.id AS earlier_id,
+               take.tokens AS bucket_tokens
+        FROM target
+        LEFT JOIN take ON true
         LEFT JOIN messages m
                ON m.author_id = $1::uuid
               AND m.client_msg_id = $2::text
-        WHERE t.id = $3
-        FOR UPDATE OF t
 
     Args:
         conn: the connection; the statement runs in its current transaction.
         author_id: ``$1`` (``uuid``).
         client_msg_id: ``$2`` (``text``).
         id: ``$3`` (``uuid``).
+        limit_class: ``$4`` (``text``).
+        burst: ``$5`` (``float8``).
+        now: ``$6`` (``timestamptz``).
+        per_minute: ``$7`` (``float8``).
+        seconds_per_minute: ``$8`` (``float8``).
+        tolerance: ``$9`` (``float8``).
 
     Returns:
         The row, or None when no row matched.
     """
     async with conn.cursor(row_factory=args_row(GetPostFactsRow)) as cur:
-        await cur.execute(_GET_POST_FACTS, {"p1": author_id, "p2": client_msg_id, "p3": id})
+        await cur.execute(
+            _GET_POST_FACTS,
+            {
+                "p1": author_id,
+                "p2": client_msg_id,
+                "p3": id,
+                "p4": limit_class,
+                "p5": burst,
+                "p6": now,
+                "p7": per_minute,
+                "p8": seconds_per_minute,
+                "p9": tolerance,
+            },
+        )
         return await cur.fetchone()
 
 
 async def start_get_post_facts(
-    conn: psycopg.AsyncConnection[Any], *, author_id: uuid.UUID, client_msg_id: str, id: uuid.UUID
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    author_id: uuid.UUID,
+    client_msg_id: str,
+    id: uuid.UUID,
+    limit_class: str | None,
+    burst: float | None,
+    now: datetime | None,
+    per_minute: float | None,
+    seconds_per_minute: float | None,
+    tolerance: float | None,
 ) -> PendingOne[GetPostFactsRow]:
     """Queue GetPostFacts in the unit's pipeline; read it with ``result()``.
 
     The parameters and rows are those of `get_post_facts`.
     """
     cur = conn.cursor(row_factory=args_row(GetPostFactsRow))
-    await cur.execute(_GET_POST_FACTS, {"p1": author_id, "p2": client_msg_id, "p3": id})
+    await cur.execute(
+        _GET_POST_FACTS,
+        {
+            "p1": author_id,
+            "p2": client_msg_id,
+            "p3": id,
+            "p4": limit_class,
+            "p5": burst,
+            "p6": now,
+            "p7": per_minute,
+            "p8": seconds_per_minute,
+            "p9": tolerance,
+        },
+    )
     return PendingOne(cur)
 
 

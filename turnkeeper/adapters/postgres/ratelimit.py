@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
-from turnkeeper.application.ports import BucketTake
+from turnkeeper.adapters.postgres.base import MissingRow, PostgresRepository
 from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE, retry_after
 
 
 class PostgresRateLimitStore(PostgresRepository):
     """Token buckets; satisfies `RateLimitStore`.
 
-    One statement per take (`TakeBucketToken`, an upsert that refills and takes in SQL
-    under the row lock): the arithmetic of `turnkeeper.domain.ratelimit.take_token` is repeated
-    there operation by operation in float8, and
-    tests/integration/test_rate_limit_store.py proves both agree on every input
-    Hypothesis finds. A principal's first take inserts a full bucket; two first takes
-    at once meet on ``rate_buckets_pkey`` and the upsert turns the second into an
+    One statement per take (`TakeBucketToken`, which calls the function
+    ``turnkeeper_take_bucket_token`` of migration 0010, an upsert that refills and takes
+    in SQL under the row lock; a post's facts call it too, ADR 0024). The arithmetic of
+    `turnkeeper.domain.ratelimit.take_token` is repeated there operation by operation in
+    float8, and tests/integration/test_rate_limit_store.py proves both agree on every
+    input Hypothesis finds. A principal's first take inserts a full bucket; two first
+    takes at once meet on ``rate_buckets_pkey`` and the upsert turns the second into an
     update, so no retry is needed.
     """
 
@@ -61,45 +60,19 @@ class PostgresRateLimitStore(PostgresRepository):
         )
         if left is None:
             raise MissingRow(f"bucket of {principal_id}")
-        return _refusal(left, per_minute)
+        return refusal(left, per_minute)
 
 
-async def start_take(
-    conn: Conn, principal_id: uuid.UUID, take: BucketTake, unless_client_msg_id: str
-) -> Callable[[], Awaitable[int | None]]:
-    """Queue a take in the unit's pipeline, skipped when the client id is stored already.
+def refusal(left: float, per_minute: int) -> int | None:
+    """The answer of a take from the tokens it left.
 
     Args:
-        conn: the unit's connection.
-        principal_id: whose bucket.
-        take: the class, time and rule of the take.
-        unless_client_msg_id: nothing is taken when the principal stored a message under
-            this client id (the post is a replay).
+        left: the tokens left (negative: minus the part of a token the bucket lacked).
+        per_minute: the bucket's refill rate.
 
     Returns:
-        What gives, once the result arrived, None (taken, or skipped) or the whole
-        seconds until a token is there.
+        None when a token was taken, else whole seconds until one is there.
     """
-    pending = await q.start_take_bucket_token(
-        conn,
-        principal_id=principal_id,
-        limit_class=take.limit_class,
-        burst=float(take.burst),
-        now=take.now,
-        unless_client_msg_id=unless_client_msg_id,
-        per_minute=float(take.per_minute),
-        seconds_per_minute=SECONDS_PER_MINUTE,
-        tolerance=TOLERANCE,
-    )
-
-    async def outcome() -> int | None:
-        left = await pending.result()
-        return None if left is None else _refusal(left, take.per_minute)
-
-    return outcome
-
-
-def _refusal(left: float, per_minute: int) -> int | None:
     if left >= 0.0:
         return None
     # A refusal returns minus the missing part, exactly -(1 - tokens) (IEEE

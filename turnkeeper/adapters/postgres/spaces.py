@@ -15,9 +15,10 @@ from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresReposito
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import message_of
 from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
-from turnkeeper.adapters.postgres.ratelimit import start_take
+from turnkeeper.adapters.postgres.ratelimit import refusal
 from turnkeeper.application.ports import BucketTake, PostFacts
 from turnkeeper.domain.authorization import AccessTarget
+from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
 from turnkeeper.domain.world import (
     Channel,
     ChannelBehavior,
@@ -392,11 +393,11 @@ class PostgresThreadRepository(PostgresRepository):
     ) -> PostFacts | None:
         """The thread under its row lock, the author's grants and earlier message.
 
-        One statement (`GetPostFacts`), and the take behind it, queued in the unit's
-        pipeline and read in one round trip (with the unit's BEGIN when they are its
-        first); the pipeline runs them in order, so the thread lock comes first and the
-        bucket lock after it, the order every unit takes them in. The latest_seq read is
-        remembered for `allocate_seq`.
+        One statement (`GetPostFacts`, the take included: it runs on the locked row, so
+        the thread lock comes first and the bucket lock after it, the order every unit
+        takes them in), queued in the unit's pipeline and read in one round trip (with
+        the unit's BEGIN when it is its first). The latest_seq read is remembered for
+        `allocate_seq`.
 
         Args:
             thread_id: the thread.
@@ -409,15 +410,18 @@ class PostgresThreadRepository(PostgresRepository):
         """
         await self._locked.write()
         pending = await q.start_get_post_facts(
-            self._conn, id=thread_id, author_id=author_id, client_msg_id=client_msg_id
-        )
-        taken = (
-            None
-            if take is None
-            else await start_take(self._conn, author_id, take, unless_client_msg_id=client_msg_id)
+            self._conn,
+            id=thread_id,
+            author_id=author_id,
+            client_msg_id=client_msg_id,
+            limit_class=None if take is None else take.limit_class,
+            burst=None if take is None else float(take.burst),
+            now=None if take is None else take.now,
+            per_minute=None if take is None else float(take.per_minute),
+            seconds_per_minute=SECONDS_PER_MINUTE,
+            tolerance=TOLERANCE,
         )
         row = await pending.result()
-        retry_after = None if taken is None else await taken()
         if row is None:
             return None
         thread = _thread(_unprefixed(row, "t_", q.ThreadRow))
@@ -439,5 +443,9 @@ class PostgresThreadRepository(PostgresRepository):
             target=target,
             grants=grants,
             earlier=None if earlier is None else message_of(earlier),
-            retry_after=retry_after,
+            retry_after=(
+                None
+                if take is None or row.bucket_tokens is None
+                else refusal(row.bucket_tokens, take.per_minute)
+            ),
         )
