@@ -279,6 +279,7 @@ PIPELINED = frozenset(
         "GetPrincipals",
         "InsertMessage",
         "InsertMessageAtSeq",
+        "InsertMessageWithEvent",
         "InsertRun",
         "SetThreadLatestSeq",
     }

@@ -32,6 +32,40 @@ INSERT INTO messages (
     sqlc.narg(run_id), sqlc.arg(created_at), sqlc.narg(deleted_at), sqlc.arg(version)
 );
 
+-- InsertMessageAtSeq and the message's message.created event in one statement, for a
+-- unit that has no other event waiting to be numbered before it (ADR 0024): the event is
+-- numbered `ord` in the transaction and seq'd as AppendEvent seqs it.
+-- name: InsertMessageWithEvent :exec
+WITH seq AS (
+    UPDATE threads SET latest_seq = sqlc.arg(thread_seq)::bigint
+    WHERE id = sqlc.arg(thread_id)::uuid
+),
+created AS (
+    INSERT INTO events (
+        seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
+        resource_id, resource_version, audience_id, restricted_to, payload, created_at
+    ) VALUES (
+        turnkeeper_event_seq_base() + sqlc.arg(ord)::bigint,
+        sqlc.arg(event_type)::text, sqlc.arg(actor_id)::uuid, sqlc.arg(actor_kind)::text,
+        sqlc.arg(space_id)::uuid, sqlc.arg(channel_id)::uuid, sqlc.narg(event_thread_id)::uuid,
+        sqlc.arg(resource_kind)::text, sqlc.arg(resource_id)::uuid,
+        sqlc.narg(resource_version)::bigint, sqlc.narg(audience_id)::uuid,
+        sqlc.narg(event_restricted_to)::text::uuid[], sqlc.arg(payload)::text::jsonb,
+        sqlc.arg(event_created_at)::timestamptz
+    )
+)
+INSERT INTO messages (
+    id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
+    restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id,
+    created_at, deleted_at, version
+) VALUES (
+    sqlc.arg(id), sqlc.arg(thread_id)::uuid, sqlc.arg(thread_seq)::bigint, sqlc.arg(author_id),
+    sqlc.arg(origin), sqlc.arg(kind), sqlc.arg(content), sqlc.arg(mentions)::text::uuid[],
+    sqlc.narg(reply_to_id), sqlc.narg(restricted_to)::text::uuid[], sqlc.narg(client_msg_id),
+    sqlc.narg(digest), sqlc.narg(trigger_state), sqlc.narg(trigger_state_reason),
+    sqlc.narg(run_id), sqlc.arg(created_at), sqlc.narg(deleted_at), sqlc.arg(version)
+);
+
 -- name: GetMessage :one
 SELECT * FROM messages WHERE id = sqlc.arg(id);
 

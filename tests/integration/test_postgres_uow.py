@@ -342,7 +342,16 @@ async def test_grants_round_trip_and_are_unique_per_resource(
         await uow.commit()
     async with pg_uow_factory() as uow:
         assert await uow.grants.get(grant.id) == grant
-        assert await uow.grants.for_principal(s.agent.id) == [grant]
+        listed = await uow.grants.for_principal(s.agent.id)
+        assert listed == [grant]
+    async with pg_uow_factory() as uow:
+        # The post's facts carry the grants as JSON: the same values, times in the same zone.
+        facts = await uow.threads.post_facts(s.thread.id, s.agent.id, "c-1")
+        assert facts is not None
+        assert facts.grants == listed
+        assert [g.created_at.isoformat() for g in facts.grants] == [
+            g.created_at.isoformat() for g in listed
+        ]
     # A second grant of the pair is a concurrent unit's: rerun, then change the first.
     with pytest.raises(RetriableConflict, match="grants_principal_resource_key"):
         async with pg_uow_factory() as uow:
@@ -521,6 +530,40 @@ async def test_events_get_seqs_at_commit_and_are_read_by_scope(
         assert await uow.events.read(nothing, 0, 10) == []
         everything_scope = ReaderScope(reader_id=s.agent.id, everything=True)
         assert [e.seq for e in await uow.events.read(everything_scope, seqs[0], 1)] == [seqs[1]]
+
+
+async def test_a_message_with_its_event_keeps_the_units_event_order(
+    pg_uow_factory: UnitOfWorkFactory,
+) -> None:
+    # ADR 0024: the message's event is written with the message only while no other
+    # event waits to be numbered; either way the unit's events keep their append order.
+    s = await seed(pg_uow_factory)
+
+    def fields(event: NewEvent) -> dict[str, object]:
+        return {f.name: getattr(event, f.name) for f in attrs.fields(NewEvent)}
+
+    first, second, third, fourth = (_event(s, payload={"n": n}) for n in range(4))
+    async with pg_uow_factory() as uow:
+        assert await uow.threads.post_facts(s.thread.id, s.person.id, "c-1") is not None
+        # Nothing waits: written with the message, numbered first.
+        await uow.messages.add(_message(s, await uow.threads.allocate_seq(s.thread.id)), first)
+        await uow.events.append(second)
+        # `second` waits to be numbered: `third` is buffered behind it.
+        await uow.messages.add(_message(s, await uow.threads.allocate_seq(s.thread.id)), third)
+        await uow.events.append(fourth)
+        await uow.commit()
+    async with pg_uow_factory() as uow:
+        everything = await uow.events.read(
+            ReaderScope(reader_id=s.agent.id, everything=True), 0, 10
+        )
+        assert [fields(e) for e in everything] == [
+            fields(e) for e in (first, second, third, fourth)
+        ]
+        seqs = [e.seq for e in everything]
+        assert seqs == list(range(seqs[0], seqs[0] + 4))
+        thread = await uow.threads.get(s.thread.id)
+        assert thread is not None
+        assert thread.latest_seq == 2
 
 
 async def test_denials_are_aggregated_per_window(pg_uow_factory: UnitOfWorkFactory) -> None:

@@ -48,6 +48,7 @@ from turnkeeper.application.recording import (
 )
 from turnkeeper.application.telemetry import CommittedChanges
 from turnkeeper.domain.authorization import AccessTarget
+from turnkeeper.domain.events import NewEvent
 from turnkeeper.domain.messaging import Message, TriggerState
 from turnkeeper.domain.trigger_report import TriggerLinks
 from turnkeeper.domain.world import Thread, ThreadState
@@ -137,7 +138,7 @@ class TrackedUnit:
         self._inner = inner
         self.written = WrittenRows()
         self._records = ChangeRecords()
-        self._messages = _TrackedMessages(inner.messages, self.written)
+        self._messages = _TrackedMessages(inner.messages, self.written, self._records)
         self._threads = _TrackedThreads(inner.threads, self.written)
         self._freshness = _TrackedFreshness(inner.freshness, self.written)
         self._events = RecordingEvents(inner.events, self._records)
@@ -244,13 +245,19 @@ class TrackedUnit:
 
 
 class _TrackedMessages:
-    def __init__(self, inner: MessageRepository, written: WrittenRows) -> None:
+    def __init__(
+        self, inner: MessageRepository, written: WrittenRows, records: ChangeRecords
+    ) -> None:
         self._inner = inner
         self._written = written
+        self._records = records
 
-    async def add(self, message: Message) -> None:
-        await self._inner.add(message)
+    async def add(self, message: Message, created: NewEvent | None = None) -> None:
+        await self._inner.add(message, created)
         self._written.note_message(message)
+        if created is not None:
+            # Appended with the message: noted as `RecordingEvents` notes an append.
+            self._records.events.append(created)
 
     async def get(self, message_id: uuid.UUID) -> Message | None:
         return await self._inner.get(message_id)

@@ -266,10 +266,11 @@ class _Grants:
 
 
 class _Messages:
-    def __init__(self, t: Tables) -> None:
+    def __init__(self, t: Tables, events: _Events) -> None:
         self._t = t
+        self._events = events
 
-    async def add(self, message: Message) -> None:
+    async def add(self, message: Message, created: NewEvent | None = None) -> None:
         if message.client_msg_id is not None:
             key = (message.author_id, message.client_msg_id)
             if key in self._t.client_ids:
@@ -277,6 +278,8 @@ class _Messages:
                 raise RetriableConflict("messages_author_client_msg_id_key", reason="unique_race")
             self._t.client_ids[key] = message.id
         self._t.messages[message.id] = message
+        if created is not None:
+            await self._events.append(created)
 
     async def get(self, message_id: uuid.UUID) -> Message | None:
         return self._t.messages.get(message_id)
@@ -403,8 +406,8 @@ class MemoryUnitOfWork:
         self.channels = _Channels(tables)
         self.threads = _Threads(tables)
         self.grants = _Grants(tables)
-        self.messages = _Messages(tables)
         self.events = _Events(store)
+        self.messages = _Messages(tables, self.events)
         self.audit = MemoryAuditLog(tables)
         self.buckets = MemoryRateLimitStore(tables)
         self.runs = MemoryRunRepository(tables)

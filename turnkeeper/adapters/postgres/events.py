@@ -122,6 +122,25 @@ class PostgresEventLog(PostgresRepository):
         check_count(self._numbered + len(self._pending) + 1)
         self._pending.append(event)
 
+    def number_now(self) -> int | None:
+        """Number an event written at once by another statement of the unit.
+
+        Only when no buffered event waits to be numbered before it, so that the unit's
+        events keep their append order.
+
+        Returns:
+            The event's number in the transaction, or None when events are buffered
+            (the caller appends it as usual).
+
+        Raises:
+            TooManyEvents: beyond the events one transaction can number.
+        """
+        if self._pending:
+            return None
+        check_count(self._numbered + 1)
+        self._numbered += 1
+        return self._numbered
+
     async def flush(self) -> list[int]:
         """Insert the buffered events, numbered in this transaction (called before COMMIT).
 

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, uuid_array_text
+from turnkeeper.adapters.postgres.events import PostgresEventLog, payload_json
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
+from turnkeeper.domain.events import NewEvent
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
 
 
@@ -39,6 +41,44 @@ def message_of(row: q.MessageRow) -> Message:
     )
 
 
+async def _insert_with_event(conn: Conn, message: Message, event: NewEvent, ord: int) -> None:
+    await q.insert_message_with_event(
+        conn,
+        id=message.id,
+        thread_id=message.thread_id,
+        thread_seq=message.thread_seq,
+        author_id=message.author_id,
+        origin=message.origin.value,
+        kind=message.kind.value,
+        content=message.content,
+        mentions=uuid_array_text(message.mentions) or "{}",
+        reply_to_id=message.reply_to_id,
+        restricted_to=uuid_array_text(message.restricted_to),
+        client_msg_id=message.client_msg_id,
+        digest=message.digest,
+        trigger_state=_value(message.trigger_state),
+        trigger_state_reason=message.trigger_state_reason,
+        run_id=message.run_id,
+        created_at=message.created_at,
+        deleted_at=message.deleted_at,
+        version=message.version,
+        ord=ord,
+        event_type=event.type.value,
+        actor_id=event.actor_id,
+        actor_kind=event.actor_kind,
+        space_id=event.space_id,
+        channel_id=event.channel_id,
+        event_thread_id=event.thread_id,
+        resource_kind=event.resource_kind,
+        resource_id=event.resource_id,
+        resource_version=event.resource_version,
+        audience_id=event.audience_id,
+        event_restricted_to=uuid_array_text(event.restricted_to),
+        payload=payload_json(event.payload),
+        event_created_at=event.created_at,
+    )
+
+
 class PostgresMessageRepository(PostgresRepository):
     """Messages; satisfies `MessageRepository`.
 
@@ -48,21 +88,48 @@ class PostgresMessageRepository(PostgresRepository):
             writes the thread's latest_seq in its own insert (``InsertMessageAtSeq``).
     """
 
-    def __init__(self, conn: Conn, locked: LockedThreads | None = None) -> None:
+    def __init__(
+        self,
+        conn: Conn,
+        locked: LockedThreads | None = None,
+        events: PostgresEventLog | None = None,
+    ) -> None:
         super().__init__(conn)
         self._locked = locked
+        self._events = events
 
-    async def add(self, message: Message) -> None:
-        """Store a new message.
+    async def add(self, message: Message, created: NewEvent | None = None) -> None:
+        """Store a new message (and its message.created event: see the port).
+
+        One statement for the message, its thread's latest_seq and its event
+        (``InsertMessageWithEvent``) when the seq is the unit's unwritten allocation and
+        no other event waits to be numbered; else the message alone and the event
+        buffered as `PostgresEventLog.append` buffers it.
 
         Args:
             message: the message (its thread_seq allocated by `allocate_seq`).
+            created: its message.created event, or None.
 
         Raises:
             RetriableConflict: when (author, client_msg_id) was taken by a concurrent unit
                 (translated by the unit from ``messages_author_client_msg_id_key``).
         """
-        if self._locked is not None and self._locked.claim(message.thread_id, message.thread_seq):
+        claimed = self._locked is not None and self._locked.claim(
+            message.thread_id, message.thread_seq
+        )
+        if claimed and created is not None and self._events is not None:
+            ord = self._events.number_now()
+            if ord is not None:
+                await _insert_with_event(self._conn, message, created, ord)
+                return
+        await self._insert(message, at_seq=claimed)
+        if created is not None:
+            if self._events is None:
+                raise TypeError("a message with its event needs the unit's event log")
+            await self._events.append(created)
+
+    async def _insert(self, message: Message, *, at_seq: bool) -> None:
+        if at_seq:
             await q.insert_message_at_seq(
                 self._conn,
                 id=message.id,

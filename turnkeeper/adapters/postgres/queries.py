@@ -1128,6 +1128,36 @@ INSERT INTO messages (
     %(p15)s, %(p16)s, %(p17)s, %(p18)s
 )"""
 
+_INSERT_MESSAGE_WITH_EVENT = """WITH seq AS (
+    UPDATE threads SET latest_seq = %(p3)s::bigint
+    WHERE id = %(p2)s::uuid
+),
+created AS (
+    INSERT INTO events (
+        seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
+        resource_id, resource_version, audience_id, restricted_to, payload, created_at
+    ) VALUES (
+        turnkeeper_event_seq_base() + %(p19)s::bigint,
+        %(p20)s::text, %(p21)s::uuid, %(p22)s::text,
+        %(p23)s::uuid, %(p24)s::uuid, %(p25)s::uuid,
+        %(p26)s::text, %(p27)s::uuid,
+        %(p28)s::bigint, %(p29)s::uuid,
+        %(p30)s::text::uuid[], %(p31)s::text::jsonb,
+        %(p32)s::timestamptz
+    )
+)
+INSERT INTO messages (
+    id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
+    restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id,
+    created_at, deleted_at, version
+) VALUES (
+    %(p1)s, %(p2)s::uuid, %(p3)s::bigint, %(p4)s,
+    %(p5)s, %(p6)s, %(p7)s, %(p8)s::text::uuid[],
+    %(p9)s, %(p10)s::text::uuid[], %(p11)s,
+    %(p12)s, %(p13)s, %(p14)s,
+    %(p15)s, %(p16)s, %(p17)s, %(p18)s
+)"""
+
 _GET_MESSAGE = """SELECT id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id, restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id, created_at, deleted_at, version FROM messages WHERE id = %(p1)s"""
 
 _GET_MESSAGE_BY_CLIENT_ID = """SELECT id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id, restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id, created_at, deleted_at, version FROM messages
@@ -3135,6 +3165,155 @@ async def insert_message_at_seq(
                 "p16": created_at,
                 "p17": deleted_at,
                 "p18": version,
+            },
+        )
+
+
+async def insert_message_with_event(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    id: uuid.UUID,
+    thread_id: uuid.UUID,
+    thread_seq: int,
+    author_id: uuid.UUID,
+    origin: str,
+    kind: str,
+    content: str,
+    mentions: str,
+    reply_to_id: uuid.UUID | None,
+    restricted_to: str | None,
+    client_msg_id: str | None,
+    digest: str | None,
+    trigger_state: str | None,
+    trigger_state_reason: str | None,
+    run_id: uuid.UUID | None,
+    created_at: datetime,
+    deleted_at: datetime | None,
+    version: int,
+    ord: int,
+    event_type: str,
+    actor_id: uuid.UUID,
+    actor_kind: str,
+    space_id: uuid.UUID,
+    channel_id: uuid.UUID,
+    event_thread_id: uuid.UUID | None,
+    resource_kind: str,
+    resource_id: uuid.UUID,
+    resource_version: int | None,
+    audience_id: uuid.UUID | None,
+    event_restricted_to: str | None,
+    payload: str,
+    event_created_at: datetime,
+) -> None:
+    """Run InsertMessageWithEvent (:exec, sql/queries/messages.sql).
+
+    InsertMessageAtSeq and the message's message.created event in one statement, for a
+    unit that has no other event waiting to be numbered before it (ADR 0024): the event is
+    numbered `ord` in the transaction and seq'd as AppendEvent seqs it.
+
+    SQL::
+
+        WITH seq AS (
+            UPDATE threads SET latest_seq = $3::bigint
+            WHERE id = $2::uuid
+        ),
+        created AS (
+            INSERT INTO events (
+                seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind,
+                resource_id, resource_version, audience_id, restricted_to, payload, created_at
+            ) VALUES (
+                turnkeeper_event_seq_base() + $19::bigint,
+                $20::text, $21::uuid, $22::text,
+                $23::uuid, $24::uuid, $25::uuid,
+                $26::text, $27::uuid,
+                $28::bigint, $29::uuid,
+                $30::text::uuid[], $31::text::jsonb,
+                $32::timestamptz
+            )
+        )
+        INSERT INTO messages (
+            id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
+            restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id,
+            created_at, deleted_at, version
+        ) VALUES (
+            $1, $2::uuid, $3::bigint, $4,
+            $5, $6, $7, $8::text::uuid[],
+            $9, $10::text::uuid[], $11,
+            $12, $13, $14,
+            $15, $16, $17, $18
+        )
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+        thread_id: ``$2`` (``uuid``).
+        thread_seq: ``$3`` (``int8``).
+        author_id: ``$4`` (``uuid``).
+        origin: ``$5`` (``text``).
+        kind: ``$6`` (``text``).
+        content: ``$7`` (``text``).
+        mentions: ``$8`` (``text``).
+        reply_to_id: ``$9`` (``uuid``).
+        restricted_to: ``$10`` (``text``).
+        client_msg_id: ``$11`` (``text``).
+        digest: ``$12`` (``text``).
+        trigger_state: ``$13`` (``text``).
+        trigger_state_reason: ``$14`` (``text``).
+        run_id: ``$15`` (``uuid``).
+        created_at: ``$16`` (``timestamptz``).
+        deleted_at: ``$17`` (``timestamptz``).
+        version: ``$18`` (``int8``).
+        ord: ``$19`` (``int8``).
+        event_type: ``$20`` (``text``).
+        actor_id: ``$21`` (``uuid``).
+        actor_kind: ``$22`` (``text``).
+        space_id: ``$23`` (``uuid``).
+        channel_id: ``$24`` (``uuid``).
+        event_thread_id: ``$25`` (``uuid``).
+        resource_kind: ``$26`` (``text``).
+        resource_id: ``$27`` (``uuid``).
+        resource_version: ``$28`` (``int8``).
+        audience_id: ``$29`` (``uuid``).
+        event_restricted_to: ``$30`` (``text``).
+        payload: ``$31`` (``text``).
+        event_created_at: ``$32`` (``timestamptz``).
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(
+            _INSERT_MESSAGE_WITH_EVENT,
+            {
+                "p1": id,
+                "p2": thread_id,
+                "p3": thread_seq,
+                "p4": author_id,
+                "p5": origin,
+                "p6": kind,
+                "p7": content,
+                "p8": mentions,
+                "p9": reply_to_id,
+                "p10": restricted_to,
+                "p11": client_msg_id,
+                "p12": digest,
+                "p13": trigger_state,
+                "p14": trigger_state_reason,
+                "p15": run_id,
+                "p16": created_at,
+                "p17": deleted_at,
+                "p18": version,
+                "p19": ord,
+                "p20": event_type,
+                "p21": actor_id,
+                "p22": actor_kind,
+                "p23": space_id,
+                "p24": channel_id,
+                "p25": event_thread_id,
+                "p26": resource_kind,
+                "p27": resource_id,
+                "p28": resource_version,
+                "p29": audience_id,
+                "p30": event_restricted_to,
+                "p31": payload,
+                "p32": event_created_at,
             },
         )
 

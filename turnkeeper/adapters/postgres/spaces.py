@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import TypeVar
 
 import attrs
@@ -87,8 +87,11 @@ def _unprefixed(row: object, prefix: str, kind: type[_Row]) -> _Row:
     return kind(**{f.name: getattr(row, prefix + f.name) for f in attrs.fields(kind)})
 
 
-def _grants_of(principal_id: uuid.UUID, text: str) -> list[Grant]:
-    """The grants of `GetPostFacts`' JSON column: [id, kind, resource, level, created_at]."""
+def _grants_of(principal_id: uuid.UUID, text: str, zone: tzinfo) -> list[Grant]:
+    """The grants of `GetPostFacts`' JSON column: [id, kind, resource, level, created_at].
+
+    Times come in the session's zone, as psycopg loads a ``timestamptz`` column.
+    """
     return [
         Grant(
             id=uuid.UUID(grant_id),
@@ -96,7 +99,7 @@ def _grants_of(principal_id: uuid.UUID, text: str) -> list[Grant]:
             resource_kind=ResourceKind(kind),
             resource_id=uuid.UUID(resource_id),
             level=Level.parse(level),
-            created_at=datetime.fromisoformat(created_at),
+            created_at=datetime.fromisoformat(created_at).astimezone(zone),
         )
         for grant_id, kind, resource_id, level, created_at in json.loads(text)
     ]
@@ -427,7 +430,7 @@ class PostgresThreadRepository(PostgresRepository):
         thread = _thread(_unprefixed(row, "t_", q.ThreadRow))
         self._locked.remember(thread.id, thread.latest_seq)
         self._locked.remember_state(thread.id, thread.state)
-        grants = _grants_of(author_id, row.grants)
+        grants = _grants_of(author_id, row.grants, self._conn.info.timezone)
         if self._grants is not None:
             self._grants.remember(author_id, grants)
         target = AccessTarget(

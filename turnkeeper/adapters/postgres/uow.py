@@ -113,7 +113,7 @@ class PostgresUnitOfWork:
         grants = PostgresGrantRepository(conn)
         self.threads: ThreadRepository = PostgresThreadRepository(conn, locked, grants)
         self.grants: GrantRepository = grants
-        self.messages: MessageRepository = PostgresMessageRepository(conn, locked)
+        self.messages: MessageRepository = PostgresMessageRepository(conn, locked, self._events)
         self.events: EventLog = self._events
         self.audit: AuditLog = PostgresAuditLog(conn)
         self.buckets: RateLimitStore = PostgresRateLimitStore(conn)

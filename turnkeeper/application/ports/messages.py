@@ -15,8 +15,12 @@ from turnkeeper.domain.messaging import Message, TriggerState
 class MessageRepository(Protocol):
     """Messages."""
 
-    async def add(self, message: Message) -> None:
+    async def add(self, message: Message, created: NewEvent | None = None) -> None:
         """Store a new message.
+
+        With `created` (the message's message.created event) the event is appended to
+        the unit's event log as well, exactly as `EventLog.append` would append it (in
+        the unit's order); an adapter may write both in one statement (ADR 0024).
 
         Raises:
             RetriableConflict: when (author, client_msg_id) was taken by a concurrent unit.

@@ -278,8 +278,7 @@ class MessageAppender:
             RetriableConflict: (author, client_msg_id) taken by a concurrent unit.
             DomainError: whatever an in-transaction subscriber vetoes with.
         """
-        await uow.messages.add(message)
-        await uow.events.append(self._events.message_created(message, author, target))
+        await uow.messages.add(message, self._events.message_created(message, author, target))
         await self._bus.publish(
             uow, MessagePosted(message=message, author=author, target=target, run_id=run_id)
         )
