@@ -14,7 +14,7 @@ group of their own (every ``/v1`` handler has two: the service and the token's
 ``identity``); `resolve_one_by_one` has them resolved one after the other instead. None
 of them waits on anything but the principal's one read, which is alone in its batch
 anyway, so the task group bought nothing and cost about 0.09 ms of CPU per request
-(docs/performance.md, "Adapter CPU per request").
+(ADR 0025; docs/performance.md, "Adapter CPU per request").
 """
 
 from __future__ import annotations
