@@ -279,8 +279,17 @@ class Message(Answer):
     run_id: uuid.UUID | UnsetType = UNSET
 
     @classmethod
-    def of(cls, message: messaging.Message, author: world.Principal) -> Message:
-        """The answer of a message; ``run_id`` only for run anchors."""
+    def of(cls, message: messaging.Message, author: world.Principal, **more: Any) -> Self:
+        """The answer of a message; ``run_id`` only for run anchors.
+
+        Args:
+            message: the message.
+            author: its author.
+            **more: the members of a subclass (``trigger``), built in the same call.
+
+        Returns:
+            The answer.
+        """
         restricted = message.restricted_to
         trigger_state = message.trigger_state
         return cls(
@@ -300,6 +309,7 @@ class Message(Answer):
             trigger_state=UNSET if trigger_state is None else trigger_state.value,
             trigger_state_reason=optional(message.trigger_state_reason),
             run_id=optional(message.run_id),
+            **more,
         )
 
 
@@ -331,8 +341,7 @@ class MessageCreated(Message, kw_only=True):
     @classmethod
     def posted(cls, posted: conversation.PostedMessage) -> MessageCreated:
         """The answer of a created (or replayed) message."""
-        message = Message.of(posted.message, posted.author)
-        return cls(**msgspec.structs.asdict(message), trigger=Trigger.of(posted.trigger))
+        return cls.of(posted.message, posted.author, trigger=Trigger.of(posted.trigger))
 
 
 class ThreadCreated(Answer):

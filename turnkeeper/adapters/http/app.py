@@ -15,7 +15,11 @@ from turnkeeper.adapters.http.body_guard import body_guard
 from turnkeeper.adapters.http.console import console_router
 from turnkeeper.adapters.http.conversation import conversation_router
 from turnkeeper.adapters.http.correlation import CorrelatedApp
-from turnkeeper.adapters.http.dependencies import provide_principal, service_dependencies
+from turnkeeper.adapters.http.dependencies import (
+    provide_principal,
+    resolve_one_by_one,
+    service_dependencies,
+)
 from turnkeeper.adapters.http.docs_page import docs_assets_router, docs_render_plugin
 from turnkeeper.adapters.http.openapi import complete_document
 from turnkeeper.adapters.http.operations import (
@@ -136,6 +140,7 @@ def create_app(
         # Logging is configured once per process by adapters.logging, not by Litestar.
         logging_config=None,
     )
+    resolve_one_by_one(app.routes)
     # Completed now rather than on the first request, so that /openapi.json and the page
     # under /docs serve the same document.
     document_streams(complete_document(app.openapi_schema, settings))

@@ -37,7 +37,7 @@ from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 from turnkeeper.adapters.http.decoding import (
     loose_member,
     pointer_token,
-    refuse_duplicate_members,
+    refuse_duplicate_body,
 )
 from turnkeeper.adapters.http.problems import ClientGone
 from turnkeeper.domain.errors import FieldError, ValidationFailed
@@ -178,7 +178,7 @@ def body_guard(max_depth: int) -> BeforeRequest:
     """The ``before_request`` hook that refuses hostile bodies before decoding.
 
     Checks, in order: the media type, nesting depth, duplicated members
-    (`turnkeeper.adapters.http.decoding.refuse_duplicate_members`), NUL characters,
+    (`turnkeeper.adapters.http.decoding.refuse_duplicate_body`), NUL characters,
     members that fit their type only by lax conversion.
 
     Args:
@@ -210,7 +210,7 @@ def body_guard(max_depth: int) -> BeforeRequest:
         pointer = too_deep(body, max_depth)
         if pointer is not None:
             raise ValidationFailed([FieldError(pointer=pointer, code="too_deep")])
-        await refuse_duplicate_members(request)
+        refuse_duplicate_body(body)
         pointer = nul_member(body)
         if pointer is not None:
             raise ValidationFailed([FieldError(pointer=pointer, code="invalid_character")])

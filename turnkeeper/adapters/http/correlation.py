@@ -115,8 +115,30 @@ def correlation_id_of(scope: Scope | dict[str, Any]) -> str:
     return chosen
 
 
+class Exchange:
+    """What the wrapper knows of one HTTP exchange, for the hooks of a subclass.
+
+    Args:
+        correlation_id: the exchange's correlation id.
+        started: `time.perf_counter` at its start.
+    """
+
+    __slots__ = ("correlation_id", "started", "status")
+
+    def __init__(self, correlation_id: str, started: float) -> None:
+        self.correlation_id = correlation_id
+        self.started = started
+        #: The answer's status once it started (500 until then).
+        self.status = 500
+
+
 class CorrelatedApp(Litestar):
-    """A Litestar application that correlates and logs every HTTP exchange."""
+    """A Litestar application that correlates and logs every HTTP exchange.
+
+    A subclass observes the exchange through two hooks instead of a second wrapper (one
+    closure, one id lookup and one clock pair per request): `_handle_http` runs the
+    application, `_answered` learns the outcome.
+    """
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Serve one ASGI connection.
@@ -131,30 +153,55 @@ class CorrelatedApp(Litestar):
             return
         await self._serve_http(scope, receive, send)
 
+    async def _handle_http(
+        self, scope: Scope, receive: Receive, send: Send, exchange: Exchange
+    ) -> None:
+        """Run the application for one exchange (a subclass wraps it in a span).
+
+        Args:
+            scope: the ASGI scope.
+            receive: the ASGI receive callable.
+            send: the ASGI send callable (it records the status into `exchange`).
+            exchange: the exchange.
+        """
+        await Litestar.__call__(self, scope, receive, send)
+
+    def _answered(self, scope: Scope, exchange: Exchange, seconds: float) -> None:
+        """Learn the outcome of one exchange, before its log line (a subclass counts it).
+
+        Args:
+            scope: the ASGI scope (``path_template`` set once a route matched).
+            exchange: the exchange, its status final.
+            seconds: its duration.
+        """
+
     async def _serve_http(self, scope: Scope, receive: Receive, send: Send) -> None:
         correlation_id = correlation_id_of(scope)
-        started = time.perf_counter()
-        status = 500
+        exchange = Exchange(correlation_id, time.perf_counter())
         header = (_HEADER_KEY, correlation_id.encode("latin-1"))
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
             if message["type"] == "http.response.start":
-                status = message["status"]
+                exchange.status = message["status"]
                 headers = [h for h in message.get("headers", ()) if h[0].lower() != _HEADER_KEY]
-                message = {**message, "headers": [*headers, header]}
+                headers.append(header)
+                message = {**message, "headers": headers}
             await send(message)
 
         tokens = structlog.contextvars.bind_contextvars(correlation_id=correlation_id)
         try:
-            await super().__call__(scope, receive, send_with_id)
+            await self._handle_http(scope, receive, send_with_id, exchange)
         finally:
             try:
-                _request_log.write(
-                    method=str(scope.get("method", "")),
-                    route=scope.get("path_template") or "(unmatched)",
-                    status=status,
-                    duration_ms=round((time.perf_counter() - started) * _MS_PER_S, 3),
-                )
+                seconds = time.perf_counter() - exchange.started
+                try:
+                    self._answered(scope, exchange, seconds)
+                finally:
+                    _request_log.write(
+                        method=str(scope.get("method", "")),
+                        route=scope.get("path_template") or "(unmatched)",
+                        status=exchange.status,
+                        duration_ms=round(seconds * _MS_PER_S, 3),
+                    )
             finally:
                 structlog.contextvars.reset_contextvars(**tokens)

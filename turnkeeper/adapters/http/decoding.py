@@ -6,7 +6,7 @@ Every offending member is named by a JSON pointer (RFC 6901) from the root of th
 request fails to decode:
 
 - a body with a duplicated member is ambiguous (two parsers may read different values
-  from it; msgspec keeps the last), so `refuse_duplicate_members` refuses it before
+  from it; msgspec keeps the last), so `refuse_duplicate_body` refuses it before
   decoding, code ``duplicate_member``;
 - a body that is not JSON at all: `malformed_body`, pointer ``""``;
 - a body, query parameter or path id that does not fit its type: `decode_failure`
@@ -115,8 +115,33 @@ def _first_duplicate(value: Any, path: tuple[str | int, ...]) -> str | None:
     return None
 
 
+class _Repeated(Exception):
+    """An object of the body holds a name twice (the quick pass stops there)."""
+
+
+def _plain_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise _Repeated()
+    return members
+
+
+# Built once: `json.loads` with a hook builds a new decoder at every call.
+_QUICK = json.JSONDecoder(object_pairs_hook=_plain_object)
+_PAIRS = json.JSONDecoder(object_pairs_hook=_object)
+
+
+def _text(body: bytes) -> str:
+    # What `json.loads` does with bytes: UTF-8, -16 or -32 by the first bytes.
+    return body.decode(json.detect_encoding(body), "surrogatepass")
+
+
 def duplicate_member(body: bytes) -> str | None:
     """The JSON pointer of the first duplicated member of a body, if any.
+
+    A quick pass decodes the body with plain objects and stops at the first object that
+    holds a name twice; only such a body is decoded again, remembering the duplicates,
+    to name the first of them.
 
     Args:
         body: the raw request body.
@@ -126,10 +151,33 @@ def duplicate_member(body: bytes) -> str | None:
         or the body is not JSON at all (the typed decoder answers that one).
     """
     try:
-        decoded = json.loads(body, object_pairs_hook=_object)
+        text = _text(body)
+        _QUICK.decode(text)
+    except _Repeated:
+        pass
+    except (ValueError, RecursionError):
+        return None
+    else:
+        return None
+    try:
+        decoded = _PAIRS.decode(text)
     except (ValueError, RecursionError):
         return None
     return _first_duplicate(decoded, ())
+
+
+def refuse_duplicate_body(body: bytes) -> None:
+    """Refuse a body with a duplicated member.
+
+    Args:
+        body: the raw request body.
+
+    Raises:
+        ValidationFailed: with the pointer of the duplicated member.
+    """
+    found = duplicate_member(body)
+    if found is not None:
+        raise ValidationFailed([FieldError(pointer=found, code="duplicate_member")])
 
 
 async def refuse_duplicate_members(request: Request[Any, Any, Any]) -> None:
@@ -143,9 +191,7 @@ async def refuse_duplicate_members(request: Request[Any, Any, Any]) -> None:
     """
     if request.method not in _METHODS_WITH_BODY:
         return
-    found = duplicate_member(await request.body())
-    if found is not None:
-        raise ValidationFailed([FieldError(pointer=found, code="duplicate_member")])
+    refuse_duplicate_body(await request.body())
 
 
 # -- members of the wrong type ----------------------------------------------------------

@@ -12,13 +12,12 @@ as any unknown path.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from litestar import Request, Response, get
-from litestar.types import Message, Receive, Scope, Send
+from litestar.types import Receive, Scope, Send
 
-from turnkeeper.adapters.http.correlation import CorrelatedApp, correlation_id_of
+from turnkeeper.adapters.http.correlation import CorrelatedApp, Exchange
 from turnkeeper.adapters.observability.metrics import PrometheusMetrics
 from turnkeeper.application.telemetry import TelemetryHub
 
@@ -28,6 +27,10 @@ METRICS_PATH = "/metrics"
 
 class ObservedApp(CorrelatedApp):
     """A `CorrelatedApp` that measures and traces every HTTP exchange.
+
+    The request's span is opened only while a sink that records spans is attached (the
+    Prometheus sink records none, so with metrics alone no span and no attributes are
+    built per request).
 
     Args:
         metrics: the process's metrics (None: ``metrics.enabled`` is false).
@@ -46,49 +49,45 @@ class ObservedApp(CorrelatedApp):
         self.metrics = metrics
         self.telemetry = telemetry
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Serve one ASGI connection; HTTP exchanges are measured and traced.
-
-        Args:
-            scope: the ASGI scope.
-            receive: the ASGI receive callable.
-            send: the ASGI send callable.
-        """
-        if scope["type"] != "http" or (self.metrics is None and not self.telemetry.active):
-            await super().__call__(scope, receive, send)
+    async def _handle_http(
+        self, scope: Scope, receive: Receive, send: Send, exchange: Exchange
+    ) -> None:
+        """Run the application inside the request's span, when spans are recorded."""
+        if not _records_spans(self.telemetry):
+            await super()._handle_http(scope, receive, send, exchange)
             return
-        await self._observe_http(scope, receive, send)
-
-    async def _observe_http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = str(scope.get("method", ""))
-        started = time.perf_counter()
-        status = 500
-
-        async def send_observed(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
         attributes = {
             "http.request.method": method,
             "url.path": str(scope.get("path", "")),
-            "correlation_id": correlation_id_of(scope),
+            "correlation_id": exchange.correlation_id,
         }
         with self.telemetry.span(method, attributes) as span:
             try:
-                await super().__call__(scope, receive, send_observed)
+                await super()._handle_http(scope, receive, send, exchange)
             finally:
                 # Known only now: Litestar writes the template into the scope when it
                 # routes; an unmatched request has none.
-                template = scope.get("path_template")
-                route = template if isinstance(template, str) and template else None
+                route = _route(scope)
                 span.set_name(f"{method} {route}" if route else method)
-                span.set_attributes({"http.response.status_code": status})
+                span.set_attributes({"http.response.status_code": exchange.status})
                 if route:
                     span.set_attributes({"http.route": route})
-                if self.metrics is not None:
-                    self.metrics.observe_request(route, status, time.perf_counter() - started)
+
+    def _answered(self, scope: Scope, exchange: Exchange, seconds: float) -> None:
+        """Count the request by route template and status."""
+        if self.metrics is not None:
+            self.metrics.observe_request(_route(scope), exchange.status, seconds)
+
+
+def _route(scope: Scope) -> str | None:
+    template = scope.get("path_template")
+    return template if isinstance(template, str) and template else None
+
+
+def _records_spans(telemetry: TelemetryHub) -> bool:
+    """Whether a sink other than the Prometheus metrics (which records none) is attached."""
+    return any(not isinstance(sink, PrometheusMetrics) for sink in telemetry.sinks)
 
 
 @get(METRICS_PATH, include_in_schema=False, sync_to_thread=False)

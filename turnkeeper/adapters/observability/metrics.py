@@ -223,6 +223,7 @@ class PrometheusMetrics:
             "Open event streams (GET /v1/events/stream and /v1/agent/events/stream).",
             registry=r,
         )
+        self._http_series: dict[tuple[str | None, int], tuple[Counter, Histogram]] = {}
         self._pool = _PoolCollector()
         self._pool.source = pool_stats
         r.register(self._pool)
@@ -314,9 +315,20 @@ class PrometheusMetrics:
             status: the answer's status code.
             seconds: the time to answer.
         """
-        label = route or UNMATCHED_ROUTE
-        self.http_requests.labels(route=label, status=str(status)).inc()
-        self.http_duration.labels(route=label).observe(seconds)
+        key = (route, status)
+        series = self._http_series.get(key)
+        if series is None:
+            # Looked up once per route and status: prometheus-client validates and sorts
+            # the labels at every `labels` call. Both are bounded (templates, statuses).
+            label = route or UNMATCHED_ROUTE
+            series = (
+                self.http_requests.labels(route=label, status=str(status)),
+                self.http_duration.labels(route=label),
+            )
+            self._http_series[key] = series
+        requests, duration = series
+        requests.inc()
+        duration.observe(seconds)
 
     @contextlib.contextmanager
     def event_stream(self) -> Iterator[None]:
