@@ -94,6 +94,28 @@ def test_a_hub_fans_out_keeps_each_sink_once_and_survives_a_broken_one() -> None
     assert list(hub.sinks) == [kept]
 
 
+class MetricsOnlySink(RecordingSink):
+    records_spans = False
+
+
+def test_spans_go_only_to_sinks_that_record_them() -> None:
+    hub, metrics, tracer = TelemetryHub(), MetricsOnlySink(), RecordingSink()
+    hub.attach(metrics)
+    assert hub.active
+    assert not hub.records_spans
+    with hub.span("skipped") as span:
+        assert span is NO_SPAN
+    hub.attach(tracer)
+    assert hub.records_spans
+    with hub.span("kept"):
+        pass
+    hub.committed(CommittedChanges())
+    assert (metrics.spans, tracer.spans) == ([], ["kept"])
+    assert (len(metrics.changes), len(tracer.changes)) == (1, 1)
+    hub.detach(tracer)
+    assert not hub.records_spans
+
+
 class Service:
     async def serve(self, tx: Transactor) -> str:
         async def work(uow: UnitOfWork) -> str:

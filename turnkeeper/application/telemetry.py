@@ -206,6 +206,7 @@ class TelemetryHub:
 
     def __init__(self) -> None:
         self._sinks: list[Telemetry] = []
+        self._span_sinks: list[Telemetry] = []
 
     @property
     def sinks(self) -> tuple[Telemetry, ...]:
@@ -217,6 +218,16 @@ class TelemetryHub:
         """True when at least one sink is attached."""
         return bool(self._sinks)
 
+    @property
+    def records_spans(self) -> bool:
+        """True when a sink that records spans is attached.
+
+        A sink records spans unless it says otherwise with a ``records_spans`` attribute
+        that is False (the Prometheus metrics): callers skip building a span's name and
+        attributes when none would be kept.
+        """
+        return bool(self._span_sinks)
+
     def attach(self, sink: Telemetry) -> None:
         """Attach a sink (a sink attached twice is kept once).
 
@@ -225,6 +236,7 @@ class TelemetryHub:
         """
         if all(existing is not sink for existing in self._sinks):
             self._sinks.append(sink)
+        self._span_sinks = _span_sinks(self._sinks)
 
     def detach(self, sink: Telemetry) -> None:
         """Detach a sink (nothing happens when it is not attached).
@@ -233,6 +245,7 @@ class TelemetryHub:
             sink: the sink.
         """
         self._sinks = [existing for existing in self._sinks if existing is not sink]
+        self._span_sinks = _span_sinks(self._sinks)
 
     def committed(self, changes: CommittedChanges) -> None:
         """Hand a committed unit's changes to every sink."""
@@ -254,12 +267,12 @@ class TelemetryHub:
     def span(
         self, name: str, attributes: Mapping[str, AttributeValue] | None = None
     ) -> Iterator[SpanHandle]:
-        """A span in every sink, nested in that order; `NO_SPAN` without sinks."""
-        if not self._sinks:
+        """A span in every sink that records spans, nested in that order; else `NO_SPAN`."""
+        if not self._span_sinks:
             yield NO_SPAN
             return
         with contextlib.ExitStack() as stack:
-            spans = [stack.enter_context(sink.span(name, attributes)) for sink in self._sinks]
+            spans = [stack.enter_context(sink.span(name, attributes)) for sink in self._span_sinks]
             yield spans[0] if len(spans) == 1 else _SpanGroup(spans)
 
     def annotate(self, attributes: Mapping[str, AttributeValue]) -> None:
@@ -269,6 +282,10 @@ class TelemetryHub:
                 sink.annotate(attributes)
             except Exception:
                 _log.exception("telemetry_sink_failed", sink=type(sink).__name__)
+
+
+def _span_sinks(sinks: list[Telemetry]) -> list[Telemetry]:
+    return [sink for sink in sinks if getattr(sink, "records_spans", True)]
 
 
 __all__ = [

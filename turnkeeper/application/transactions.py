@@ -108,7 +108,7 @@ class Transactor:
             DomainError: whatever the work raised (nothing is stored).
         """
         telemetry = self.telemetry
-        if not telemetry.active:
+        if not telemetry.records_spans:
             return await self._attempts(work)
         with telemetry.span(use_case_name(work)):
             return await self._attempts(work)
@@ -150,7 +150,7 @@ class Transactor:
             DomainError: whatever the work raised.
         """
         try:
-            if not self.telemetry.active:
+            if not self.telemetry.records_spans:
                 async with self._uow.read_only() as uow:
                     return await work(uow)
             with self.telemetry.span(use_case_name(work)):

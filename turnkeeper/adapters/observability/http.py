@@ -53,7 +53,7 @@ class ObservedApp(CorrelatedApp):
         self, scope: Scope, receive: Receive, send: Send, exchange: Exchange
     ) -> None:
         """Run the application inside the request's span, when spans are recorded."""
-        if not _records_spans(self.telemetry):
+        if not self.telemetry.records_spans:
             await super()._handle_http(scope, receive, send, exchange)
             return
         method = str(scope.get("method", ""))
@@ -83,11 +83,6 @@ class ObservedApp(CorrelatedApp):
 def _route(scope: Scope) -> str | None:
     template = scope.get("path_template")
     return template if isinstance(template, str) and template else None
-
-
-def _records_spans(telemetry: TelemetryHub) -> bool:
-    """Whether a sink other than the Prometheus metrics (which records none) is attached."""
-    return any(not isinstance(sink, PrometheusMetrics) for sink in telemetry.sinks)
 
 
 @get(METRICS_PATH, include_in_schema=False, sync_to_thread=False)

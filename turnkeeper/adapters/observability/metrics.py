@@ -138,6 +138,9 @@ class PrometheusMetrics:
             ``python_info`` collectors of prometheus-client.
     """
 
+    #: It records no spans: `turnkeeper.application.telemetry.TelemetryHub` skips it there.
+    records_spans = False
+
     def __init__(
         self,
         registry: CollectorRegistry | None = None,
