@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.domain_world import T0, fixed_id
 from turnkeeper.domain.events import PERSONAL_TYPES, Event, EventType, NewEvent
@@ -115,3 +117,36 @@ def test_stored_events_obey_the_same_rules() -> None:
         Event(type=EventType.THREAD_CREATED, payload={"title": None}, **common)
     with pytest.raises(ValueError, match="audience"):
         Event(type=EventType.AGENT_FOLLOWUP, payload={}, **common)
+
+
+def _null_somewhere(value: object) -> bool:
+    """The rule, written as plainly as possible (the reference of the property below)."""
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return any(_null_somewhere(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_null_somewhere(v) for v in value)
+    return False
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(payload=st.dictionaries(st.text(max_size=2), _JSON, max_size=4))
+def test_a_payload_is_refused_exactly_when_it_holds_null_somewhere(
+    payload: dict[str, Any],
+) -> None:
+    if _null_somewhere(payload):
+        with pytest.raises(ValueError, match="null"):
+            new_event(payload)
+    else:
+        assert new_event(payload).payload == payload

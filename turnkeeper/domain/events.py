@@ -91,10 +91,15 @@ class Event(NewEvent):
 
 
 def _contains_null(value: object) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, Mapping):
-        return any(_contains_null(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_contains_null(v) for v in value)
+    # A walk with a stack, dicts tested before the Mapping ABC: every append builds a
+    # payload and runs this, so it is on the hot path of every message.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item is None:
+            return True
+        if isinstance(item, dict | Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return False
