@@ -56,6 +56,13 @@ SCALE_OPERATIONS: tuple[Operation, ...] = (
 
 #: Statements whose plans are shown on the large tables, with sample arguments.
 _EXPLAINED = {
+    "GetPostFacts": (
+        "SELECT t.id, (SELECT count(*) FROM grants g WHERE g.principal_id = %(author)s),"
+        " m.id FROM threads t JOIN channels c ON c.id = t.channel_id"
+        " JOIN spaces s ON s.id = c.space_id LEFT JOIN messages m"
+        " ON m.author_id = %(author)s AND m.client_msg_id = 'bulk-1'"
+        " WHERE t.id = %(thread)s FOR UPDATE OF t"
+    ),
     "AllocateThreadSeq": "UPDATE threads SET latest_seq = latest_seq WHERE id = %(thread)s",
     "GetMessageByClientId": (
         "SELECT * FROM messages WHERE author_id = %(author)s AND client_msg_id = 'bulk-1'"
