@@ -29,11 +29,8 @@ import asyncio
 import contextlib
 import math
 import os
-import shutil
 import statistics
 import sys
-import tempfile
-import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -46,16 +43,7 @@ from bench.floor_report import Measured
 from bench.harness import BENCH_DATABASE_PREFIX, Timing, bench_server, drive, open_traced_pool
 from bench.http_load import LoadClient, message_request, plan
 from bench.operations import OPERATIONS, Operation
-from bench.serve import (
-    HOST,
-    READY_PROBE_INTERVAL,
-    START_TIMEOUT,
-    STOP_TIMEOUT,
-    RunningServer,
-    server_environment,
-)
-from bench.serve import _free_port as free_port
-from bench.serve import _ready as ready
+from bench.serve import RunningServer, turnkeeper_server
 from bench.world import BenchWorld, build_world
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.adapters.postgres.databases import scratch_database
@@ -174,50 +162,14 @@ async def started(variant: Variant, conninfo: str, pool_size: int) -> AsyncItera
     Raises:
         RuntimeError: it did not become ready (with the end of its log).
     """
-    base = Path(tempfile.mkdtemp(prefix="turnkeeper-bench-stack-"))
-    log_path = base / "serve.log"
-    env = server_environment(conninfo, base, pool_size)
     # A loaded machine (two cores for PostgreSQL, the server, the client and this process)
     # may hold a unit past the default deadline: the table measures speed, not the bound.
-    env["TURNKEEPER_DATABASE__REQUEST_TIMEOUT"] = str(REQUEST_TIMEOUT_SECONDS)
-    env.update({f"TURNKEEPER_{name}": value for name, value in variant.settings})
-    if variant.tree is not None:
-        env["PYTHONPATH"] = str(variant.tree)
-    port = free_port()
-    with log_path.open("wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "turnkeeper.adapters.cli",
-            "serve",
-            "--no-jobs",
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-            cwd=str(variant.tree) if variant.tree is not None else None,
-        )
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not await ready(port):
-            if process.returncode is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace").splitlines()[-5:]
-                raise RuntimeError(f"{variant.key} did not start: " + " | ".join(tail))
-            await asyncio.sleep(READY_PROBE_INTERVAL)
-        yield RunningServer(pid=process.pid, host=HOST, port=port, log=log_path)
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-        shutil.rmtree(base, ignore_errors=True)
+    environment = {"TURNKEEPER_DATABASE__REQUEST_TIMEOUT": str(REQUEST_TIMEOUT_SECONDS)}
+    environment.update({f"TURNKEEPER_{name}": value for name, value in variant.settings})
+    async with turnkeeper_server(
+        conninfo, pool_size, environment=environment, tree=variant.tree, label=variant.key
+    ) as server:
+        yield server
 
 
 @attrs.define

@@ -18,7 +18,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -102,12 +102,24 @@ def server_environment(conninfo: str, data_dir: Path, pool_size: int) -> dict[st
 
 
 @contextlib.asynccontextmanager
-async def turnkeeper_server(conninfo: str, pool_size: int) -> AsyncIterator[RunningServer]:
+async def turnkeeper_server(
+    conninfo: str,
+    pool_size: int,
+    *,
+    environment: Mapping[str, str] | None = None,
+    tree: Path | None = None,
+    label: str = "turnkeeper serve",
+) -> AsyncIterator[RunningServer]:
     """Start ``turnkeeper serve`` on a migrated database with a world in it; stop it after.
 
     Args:
         conninfo: the database (the world must exist: the server creates no owner then).
         pool_size: its connection pool.
+        environment: more environment variables (settings such as
+            ``TURNKEEPER_HTTP__PARSER``), over those of `server_environment`.
+        tree: another source tree to run the server from (its root first on the path and
+            as the working directory), or None for this one.
+        label: the server's name in the error message.
 
     Yields:
         The running server.
@@ -118,6 +130,10 @@ async def turnkeeper_server(conninfo: str, pool_size: int) -> AsyncIterator[Runn
     """
     base = Path(tempfile.mkdtemp(prefix="turnkeeper-bench-serve-"))
     log_path = base / "serve.log"
+    env = server_environment(conninfo, base, pool_size)
+    env.update(environment or {})
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     port = _free_port()
     with log_path.open("wb") as log:
         process = await asyncio.create_subprocess_exec(
@@ -133,14 +149,15 @@ async def turnkeeper_server(conninfo: str, pool_size: int) -> AsyncIterator[Runn
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            env=server_environment(conninfo, base, pool_size),
+            env=env,
+            cwd=None if tree is None else str(tree),
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while not await _ready(port):
             if process.returncode is not None or time.monotonic() > deadline:
                 tail = log_path.read_text(errors="replace").splitlines()[-5:]
-                raise RuntimeError("turnkeeper serve did not start: " + " | ".join(tail))
+                raise RuntimeError(f"{label} did not start: " + " | ".join(tail))
             await asyncio.sleep(READY_PROBE_INTERVAL)
         yield RunningServer(pid=process.pid, host=HOST, port=port, log=log_path)
     finally:
