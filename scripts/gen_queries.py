@@ -278,7 +278,6 @@ PIPELINED = frozenset(
         "GetPostFacts",
         "GetPrincipals",
         "InsertMessage",
-        "InsertMessageAtSeq",
         "InsertMessageWithEvent",
         "InsertRun",
         "SetThreadLatestSeq",

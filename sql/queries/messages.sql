@@ -11,30 +11,12 @@ INSERT INTO messages (
     sqlc.narg(run_id), sqlc.arg(created_at), sqlc.narg(deleted_at), sqlc.arg(version)
 );
 
--- InsertMessage and the thread's latest_seq in one statement: the message takes the seq the
--- unit allocated under the thread row lock (LockedThreads in the PostgreSQL adapter), and
--- the thread row learns it in the same statement instead of a SetThreadLatestSeq of its
--- own (ADR 0024). The id arrays travel as their text form ('{...}'), as in AppendEvent.
--- name: InsertMessageAtSeq :exec
-WITH seq AS (
-    UPDATE threads SET latest_seq = sqlc.arg(thread_seq)::bigint
-    WHERE id = sqlc.arg(thread_id)::uuid
-)
-INSERT INTO messages (
-    id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
-    restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id,
-    created_at, deleted_at, version
-) VALUES (
-    sqlc.arg(id), sqlc.arg(thread_id)::uuid, sqlc.arg(thread_seq)::bigint, sqlc.arg(author_id),
-    sqlc.arg(origin), sqlc.arg(kind), sqlc.arg(content), sqlc.arg(mentions)::text::uuid[],
-    sqlc.narg(reply_to_id), sqlc.narg(restricted_to)::text::uuid[], sqlc.narg(client_msg_id),
-    sqlc.narg(digest), sqlc.narg(trigger_state), sqlc.narg(trigger_state_reason),
-    sqlc.narg(run_id), sqlc.arg(created_at), sqlc.narg(deleted_at), sqlc.arg(version)
-);
-
--- InsertMessageAtSeq and the message's message.created event in one statement, for a
--- unit that has no other event waiting to be numbered before it (ADR 0024): the event is
--- numbered `ord` in the transaction and seq'd as AppendEvent seqs it.
+-- InsertMessage, the thread's latest_seq and the message's message.created event in one
+-- statement (ADR 0024): the message takes the seq the unit allocated under the thread row
+-- lock (LockedThreads in the PostgreSQL adapter), and the thread row learns it here
+-- instead of in a SetThreadLatestSeq of its own; the event, for a unit that has no other
+-- event waiting to be numbered before it, is numbered `ord` in the transaction and seq'd
+-- as AppendEvent seqs it. The id arrays travel as their text form ('{...}').
 -- name: InsertMessageWithEvent :exec
 WITH seq AS (
     UPDATE threads SET latest_seq = sqlc.arg(thread_seq)::bigint

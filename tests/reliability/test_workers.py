@@ -6,6 +6,8 @@
   answer ends cleanly instead of holding the shutdown up), and the parent exits 0;
 - a worker that ends by itself (SIGKILL) ends the server: the parent stops the other
   worker and exits 1, with ``http_worker_ended`` in its log;
+- a parent killed outright (SIGKILL) takes its workers with it (Linux: each asks for
+  SIGTERM when its parent ends), so nobody serves the socket any more;
 - the owner and the migrations are done once, by the parent, before the workers start;
 - ``--memory`` (one store per process) refuses ``--workers``.
 """
@@ -154,6 +156,22 @@ async def test_a_killed_worker_ends_the_server(pg_conninfo: str, tmp_path: Path)
         assert code == 1
         assert not _alive(other)
         assert "http_worker_ended" in server.log()
+
+
+async def test_a_killed_parent_takes_its_workers_with_it(pg_conninfo: str, tmp_path: Path) -> None:
+    async with workers_server(pg_conninfo, tmp_path) as server:
+        assert server.process is not None
+        workers = _workers_of(server.process.pid)
+        server.process.kill()
+        server.process.wait()
+        # The workers' ends show only in /proc: polled within a bound, no event to wait on.
+        async with asyncio.timeout(STOP_TIMEOUT_SECONDS):
+            while any(_alive(pid) for pid in workers):  # noqa: ASYNC110
+                await asyncio.sleep(READY_POLL_SECONDS)
+        # Nobody serves the socket any more.
+        with pytest.raises(httpx.TransportError):
+            async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as client:
+                await client.get(f"{server.url}/readyz")
 
 
 def test_memory_refuses_workers(tmp_path: Path) -> None:

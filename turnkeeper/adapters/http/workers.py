@@ -11,11 +11,15 @@ SIGTERM, each of which shuts down as a one-process server does (its event stream
 first, then open answers complete); the parent exits when all have. A worker that ends
 by itself (killed, crashed) ends the server: the parent stops the other workers the
 same way and exits with 1, so that the service manager restarts the whole server with
-its start-up checks, exactly as it restarts a one-process server that died.
+its start-up checks, exactly as it restarts a one-process server that died. A parent
+that is killed outright (SIGKILL) takes its workers with it on Linux: each asks the
+kernel for SIGTERM when its parent ends (``prctl(PR_SET_PDEATHSIG)``) and shuts down as
+on a stop.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -32,6 +36,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EXIT_OK = 0
 #: Exit code of the parent when a worker ended by itself.
 EXIT_WORKER_ENDED = 1
+#: prctl(2)'s PR_SET_PDEATHSIG (linux/prctl.h): the signal for a process whose parent ends.
+_PR_SET_PDEATHSIG = 1
 
 _log = structlog.get_logger("turnkeeper.http")
 
@@ -76,12 +82,37 @@ def _signal_all(workers: dict[int, int], signum: int) -> None:
             continue  # ended meanwhile: its exit is collected by the wait
 
 
-def _run_child(index: int, worker: WorkerMain, defaults: dict[signal.Signals, Handler]) -> None:
+def _end_with_parent(parent: int) -> None:
+    """Have the kernel send this worker SIGTERM when its parent ends (Linux).
+
+    A parent killed with SIGKILL cannot pass a stop on; without this its workers would
+    go on serving the socket and holding database connections with nobody supervising
+    them. Elsewhere (no ``prctl``) nothing changes.
+
+    Args:
+        parent: the parent's pid, read before the fork.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        # The parent ended between the fork and the request: the signal will not come.
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _run_child(
+    index: int, worker: WorkerMain, defaults: dict[signal.Signals, Handler], parent: int
+) -> None:
     """The forked process: default signal handling, the worker, then exit (no unwinding)."""
     code = EXIT_WORKER_ENDED
     try:
         for signum, handler in defaults.items():
             signal.signal(signum, handler)
+        _end_with_parent(parent)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         code = worker(index)
     finally:
@@ -117,11 +148,12 @@ def run_workers(count: int, worker: WorkerMain) -> int:
     defaults: dict[signal.Signals, Handler] = {
         signum: signal.signal(signum, stop) for signum in STOP_SIGNALS
     }
+    parent = os.getpid()
     try:
         for index in range(count):
             pid = os.fork()
             if pid == 0:
-                _run_child(index, worker, defaults)
+                _run_child(index, worker, defaults, parent)
             workers[pid] = index
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         _log.info("http_workers_started", workers=count)

@@ -122,21 +122,28 @@ class PostgresEventLog(PostgresRepository):
         check_count(self._numbered + len(self._pending) + 1)
         self._pending.append(event)
 
-    def number_now(self) -> int | None:
-        """Number an event written at once by another statement of the unit.
-
-        Only when no buffered event waits to be numbered before it, so that the unit's
-        events keep their append order.
+    def can_number_now(self) -> bool:
+        """Whether an event may be numbered now (no buffered event comes before it).
 
         Returns:
-            The event's number in the transaction, or None when events are buffered
-            (the caller appends it as usual).
+            True when no event is buffered.
+        """
+        return not self._pending
+
+    def number_now(self) -> int:
+        """Number an event that another statement of the unit writes at once.
+
+        Only when `can_number_now`, so that the unit's events keep their append order.
+
+        Returns:
+            The event's number in the transaction.
 
         Raises:
             TooManyEvents: beyond the events one transaction can number.
+            ValueError: when events are buffered.
         """
         if self._pending:
-            return None
+            raise ValueError("buffered events come first")
         check_count(self._numbered + 1)
         self._numbered += 1
         return self._numbered

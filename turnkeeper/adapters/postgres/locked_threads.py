@@ -4,7 +4,7 @@ While a unit holds a thread's row lock nobody else changes the row, so the unit 
 the next seq without asking: `turnkeeper.adapters.postgres.spaces.PostgresThreadRepository`
 and the freshness gate's compare-and-set allocate here. The allocated latest_seq is not
 written at once: the message that takes the seq writes it in its own insert
-(``InsertMessageAtSeq``, ADR 0024), and whatever is left is written before any other
+(``InsertMessageWithEvent``, ADR 0024), and whatever is left is written before any other
 statement of the unit reads the thread row, and before COMMIT.
 """
 

@@ -85,7 +85,7 @@ class PostgresMessageRepository(PostgresRepository):
     Args:
         conn: the unit's connection.
         locked: the unit's locked threads: a message that takes a seq allocated there
-            writes the thread's latest_seq in its own insert (``InsertMessageAtSeq``).
+            writes the thread's latest_seq in its own insert (``InsertMessageWithEvent``).
     """
 
     def __init__(
@@ -103,8 +103,8 @@ class PostgresMessageRepository(PostgresRepository):
 
         One statement for the message, its thread's latest_seq and its event
         (``InsertMessageWithEvent``) when the seq is the unit's unwritten allocation and
-        no other event waits to be numbered; else the message alone and the event
-        buffered as `PostgresEventLog.append` buffers it.
+        no other event waits to be numbered; else the message alone, the event buffered
+        as `PostgresEventLog.append` buffers it, and the seq written by `LockedThreads`.
 
         Args:
             message: the message (its thread_seq allocated by `allocate_seq`).
@@ -113,44 +113,17 @@ class PostgresMessageRepository(PostgresRepository):
         Raises:
             RetriableConflict: when (author, client_msg_id) was taken by a concurrent unit
                 (translated by the unit from ``messages_author_client_msg_id_key``).
+            TypeError: with `created`, for a repository built without the unit's log.
         """
-        claimed = self._locked is not None and self._locked.claim(
-            message.thread_id, message.thread_seq
-        )
-        if claimed and created is not None and self._events is not None:
-            ord = self._events.number_now()
-            if ord is not None:
-                await _insert_with_event(self._conn, message, created, ord)
-                return
-        await self._insert(message, at_seq=claimed)
-        if created is not None:
-            if self._events is None:
-                raise TypeError("a message with its event needs the unit's event log")
-            await self._events.append(created)
-
-    async def _insert(self, message: Message, *, at_seq: bool) -> None:
-        if at_seq:
-            await q.insert_message_at_seq(
-                self._conn,
-                id=message.id,
-                thread_id=message.thread_id,
-                thread_seq=message.thread_seq,
-                author_id=message.author_id,
-                origin=message.origin.value,
-                kind=message.kind.value,
-                content=message.content,
-                mentions=uuid_array_text(message.mentions) or "{}",
-                reply_to_id=message.reply_to_id,
-                restricted_to=uuid_array_text(message.restricted_to),
-                client_msg_id=message.client_msg_id,
-                digest=message.digest,
-                trigger_state=_value(message.trigger_state),
-                trigger_state_reason=message.trigger_state_reason,
-                run_id=message.run_id,
-                created_at=message.created_at,
-                deleted_at=message.deleted_at,
-                version=message.version,
-            )
+        events, locked = self._events, self._locked
+        if (
+            created is not None
+            and events is not None
+            and locked is not None
+            and events.can_number_now()
+            and locked.claim(message.thread_id, message.thread_seq)
+        ):
+            await _insert_with_event(self._conn, message, created, events.number_now())
             return
         await q.insert_message(
             self._conn,
@@ -166,13 +139,17 @@ class PostgresMessageRepository(PostgresRepository):
             restricted_to=None if message.restricted_to is None else list(message.restricted_to),
             client_msg_id=message.client_msg_id,
             digest=message.digest,
-            trigger_state=None if message.trigger_state is None else message.trigger_state.value,
+            trigger_state=_value(message.trigger_state),
             trigger_state_reason=message.trigger_state_reason,
             run_id=message.run_id,
             created_at=message.created_at,
             deleted_at=message.deleted_at,
             version=message.version,
         )
+        if created is not None:
+            if events is None:
+                raise TypeError("a message with its event needs the unit's event log")
+            await events.append(created)
 
     async def get(self, message_id: uuid.UUID) -> Message | None:
         """The message, or None.

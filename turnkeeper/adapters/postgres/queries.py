@@ -1112,22 +1112,6 @@ _INSERT_MESSAGE = """INSERT INTO messages (
     %(p15)s, %(p16)s, %(p17)s, %(p18)s
 )"""
 
-_INSERT_MESSAGE_AT_SEQ = """WITH seq AS (
-    UPDATE threads SET latest_seq = %(p3)s::bigint
-    WHERE id = %(p2)s::uuid
-)
-INSERT INTO messages (
-    id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
-    restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id,
-    created_at, deleted_at, version
-) VALUES (
-    %(p1)s, %(p2)s::uuid, %(p3)s::bigint, %(p4)s,
-    %(p5)s, %(p6)s, %(p7)s, %(p8)s::text::uuid[],
-    %(p9)s, %(p10)s::text::uuid[], %(p11)s,
-    %(p12)s, %(p13)s, %(p14)s,
-    %(p15)s, %(p16)s, %(p17)s, %(p18)s
-)"""
-
 _INSERT_MESSAGE_WITH_EVENT = """WITH seq AS (
     UPDATE threads SET latest_seq = %(p3)s::bigint
     WHERE id = %(p2)s::uuid
@@ -3075,100 +3059,6 @@ async def insert_message(
         )
 
 
-async def insert_message_at_seq(
-    conn: psycopg.AsyncConnection[Any],
-    *,
-    id: uuid.UUID,
-    thread_id: uuid.UUID,
-    thread_seq: int,
-    author_id: uuid.UUID,
-    origin: str,
-    kind: str,
-    content: str,
-    mentions: str,
-    reply_to_id: uuid.UUID | None,
-    restricted_to: str | None,
-    client_msg_id: str | None,
-    digest: str | None,
-    trigger_state: str | None,
-    trigger_state_reason: str | None,
-    run_id: uuid.UUID | None,
-    created_at: datetime,
-    deleted_at: datetime | None,
-    version: int,
-) -> None:
-    """Run InsertMessageAtSeq (:exec, sql/queries/messages.sql).
-
-    InsertMessage and the thread's latest_seq in one statement: the message takes the seq the
-    unit allocated under the thread row lock (LockedThreads in the PostgreSQL adapter), and
-    the thread row learns it in the same statement instead of a SetThreadLatestSeq of its
-    own (ADR 0024). The id arrays travel as their text form ('{...}'), as in AppendEvent.
-
-    SQL::
-
-        WITH seq AS (
-            UPDATE threads SET latest_seq = $3::bigint
-            WHERE id = $2::uuid
-        )
-        INSERT INTO messages (
-            id, thread_id, thread_seq, author_id, origin, kind, content, mentions, reply_to_id,
-            restricted_to, client_msg_id, digest, trigger_state, trigger_state_reason, run_id,
-            created_at, deleted_at, version
-        ) VALUES (
-            $1, $2::uuid, $3::bigint, $4,
-            $5, $6, $7, $8::text::uuid[],
-            $9, $10::text::uuid[], $11,
-            $12, $13, $14,
-            $15, $16, $17, $18
-        )
-
-    Args:
-        conn: the connection; the statement runs in its current transaction.
-        id: ``$1`` (``uuid``).
-        thread_id: ``$2`` (``uuid``).
-        thread_seq: ``$3`` (``int8``).
-        author_id: ``$4`` (``uuid``).
-        origin: ``$5`` (``text``).
-        kind: ``$6`` (``text``).
-        content: ``$7`` (``text``).
-        mentions: ``$8`` (``text``).
-        reply_to_id: ``$9`` (``uuid``).
-        restricted_to: ``$10`` (``text``).
-        client_msg_id: ``$11`` (``text``).
-        digest: ``$12`` (``text``).
-        trigger_state: ``$13`` (``text``).
-        trigger_state_reason: ``$14`` (``text``).
-        run_id: ``$15`` (``uuid``).
-        created_at: ``$16`` (``timestamptz``).
-        deleted_at: ``$17`` (``timestamptz``).
-        version: ``$18`` (``int8``).
-    """
-    async with conn.cursor() as cur:
-        await cur.execute(
-            _INSERT_MESSAGE_AT_SEQ,
-            {
-                "p1": id,
-                "p2": thread_id,
-                "p3": thread_seq,
-                "p4": author_id,
-                "p5": origin,
-                "p6": kind,
-                "p7": content,
-                "p8": mentions,
-                "p9": reply_to_id,
-                "p10": restricted_to,
-                "p11": client_msg_id,
-                "p12": digest,
-                "p13": trigger_state,
-                "p14": trigger_state_reason,
-                "p15": run_id,
-                "p16": created_at,
-                "p17": deleted_at,
-                "p18": version,
-            },
-        )
-
-
 async def insert_message_with_event(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -3207,9 +3097,12 @@ async def insert_message_with_event(
 ) -> None:
     """Run InsertMessageWithEvent (:exec, sql/queries/messages.sql).
 
-    InsertMessageAtSeq and the message's message.created event in one statement, for a
-    unit that has no other event waiting to be numbered before it (ADR 0024): the event is
-    numbered `ord` in the transaction and seq'd as AppendEvent seqs it.
+    InsertMessage, the thread's latest_seq and the message's message.created event in one
+    statement (ADR 0024): the message takes the seq the unit allocated under the thread row
+    lock (LockedThreads in the PostgreSQL adapter), and the thread row learns it here
+    instead of in a SetThreadLatestSeq of its own; the event, for a unit that has no other
+    event waiting to be numbered before it, is numbered `ord` in the transaction and seq'd
+    as AppendEvent seqs it. The id arrays travel as their text form ('{...}').
 
     SQL::
 
