@@ -166,7 +166,6 @@ async def _raw_send(
             limit_class=RL_MESSAGE,
             burst=float(BENCH_BURST),
             now=now,
-            unless_client_msg_id=None,
             per_minute=float(Settings().rl_message_per_minute),
             seconds_per_minute=SECONDS_PER_MINUTE,
             tolerance=TOLERANCE,

@@ -239,7 +239,6 @@ async def _take_token(conn: Conn, principal_id: uuid.UUID, now: datetime) -> Non
         limit_class=RL_MESSAGE,
         burst=float(BENCH_BURST),
         now=now,
-        unless_client_msg_id=None,
         per_minute=float(REFILL_PER_MINUTE),
         seconds_per_minute=SECONDS_PER_MINUTE,
         tolerance=TOLERANCE,

@@ -1,9 +1,8 @@
 -- Takes one token of a principal's bucket (the rule and its proof: the function
 -- turnkeeper_take_bucket_token of migration 0010). Returns the tokens left: 0 or more when
 -- a token was taken; negative when the bucket was short, minus the part of a token it
--- lacks (the unit then rolls back); NULL when `unless_client_msg_id` names a message the
--- principal stored already (a replay costs no token). A post takes its token in
--- GetPostFacts instead (ADR 0024).
+-- lacks (the unit then rolls back). It always takes (no client id to skip for): a post
+-- takes its token in GetPostFacts instead, skipped there for a replay (ADR 0024).
 -- name: TakeBucketToken :one
 SELECT turnkeeper_take_bucket_token(
     sqlc.arg(principal_id)::uuid,
@@ -13,5 +12,5 @@ SELECT turnkeeper_take_bucket_token(
     sqlc.arg(per_minute)::float8,
     sqlc.arg(seconds_per_minute)::float8,
     sqlc.arg(tolerance)::float8,
-    sqlc.narg(unless_client_msg_id)::text
+    NULL::text
 ) AS tokens;

@@ -86,6 +86,7 @@ class PostgresMessageRepository(PostgresRepository):
         conn: the unit's connection.
         locked: the unit's locked threads: a message that takes a seq allocated there
             writes the thread's latest_seq in its own insert (``InsertMessageWithEvent``).
+        events: the unit's event log, which numbers a message's event written with it.
     """
 
     def __init__(

@@ -1221,7 +1221,7 @@ _TAKE_BUCKET_TOKEN = """SELECT turnkeeper_take_bucket_token(
     %(p5)s::float8,
     %(p6)s::float8,
     %(p7)s::float8,
-    %(p8)s::text
+    NULL::text
 ) AS tokens"""
 
 _INSERT_RUN = """INSERT INTO runs (
@@ -3657,16 +3657,14 @@ async def take_bucket_token(
     per_minute: float,
     seconds_per_minute: float,
     tolerance: float,
-    unless_client_msg_id: str | None,
 ) -> float | None:
     """Run TakeBucketToken (:one, sql/queries/ratelimit.sql).
 
     Takes one token of a principal's bucket (the rule and its proof: the function
     turnkeeper_take_bucket_token of migration 0010). Returns the tokens left: 0 or more when
     a token was taken; negative when the bucket was short, minus the part of a token it
-    lacks (the unit then rolls back); NULL when `unless_client_msg_id` names a message the
-    principal stored already (a replay costs no token). A post takes its token in
-    GetPostFacts instead (ADR 0024).
+    lacks (the unit then rolls back). It always takes (no client id to skip for): a post
+    takes its token in GetPostFacts instead, skipped there for a replay (ADR 0024).
 
     SQL::
 
@@ -3678,7 +3676,7 @@ async def take_bucket_token(
             $5::float8,
             $6::float8,
             $7::float8,
-            $8::text
+            NULL::text
         ) AS tokens
 
     Args:
@@ -3690,7 +3688,6 @@ async def take_bucket_token(
         per_minute: ``$5`` (``float8``).
         seconds_per_minute: ``$6`` (``float8``).
         tolerance: ``$7`` (``float8``).
-        unless_client_msg_id: ``$8`` (``text``).
 
     Returns:
         The row, or None when no row matched.
@@ -3706,7 +3703,6 @@ async def take_bucket_token(
                 "p5": per_minute,
                 "p6": seconds_per_minute,
                 "p7": tolerance,
-                "p8": unless_client_msg_id,
             },
         )
         return cast("float | None", await cur.fetchone())

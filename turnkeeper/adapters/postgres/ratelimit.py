@@ -53,7 +53,6 @@ class PostgresRateLimitStore(PostgresRepository):
             limit_class=limit_class,
             burst=float(burst),
             now=now,
-            unless_client_msg_id=None,
             per_minute=float(per_minute),
             seconds_per_minute=SECONDS_PER_MINUTE,
             tolerance=TOLERANCE,
