@@ -71,20 +71,36 @@ JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = sqlc.arg(id);
 
--- Everything a message post decides on, in one statement: the thread with its channel and
--- space, the thread row locked (FOR UPDATE OF the thread only: the channel and space are
--- read, not changed; the lock AllocateThreadSeq takes, held until the unit ends); the
--- author's grants, each as [id, resource_kind, resource_id, level, created_at] in id
--- order (a JSON array: one column for any number of grants); the id of the message the
--- author stored under the request's client id (NULL when none); and, when `limit_class`
--- is set, the take of one token of the author's bucket (turnkeeper_take_bucket_token:
--- the tokens left, NULL when the client id is stored already or no take was asked for).
--- The take reads the locked row, so it runs after the thread lock is granted: the thread
--- lock before the bucket lock, the order every unit takes them in. The locked row is the
--- thread's newest version; the grants and the earlier message are read in the
--- statement's snapshot (ADR 0024).
+-- Everything a message post decides on, in one statement: the author's principal row
+-- (`author_id`, or the principal of the live token of `token_hash`: then the token's
+-- columns too, and no row at all for an unknown or revoked token, so the post is
+-- authenticated in the round trip of its facts, ADR 0026); the thread with its channel
+-- and space (NULL columns for an unknown thread), the thread row locked (FOR UPDATE OF
+-- the thread only: the channel and space are read, not changed; the lock
+-- AllocateThreadSeq takes, held until the unit ends); the author's grants, each as [id,
+-- resource_kind, resource_id, level, created_at] in id order (a JSON array: one column
+-- for any number of grants); the id of the message the author stored under the
+-- request's client id (NULL when none); and, when `limit_class` is set, the take of one
+-- token of the author's bucket (turnkeeper_take_bucket_token: the tokens left, NULL when
+-- the client id is stored already or no take was asked for). The take reads the locked
+-- row, so it runs after the thread lock is granted: the thread lock before the bucket
+-- lock, the order every unit takes them in. No thread is locked and no token taken for
+-- an unknown caller. The locked row is the thread's newest version; the rest is read in
+-- the statement's snapshot (ADR 0024).
 -- name: GetPostFacts :one
-WITH target AS (
+WITH token AS (
+    SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
+    FROM api_tokens k
+    WHERE k.token_hash = sqlc.narg(token_hash)::bytea AND k.revoked_at IS NULL
+),
+caller AS (
+    SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode,
+           p.holder_id, p.supports_followups, p.enabled, p.reported_followups,
+           p.created_at
+    FROM principals p
+    WHERE p.id = coalesce(sqlc.narg(author_id)::uuid, (SELECT token.principal_id FROM token))
+),
+target AS (
     SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
            t.title AS t_title, t.title_source AS t_title_source,
            t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
@@ -102,12 +118,12 @@ WITH target AS (
     FROM threads t
     JOIN channels c ON c.id = t.channel_id
     JOIN spaces s ON s.id = c.space_id
-    WHERE t.id = sqlc.arg(id)
+    WHERE t.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM caller)
     FOR UPDATE OF t
 ),
 take AS (
     SELECT turnkeeper_take_bucket_token(
-               sqlc.arg(author_id)::uuid,
+               (SELECT caller.id FROM caller),
                sqlc.narg(limit_class)::text,
                sqlc.narg(burst)::float8,
                sqlc.narg(now)::timestamptz,
@@ -119,7 +135,15 @@ take AS (
     FROM target
     WHERE sqlc.narg(limit_class)::text IS NOT NULL
 )
-SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
+SELECT caller.id AS p_id, caller.kind AS p_kind, caller.handle AS p_handle,
+       caller.display_name AS p_display_name, caller.is_owner AS p_is_owner,
+       caller.billing_mode AS p_billing_mode, caller.holder_id AS p_holder_id,
+       caller.supports_followups AS p_supports_followups, caller.enabled AS p_enabled,
+       caller.reported_followups AS p_reported_followups,
+       caller.created_at AS p_created_at,
+       token.id AS k_id, token.label AS k_label, token.origin AS k_origin,
+       token.created_at AS k_created_at, token.last_used_at AS k_last_used_at,
+       target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
        target.t_title_source, target.t_operator_agent_id, target.t_state,
        target.t_latest_seq, target.t_has_restricted, target.t_created_by,
        target.t_created_at, target.t_closed_at_seq,
@@ -133,13 +157,17 @@ SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
                    json_agg(json_build_array(g.id, g.resource_kind, g.resource_id, g.level,
                                              g.created_at) ORDER BY g.id),
                    '[]'::json)
-        FROM grants g WHERE g.principal_id = sqlc.arg(author_id)::uuid)::text AS grants,
+        FROM grants g WHERE g.principal_id = caller.id)::text AS grants,
        m.id AS earlier_id,
        take.tokens AS bucket_tokens
-FROM target
+FROM caller
+LEFT JOIN token ON true
+LEFT JOIN target ON true
 LEFT JOIN take ON true
+-- The author's id as the subquery's value, not a join column: the lookup stays an index
+-- scan of messages_author_client_msg_id_key whatever the planner thinks of the CTE's rows.
 LEFT JOIN messages m
-       ON m.author_id = sqlc.arg(author_id)::uuid
+       ON m.author_id = (SELECT author.id FROM caller author)
       AND m.client_msg_id = sqlc.arg(client_msg_id)::text;
 
 -- Stores the latest_seq a unit allocated from the value it read under the thread row

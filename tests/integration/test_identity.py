@@ -7,38 +7,20 @@ is real).
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 
 import pytest
 
 from tests.support.fakes import FakeClock
-from tests.support.services import services_over
+from tests.support.services import CountingFactory, services_over
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.errors import Unauthenticated
-from turnkeeper.application.ports import UnitOfWork, UnitOfWorkFactory
+from turnkeeper.application.ports import UnitOfWorkFactory
 from turnkeeper.application.settings import Settings
 
 #: ``auth.token_last_used_interval`` of these tests, in seconds.
 INTERVAL = 60
-
-
-class CountingFactory:
-    """The real factory, counting the units it opens (read-only and writing)."""
-
-    def __init__(self, inner: UnitOfWorkFactory) -> None:
-        self.inner = inner
-        self.reads = 0
-        self.writes = 0
-
-    def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:
-        self.writes += 1
-        return self.inner()
-
-    def read_only(self) -> AbstractAsyncContextManager[UnitOfWork]:
-        self.reads += 1
-        return self.inner.read_only()
 
 
 def _services(counting: CountingFactory, clock: FakeClock, interval: int) -> Services:

@@ -25,6 +25,7 @@ from turnkeeper.application.ports import (
     PostFacts,
     ReaderScope,
     ResolvedToken,
+    TokenPostFacts,
     UnitOfWorkFactory,
 )
 from turnkeeper.domain.authorization import Action
@@ -486,6 +487,42 @@ async def test_a_posts_take_waits_for_the_thread_lock_before_it_locks_the_bucket
     facts = await queued
     assert facts is not None
     assert facts.retry_after is None
+
+
+@pytest.mark.parametrize("round_", range(LOCK_ORDER_ROUNDS))
+async def test_a_post_by_an_unknown_token_takes_no_thread_lock(
+    pg_uow_factory: UnitOfWorkFactory, pg_conninfo: str, round_: int
+) -> None:
+    # ADR 0026: the caller is resolved in the statement of the facts; an unknown token
+    # locks nothing, so it is refused at once even while another unit holds the thread.
+    s = await seed(pg_uow_factory)
+    async with pg_uow_factory() as uow:
+        await uow.tokens.add(attrs.evolve(TOKEN, principal_id=s.person.id), b"\x02live")
+        await uow.commit()
+    async with pg_uow_factory() as holder:
+        assert await holder.threads.post_facts(s.thread.id, s.agent.id, "hold") is not None
+
+        async def post(token_hash: bytes) -> TokenPostFacts | None:
+            async with pg_uow_factory() as uow:
+                assert isinstance(uow, PostgresUnitOfWork)
+                await uow.connection.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                found = await uow.threads.token_post_facts(s.thread.id, token_hash, "c-1")
+                await uow.commit()
+                return found
+
+        # Had it asked for the thread lock, it would wait here until the holder ends.
+        assert await post(b"\x02unknown") is None
+        # A live token does queue behind the holder: the lock is taken as for any post.
+        queued = asyncio.create_task(post(b"\x02live"))
+        await wait_until_blocked(pg_conninfo, backend_pid(holder))
+        assert not queued.done()
+        await holder.commit()
+    found = await queued
+    assert found is not None
+    assert found.caller.principal == s.person
+    assert found.caller.token.id == TOKEN.id
+    assert found.facts is not None
+    assert found.facts.target.thread == attrs.evolve(s.thread, latest_seq=0)
 
 
 async def test_events_get_seqs_at_commit_and_are_read_by_scope(

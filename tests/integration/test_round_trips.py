@@ -14,10 +14,12 @@ from typing import Any, cast
 
 import pytest
 
+from bench.asgi import AsgiClient
 from bench.harness import open_traced_pool
 from bench.operations import OPERATIONS, Operation
 from bench.roundtrips import Exchange, census_pool, counted
 from bench.world import BenchWorld, build_world, rebind
+from turnkeeper.adapters.http.app import create_app
 
 #: Round trips per operation at most: issue 18 item 2 allows 3, 5, 3 and 3; the rate-limit
 #: take shares the round trip of the post's facts (ADR 0024), one fewer each.
@@ -27,6 +29,9 @@ TARGETS = {
     "gated send, hot thread": 2,
     "gated send, many threads": 2,
 }
+#: Over HTTP, the message route's token is read in the round trip of the post's facts
+#: (ADR 0026): the request costs what the service costs, authentication included.
+HTTP_TARGETS = {"message, no trigger": 2, "message opens run": 4}
 #: Finishing a run with follow-ups: the same round trips whatever their number and mode.
 FINISHES = ("finish, 10 follow-ups", "finish, 100 follow-ups", "finish, 100 follow-ups, steer")
 _OPS = {op.name: op for op in OPERATIONS}
@@ -71,3 +76,26 @@ async def test_a_finish_takes_the_same_round_trips_whatever_its_follow_ups(
     found = {name: (await _exchange(worlds, _OPS[name])).round_trips for name in FINISHES}
 
     assert len(set(found.values())) == 1, found
+
+
+@pytest.mark.parametrize("name", sorted(HTTP_TARGETS))
+async def test_a_message_over_http_is_authenticated_in_the_round_trips_of_its_post(
+    worlds: tuple[BenchWorld, BenchWorld], name: str
+) -> None:
+    world, traced = worlds
+    op = _OPS[name]
+    assert op.http is not None
+    asgi = AsgiClient(create_app(traced.services, traced.services.settings))
+    work = await op.prepare(world, [world.workers["http"][0]], 2)
+    first, second = work[0][:2]
+    await op.http(traced, asgi, first)
+    async with counted(traced.pool) as exchange:
+        await op.http(traced, asgi, second)
+
+    service = await _exchange(worlds, op)
+    assert exchange.round_trips <= HTTP_TARGETS[name], (exchange.round_trips, exchange.statements)
+    # Not one statement more than the service's own: no token read of its own.
+    assert (exchange.round_trips, exchange.statements) == (
+        service.round_trips,
+        service.statements,
+    )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 from tests.support.fakes import FakeClock, SequentialIds, signer
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.application.bootstrap import Services, build_services
-from turnkeeper.application.ports import IdGenerator, UnitOfWorkFactory
+from turnkeeper.application.ports import IdGenerator, UnitOfWork, UnitOfWorkFactory
 from turnkeeper.application.settings import Settings
 
 
@@ -38,3 +40,20 @@ def services_over(
 def memory_services(settings: Settings | None = None, clock: FakeClock | None = None) -> Services:
     """Services over a fresh memory store (see `services_over`)."""
     return services_over(MemoryUnitOfWorkFactory(), settings, clock)
+
+
+class CountingFactory:
+    """The real factory, counting the units it opens (read-only and writing)."""
+
+    def __init__(self, inner: UnitOfWorkFactory) -> None:
+        self.inner = inner
+        self.reads = 0
+        self.writes = 0
+
+    def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:
+        self.writes += 1
+        return self.inner()
+
+    def read_only(self) -> AbstractAsyncContextManager[UnitOfWork]:
+        self.reads += 1
+        return self.inner.read_only()

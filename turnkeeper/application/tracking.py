@@ -35,6 +35,7 @@ from turnkeeper.application.ports import (
     SpaceRepository,
     ThreadFrontier,
     ThreadRepository,
+    TokenPostFacts,
     TokenRepository,
     UnitOfWork,
     VisibleWindow,
@@ -323,6 +324,15 @@ class _TrackedThreads:
         take: BucketTake | None = None,
     ) -> PostFacts | None:
         return await self._inner.post_facts(thread_id, author_id, client_msg_id, take)
+
+    async def token_post_facts(
+        self,
+        thread_id: uuid.UUID,
+        token_hash: bytes,
+        client_msg_id: str,
+        take: BucketTake | None = None,
+    ) -> TokenPostFacts | None:
+        return await self._inner.token_post_facts(thread_id, token_hash, client_msg_id, take)
 
 
 class _TrackedFreshness:

@@ -29,6 +29,7 @@ from turnkeeper.application.telemetry import (
 )
 
 MESSAGE = "/v1/threads/{thread_id}/messages"
+THREAD = "/v1/threads/{thread_id}"
 
 
 def _no_task_group(*args: Any, **kwargs: Any) -> Any:
@@ -48,17 +49,23 @@ def test_every_dependency_batch_of_the_application_holds_one_dependency(
     assert models
     for model in models:
         assert all(len(batch) == 1 for batch in model.dependency_batches)
-    (message,) = [
-        model
-        for route in app.routes
-        if isinstance(route, HTTPRoute) and route.path_format == MESSAGE
-        for method, (_handler, model) in route.route_handler_map.items()
-        if method == "POST"
-    ]
-    order = [next(iter(batch)).key for batch in message.dependency_batches]
+
+    def order_of(path: str, verb: str) -> list[str]:
+        (model,) = [
+            model
+            for route in app.routes
+            if isinstance(route, HTTPRoute) and route.path_format == path
+            for method, (_handler, model) in route.route_handler_map.items()
+            if method == verb
+        ]
+        return [next(iter(batch)).key for batch in model.dependency_batches]
+
     # The principal needs the token's identity service: it still comes after it.
-    assert sorted(order) == ["conversation", "identity", "principal"]
-    assert order.index("identity") < order.index("principal")
+    thread = order_of(THREAD, "GET")
+    assert sorted(thread) == ["conversation", "identity", "principal"]
+    assert thread.index("identity") < thread.index("principal")
+    # A message takes its token unresolved: the use case reads it (ADR 0026).
+    assert sorted(order_of(MESSAGE, "POST")) == ["bearer", "conversation"]
 
 
 async def test_a_message_is_written_and_a_bad_token_refused_without_a_task_group(

@@ -45,6 +45,73 @@ async def test_a_bad_token_is_unauthenticated(
     assert_problem(response, 401, "unauthenticated")
 
 
+MESSAGE_BODIES = {
+    "valid": b'{"client_msg_id": "p-1", "content": "Sam, the report is ready."}',
+    "unknown member": b'{"client_msg_id": "p-1", "content": "Sam, hi.", "colour": "red"}',
+    "wrong type": b'{"client_msg_id": "p-1", "content": 7}',
+    "empty content": b'{"client_msg_id": "p-1", "content": ""}',
+}
+
+
+@pytest.mark.parametrize("body", sorted(MESSAGE_BODIES))
+@pytest.mark.parametrize("path_id", ["known", "malformed", "unknown"])
+async def test_a_message_with_an_unknown_token_is_401_whatever_its_body_and_path(
+    client: ContractClient, world: DemoWorld, body: str, path_id: str
+) -> None:
+    # The message route resolves its token in the post's unit (ADR 0026); a request that
+    # fails to decode before it still answers 401 first, as every other route does.
+    thread = {
+        "known": str(world.channels["allgemein"].main_thread_id),
+        "malformed": "not-a-uuid",
+        "unknown": str(uuid.uuid4()),
+    }[path_id]
+    response = await client.post(
+        f"/v1/threads/{thread}/messages",
+        content=MESSAGE_BODIES[body],
+        headers={**bearer("tk_unknown"), "content-type": "application/json"},
+    )
+    assert_problem(response, 401, "unauthenticated")
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [("unknown member", 400, "validation_failed"), ("wrong type", 400, "validation_failed")],
+)
+async def test_a_message_with_a_live_token_gets_its_decoding_error(
+    client: ContractClient, world: DemoWorld, body: str, status: int, code: str
+) -> None:
+    thread = world.channels["allgemein"].main_thread_id
+    response = await client.post(
+        f"/v1/threads/{thread}/messages",
+        content=MESSAGE_BODIES[body],
+        headers={**bearer(world.people["alex"].token), "content-type": "application/json"},
+    )
+    assert_problem(response, status, code)
+
+
+async def test_a_message_whose_token_check_finds_no_store_is_503(
+    client: ContractClient,
+    world: DemoWorld,
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    detail = "connection to server on socket /tmp/example.com failed"
+
+    async def down(*args: object, **kwargs: object) -> None:
+        raise StoreUnavailable(detail, retry_after=3)
+
+    monkeypatch.setattr(services.identity, "authenticate_bearer", down)
+    thread = world.channels["allgemein"].main_thread_id
+    response = await client.post(
+        f"/v1/threads/{thread}/messages",
+        content=MESSAGE_BODIES["unknown member"],
+        headers={**bearer(world.people["alex"].token), "content-type": "application/json"},
+    )
+    assert_problem(response, 503, "unavailable")
+    assert detail not in response.text
+
+
 async def test_an_unknown_route_is_a_not_found_problem(client: ContractClient) -> None:
     response = await client.get("/v1/nowhere")
     assert_problem(response, 404, "not_found")

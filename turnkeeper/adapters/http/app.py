@@ -16,7 +16,9 @@ from turnkeeper.adapters.http.console import console_router
 from turnkeeper.adapters.http.conversation import conversation_router
 from turnkeeper.adapters.http.correlation import CorrelatedApp
 from turnkeeper.adapters.http.dependencies import (
+    provide_bearer,
     provide_principal,
+    refuse_unknown_bearer,
     resolve_one_by_one,
     service_dependencies,
 )
@@ -86,7 +88,10 @@ def create_app(
             agent_send_router(),
             streams_router(),
         ],
-        dependencies={"principal": Provide(provide_principal)},
+        dependencies={
+            "principal": Provide(provide_principal),
+            "bearer": Provide(provide_bearer, sync_to_thread=False),
+        },
         security=[{BEARER_SCHEME: []}],
     )
     openapi = OpenAPIConfig(
@@ -131,6 +136,7 @@ def create_app(
             "readiness": Provide(provide_readiness, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
+        after_exception=[refuse_unknown_bearer(services.identity)],
         # Depth, duplicated members and NUL characters, before Litestar decodes a body.
         before_request=body_guard(settings.max_json_depth),
         openapi_config=openapi,

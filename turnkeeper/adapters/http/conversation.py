@@ -26,6 +26,7 @@ from turnkeeper.adapters.http.answers import (
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import MAX_SEQ, MessageCreate, ThreadCreate, given
 from turnkeeper.application.services.conversation import ConversationService
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.domain.world import Principal
 
@@ -86,12 +87,13 @@ async def create_thread(
 async def create_message(
     thread_id: FromPath[uuid.UUID],
     data: JSONBody[MessageCreate],
-    principal: NamedDependency[Principal],
+    bearer: NamedDependency[BearerToken],
     conversation: NamedDependency[ConversationService],
 ) -> Response[MessageCreated]:
     """Write a message into a thread; the answer says what became of it (``trigger``)."""
+    # The token is resolved with the post's facts, in one round trip (ADR 0026).
     posted = await conversation.create_message(
-        principal, thread_id, data.draft(), kind=given(data.kind)
+        bearer, thread_id, data.draft(), kind=given(data.kind)
     )
     return _created(MessageCreated.posted(posted), posted.replayed)
 

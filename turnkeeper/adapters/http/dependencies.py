@@ -15,23 +15,34 @@ group of their own (every ``/v1`` handler has two: the service and the token's
 of them waits on anything but the principal's one read, which is alone in its batch
 anyway, so the task group bought nothing and cost about 0.09 ms of CPU per request
 (ADR 0025; docs/performance.md, "Adapter CPU per request").
+
+The hottest route, ``POST /v1/threads/{thread_id}/messages``, takes the token unresolved
+(``bearer``, no read) and its use case resolves it in the first round trip of its unit
+(ADR 0026). A request of that route that Litestar cannot decode fails before the use
+case runs; `refuse_unknown_bearer` then resolves the token, so that an unknown token
+still answers 401 before any 400, as on every other route.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, cast
 
 from litestar import Request
 from litestar.di import NamedDependency, Provide
+from litestar.exceptions import ValidationException
 from litestar.routes import BaseRoute, HTTPRoute
+from litestar.types import Scope
 
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.errors import Unauthenticated
-from turnkeeper.application.services.identity import IdentityService
+from turnkeeper.application.services.identity import BearerToken, IdentityService
 from turnkeeper.domain.world import Principal
 
 _BEARER = "bearer"
+#: Scope state: the unresolved token of a ``bearer`` route, then whether it was refused.
+_UNRESOLVED_KEY = "turnkeeper.bearer"
+_REFUSED_KEY = "turnkeeper.bearer_refused"
 
 
 def _constant(value: object) -> Provide:
@@ -121,3 +132,70 @@ async def provide_principal(
     if token is None:
         raise Unauthenticated()
     return await identity.authenticate(token)
+
+
+def provide_bearer(request: Request[Any, Any, Any]) -> BearerToken:
+    """The caller's token, unresolved: the use case resolves it in its unit (ADR 0026).
+
+    Args:
+        request: the request.
+
+    Returns:
+        The token's digest.
+
+    Raises:
+        Unauthenticated: for a missing or malformed ``Authorization`` header.
+    """
+    token = bearer_token(request)
+    if token is None:
+        raise Unauthenticated()
+    bearer = BearerToken.of(token)
+    _state(request.scope)[_UNRESOLVED_KEY] = bearer
+    return bearer
+
+
+def _state(scope: Scope) -> dict[str, Any]:
+    state: dict[str, Any] = cast("dict[str, Any]", scope).setdefault("state", {})
+    return state
+
+
+def refuse_unknown_bearer(
+    identity: IdentityService,
+) -> Callable[[Exception, Scope], Awaitable[None]]:
+    """The ``after_exception`` hook that keeps 401 before 400 on ``bearer`` routes.
+
+    Args:
+        identity: the token authentication.
+
+    Returns:
+        The hook: when a request of a ``bearer`` route failed to decode, it resolves the
+        token (as `provide_principal` would have before the decoding) and keeps what
+        that raised for `bearer_failure`.
+    """
+
+    async def hook(exc: Exception, scope: Scope) -> None:
+        state = _state(scope)
+        bearer = state.get(_UNRESOLVED_KEY)
+        if not isinstance(exc, ValidationException) or not isinstance(bearer, BearerToken):
+            return
+        try:
+            await identity.authenticate_bearer(bearer)
+        # What authenticating first would have answered: 401, or 503 without a store.
+        except Exception as failure:
+            state[_REFUSED_KEY] = failure
+
+    return hook
+
+
+def bearer_failure(scope: Scope) -> Exception | None:
+    """What `refuse_unknown_bearer` found for the token of a failed exchange.
+
+    Args:
+        scope: the exchange's ASGI scope.
+
+    Returns:
+        The error to answer instead of the decoding error (`Unauthenticated`, or the
+        store's), or None when the token was resolved or never looked at.
+    """
+    found = _state(scope).get(_REFUSED_KEY)
+    return found if isinstance(found, Exception) else None

@@ -42,6 +42,7 @@ from litestar.status_codes import (
 from turnkeeper.adapters.http.answers import FieldErrorOut, Problem
 from turnkeeper.adapters.http.correlation import correlation_id_of
 from turnkeeper.adapters.http.decoding import decode_failure, malformed_body
+from turnkeeper.adapters.http.dependencies import bearer_failure
 from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.domain.errors import DomainError, RateLimited, ValidationFailed
 
@@ -287,6 +288,8 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
     Returns:
         The problem answer.
     """
+    # A bearer route's unknown token answers 401 before its decoding error does.
+    exc = bearer_failure(request.scope) or exc
     answer = problem_for(exc)
     if answer.code == "unavailable":
         # Expected while the database is down: one line each, no stack.

@@ -34,6 +34,7 @@ from turnkeeper.application.ports import (
     BucketTake,
     PostFacts,
     ReaderScope,
+    TokenPostFacts,
     UnitOfWork,
 )
 from turnkeeper.domain.authorization import AccessTarget
@@ -211,6 +212,19 @@ class _Threads:
                 author_id, take.limit_class, take.now, burst=take.burst, per_minute=take.per_minute
             )
         return PostFacts(target=target, grants=grants, earlier=earlier, retry_after=retry_after)
+
+    async def token_post_facts(
+        self,
+        thread_id: uuid.UUID,
+        token_hash: bytes,
+        client_msg_id: str,
+        take: BucketTake | None = None,
+    ) -> TokenPostFacts | None:
+        caller = await MemoryTokenRepository(self._t).resolve(token_hash)
+        if caller is None:
+            return None
+        facts = await self.post_facts(thread_id, caller.principal.id, client_msg_id, take)
+        return TokenPostFacts(caller=caller, facts=facts)
 
 
 class _Grants:

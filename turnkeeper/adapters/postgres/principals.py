@@ -18,7 +18,8 @@ from turnkeeper.domain.world import (
 )
 
 
-def _principal(row: q.PrincipalRow) -> Principal:
+def principal_of(row: q.PrincipalRow) -> Principal:
+    """The principal of a ``principals`` row."""
     return Principal(
         id=row.id,
         kind=PrincipalKind(row.kind),
@@ -128,7 +129,7 @@ class PostgresPrincipalRepository(PostgresRepository):
         for pending in queued:
             for row in await pending.result():
                 if row.id not in stale and row.id not in self._seen:
-                    self._remember(_principal(row))
+                    self._remember(principal_of(row))
 
     async def get(self, principal_id: uuid.UUID) -> Principal | None:
         """The principal, or None.
@@ -144,7 +145,7 @@ class PostgresPrincipalRepository(PostgresRepository):
         if seen is not None:
             return seen
         row = await q.get_principal(self._conn, id=principal_id)
-        return None if row is None else self._remember(_principal(row))
+        return None if row is None else self._remember(principal_of(row))
 
     async def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Principal]:
         """The principals among `ids` that exist.
@@ -160,7 +161,7 @@ class PostgresPrincipalRepository(PostgresRepository):
         missing = [i for i in dict.fromkeys(ids) if i not in found]
         if missing:
             for row in await q.get_principals(self._conn, ids=missing):
-                found[row.id] = self._remember(_principal(row))
+                found[row.id] = self._remember(principal_of(row))
         return found
 
     async def update(self, principal: Principal) -> None:
@@ -196,7 +197,7 @@ class PostgresPrincipalRepository(PostgresRepository):
             The owner, or None before the first start.
         """
         row = await q.get_owner(self._conn)
-        return None if row is None else _principal(row)
+        return None if row is None else principal_of(row)
 
 
 class PostgresGrantRepository(PostgresRepository):

@@ -644,69 +644,101 @@ class GetPostFactsRow:
     """A result row of GetPostFacts.
 
     Attributes:
-        t_id: ``uuid``.
-        t_channel_id: ``uuid``.
-        t_is_main: ``bool``.
+        p_id: ``uuid``.
+        p_kind: ``text``.
+        p_handle: ``text``.
+        p_display_name: ``text``.
+        p_is_owner: ``bool``.
+        p_billing_mode: ``text`` or NULL.
+        p_holder_id: ``uuid`` or NULL.
+        p_supports_followups: ``bool`` or NULL.
+        p_enabled: ``bool``.
+        p_reported_followups: ``text`` or NULL.
+        p_created_at: ``timestamptz``.
+        k_id: ``uuid`` or NULL.
+        k_label: ``text`` or NULL.
+        k_origin: ``text`` or NULL.
+        k_created_at: ``timestamptz`` or NULL.
+        k_last_used_at: ``timestamptz`` or NULL.
+        t_id: ``uuid`` or NULL.
+        t_channel_id: ``uuid`` or NULL.
+        t_is_main: ``bool`` or NULL.
         t_title: ``text`` or NULL.
-        t_title_source: ``text``.
+        t_title_source: ``text`` or NULL.
         t_operator_agent_id: ``uuid`` or NULL.
-        t_state: ``text``.
-        t_latest_seq: ``int8``.
-        t_has_restricted: ``bool``.
-        t_created_by: ``uuid``.
-        t_created_at: ``timestamptz``.
+        t_state: ``text`` or NULL.
+        t_latest_seq: ``int8`` or NULL.
+        t_has_restricted: ``bool`` or NULL.
+        t_created_by: ``uuid`` or NULL.
+        t_created_at: ``timestamptz`` or NULL.
         t_closed_at_seq: ``int8`` or NULL.
-        c_id: ``uuid``.
-        c_space_id: ``uuid``.
-        c_name: ``text``.
-        c_type: ``text``.
-        c_operator_mode: ``text``.
+        c_id: ``uuid`` or NULL.
+        c_space_id: ``uuid`` or NULL.
+        c_name: ``text`` or NULL.
+        c_type: ``text`` or NULL.
+        c_operator_mode: ``text`` or NULL.
         c_operator_id: ``uuid`` or NULL.
-        c_free_response: ``bool``.
-        c_allow_mentioned_agents: ``bool``.
-        c_thread_require_mention: ``bool``.
-        c_archived: ``bool``.
+        c_free_response: ``bool`` or NULL.
+        c_allow_mentioned_agents: ``bool`` or NULL.
+        c_thread_require_mention: ``bool`` or NULL.
+        c_archived: ``bool`` or NULL.
         c_main_thread_id: ``uuid`` or NULL.
-        c_created_at: ``timestamptz``.
-        s_id: ``uuid``.
-        s_name: ``text``.
+        c_created_at: ``timestamptz`` or NULL.
+        s_id: ``uuid`` or NULL.
+        s_name: ``text`` or NULL.
         s_default_operator_id: ``uuid`` or NULL.
-        s_created_by: ``uuid``.
-        s_created_at: ``timestamptz``.
+        s_created_by: ``uuid`` or NULL.
+        s_created_at: ``timestamptz`` or NULL.
         grants: ``text``.
         earlier_id: ``uuid`` or NULL.
         bucket_tokens: ``float8`` or NULL.
     """
 
-    t_id: uuid.UUID
-    t_channel_id: uuid.UUID
-    t_is_main: bool
+    p_id: uuid.UUID
+    p_kind: str
+    p_handle: str
+    p_display_name: str
+    p_is_owner: bool
+    p_billing_mode: str | None
+    p_holder_id: uuid.UUID | None
+    p_supports_followups: bool | None
+    p_enabled: bool
+    p_reported_followups: str | None
+    p_created_at: datetime
+    k_id: uuid.UUID | None
+    k_label: str | None
+    k_origin: str | None
+    k_created_at: datetime | None
+    k_last_used_at: datetime | None
+    t_id: uuid.UUID | None
+    t_channel_id: uuid.UUID | None
+    t_is_main: bool | None
     t_title: str | None
-    t_title_source: str
+    t_title_source: str | None
     t_operator_agent_id: uuid.UUID | None
-    t_state: str
-    t_latest_seq: int
-    t_has_restricted: bool
-    t_created_by: uuid.UUID
-    t_created_at: datetime
+    t_state: str | None
+    t_latest_seq: int | None
+    t_has_restricted: bool | None
+    t_created_by: uuid.UUID | None
+    t_created_at: datetime | None
     t_closed_at_seq: int | None
-    c_id: uuid.UUID
-    c_space_id: uuid.UUID
-    c_name: str
-    c_type: str
-    c_operator_mode: str
+    c_id: uuid.UUID | None
+    c_space_id: uuid.UUID | None
+    c_name: str | None
+    c_type: str | None
+    c_operator_mode: str | None
     c_operator_id: uuid.UUID | None
-    c_free_response: bool
-    c_allow_mentioned_agents: bool
-    c_thread_require_mention: bool
-    c_archived: bool
+    c_free_response: bool | None
+    c_allow_mentioned_agents: bool | None
+    c_thread_require_mention: bool | None
+    c_archived: bool | None
     c_main_thread_id: uuid.UUID | None
-    c_created_at: datetime
-    s_id: uuid.UUID
-    s_name: str
+    c_created_at: datetime | None
+    s_id: uuid.UUID | None
+    s_name: str | None
     s_default_operator_id: uuid.UUID | None
-    s_created_by: uuid.UUID
-    s_created_at: datetime
+    s_created_by: uuid.UUID | None
+    s_created_at: datetime | None
     grants: str
     earlier_id: uuid.UUID | None
     bucket_tokens: float | None
@@ -1346,7 +1378,19 @@ JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = %(p1)s"""
 
-_GET_POST_FACTS = """WITH target AS (
+_GET_POST_FACTS = """WITH token AS (
+    SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
+    FROM api_tokens k
+    WHERE k.token_hash = %(p2)s::bytea AND k.revoked_at IS NULL
+),
+caller AS (
+    SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode,
+           p.holder_id, p.supports_followups, p.enabled, p.reported_followups,
+           p.created_at
+    FROM principals p
+    WHERE p.id = coalesce(%(p3)s::uuid, (SELECT token.principal_id FROM token))
+),
+target AS (
     SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
            t.title AS t_title, t.title_source AS t_title_source,
            t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
@@ -1364,24 +1408,32 @@ _GET_POST_FACTS = """WITH target AS (
     FROM threads t
     JOIN channels c ON c.id = t.channel_id
     JOIN spaces s ON s.id = c.space_id
-    WHERE t.id = %(p3)s
+    WHERE t.id = %(p4)s AND EXISTS (SELECT 1 FROM caller)
     FOR UPDATE OF t
 ),
 take AS (
     SELECT turnkeeper_take_bucket_token(
-               %(p1)s::uuid,
-               %(p4)s::text,
-               %(p5)s::float8,
-               %(p6)s::timestamptz,
-               %(p7)s::float8,
+               (SELECT caller.id FROM caller),
+               %(p5)s::text,
+               %(p6)s::float8,
+               %(p7)s::timestamptz,
                %(p8)s::float8,
                %(p9)s::float8,
-               %(p2)s::text
+               %(p10)s::float8,
+               %(p1)s::text
            ) AS tokens
     FROM target
-    WHERE %(p4)s::text IS NOT NULL
+    WHERE %(p5)s::text IS NOT NULL
 )
-SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
+SELECT caller.id AS p_id, caller.kind AS p_kind, caller.handle AS p_handle,
+       caller.display_name AS p_display_name, caller.is_owner AS p_is_owner,
+       caller.billing_mode AS p_billing_mode, caller.holder_id AS p_holder_id,
+       caller.supports_followups AS p_supports_followups, caller.enabled AS p_enabled,
+       caller.reported_followups AS p_reported_followups,
+       caller.created_at AS p_created_at,
+       token.id AS k_id, token.label AS k_label, token.origin AS k_origin,
+       token.created_at AS k_created_at, token.last_used_at AS k_last_used_at,
+       target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
        target.t_title_source, target.t_operator_agent_id, target.t_state,
        target.t_latest_seq, target.t_has_restricted, target.t_created_by,
        target.t_created_at, target.t_closed_at_seq,
@@ -1395,14 +1447,16 @@ SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
                    json_agg(json_build_array(g.id, g.resource_kind, g.resource_id, g.level,
                                              g.created_at) ORDER BY g.id),
                    '[]'::json)
-        FROM grants g WHERE g.principal_id = %(p1)s::uuid)::text AS grants,
+        FROM grants g WHERE g.principal_id = caller.id)::text AS grants,
        m.id AS earlier_id,
        take.tokens AS bucket_tokens
-FROM target
+FROM caller
+LEFT JOIN token ON true
+LEFT JOIN target ON true
 LEFT JOIN take ON true
 LEFT JOIN messages m
-       ON m.author_id = %(p1)s::uuid
-      AND m.client_msg_id = %(p2)s::text"""
+       ON m.author_id = (SELECT author.id FROM caller author)
+      AND m.client_msg_id = %(p1)s::text"""
 
 _SET_THREAD_LATEST_SEQ = """UPDATE threads SET latest_seq = %(p1)s WHERE id = %(p2)s"""
 
@@ -4434,8 +4488,9 @@ async def get_thread_target(
 async def get_post_facts(
     conn: psycopg.AsyncConnection[Any],
     *,
-    author_id: uuid.UUID,
     client_msg_id: str,
+    token_hash: bytes | None,
+    author_id: uuid.UUID | None,
     id: uuid.UUID,
     limit_class: str | None,
     burst: float | None,
@@ -4446,22 +4501,40 @@ async def get_post_facts(
 ) -> GetPostFactsRow | None:
     """Run GetPostFacts (:one, sql/queries/threads.sql).
 
-    Everything a message post decides on, in one statement: the thread with its channel and
-    space, the thread row locked (FOR UPDATE OF the thread only: the channel and space are
-    read, not changed; the lock AllocateThreadSeq takes, held until the unit ends); the
-    author's grants, each as [id, resource_kind, resource_id, level, created_at] in id
-    order (a JSON array: one column for any number of grants); the id of the message the
-    author stored under the request's client id (NULL when none); and, when `limit_class`
-    is set, the take of one token of the author's bucket (turnkeeper_take_bucket_token:
-    the tokens left, NULL when the client id is stored already or no take was asked for).
-    The take reads the locked row, so it runs after the thread lock is granted: the thread
-    lock before the bucket lock, the order every unit takes them in. The locked row is the
-    thread's newest version; the grants and the earlier message are read in the
-    statement's snapshot (ADR 0024).
+    Everything a message post decides on, in one statement: the author's principal row
+    (`author_id`, or the principal of the live token of `token_hash`: then the token's
+    columns too, and no row at all for an unknown or revoked token, so the post is
+    authenticated in the round trip of its facts, ADR 0026); the thread with its channel
+    and space (NULL columns for an unknown thread), the thread row locked (FOR UPDATE OF
+    the thread only: the channel and space are read, not changed; the lock
+    AllocateThreadSeq takes, held until the unit ends); the author's grants, each as [id,
+    resource_kind, resource_id, level, created_at] in id order (a JSON array: one column
+    for any number of grants); the id of the message the author stored under the
+    request's client id (NULL when none); and, when `limit_class` is set, the take of one
+    token of the author's bucket (turnkeeper_take_bucket_token: the tokens left, NULL when
+    the client id is stored already or no take was asked for). The take reads the locked
+    row, so it runs after the thread lock is granted: the thread lock before the bucket
+    lock, the order every unit takes them in. No thread is locked and no token taken for
+    an unknown caller. The locked row is the thread's newest version; the rest is read in
+    the statement's snapshot (ADR 0024).
+    The author's id as the subquery's value, not a join column: the lookup stays an index
+    scan of messages_author_client_msg_id_key whatever the planner thinks of the CTE's rows.
 
     SQL::
 
-        WITH target AS (
+        WITH token AS (
+            SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
+            FROM api_tokens k
+            WHERE k.token_hash = $2::bytea AND k.revoked_at IS NULL
+        ),
+        caller AS (
+            SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode,
+                   p.holder_id, p.supports_followups, p.enabled, p.reported_followups,
+                   p.created_at
+            FROM principals p
+            WHERE p.id = coalesce($3::uuid, (SELECT token.principal_id FROM token))
+        ),
+        target AS (
             SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
                    t.title AS t_title, t.title_source AS t_title_source,
                    t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
@@ -4479,24 +4552,32 @@ async def get_post_facts(
             FROM threads t
             JOIN channels c ON c.id = t.channel_id
             JOIN spaces s ON s.id = c.space_id
-            WHERE t.id = $3
+            WHERE t.id = $4 AND EXISTS (SELECT 1 FROM caller)
             FOR UPDATE OF t
         ),
         take AS (
             SELECT turnkeeper_take_bucket_token(
-                       $1::uuid,
-                       $4::text,
-                       $5::float8,
-                       $6::timestamptz,
-                       $7::float8,
+                       (SELECT caller.id FROM caller),
+                       $5::text,
+                       $6::float8,
+                       $7::timestamptz,
                        $8::float8,
                        $9::float8,
-                       $2::text
+                       $10::float8,
+                       $1::text
                    ) AS tokens
             FROM target
-            WHERE $4::text IS NOT NULL
+            WHERE $5::text IS NOT NULL
         )
-        SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
+        SELECT caller.id AS p_id, caller.kind AS p_kind, caller.handle AS p_handle,
+               caller.display_name AS p_display_name, caller.is_owner AS p_is_owner,
+               caller.billing_mode AS p_billing_mode, caller.holder_id AS p_holder_id,
+               caller.supports_followups AS p_supports_followups, caller.enabled AS p_enabled,
+               caller.reported_followups AS p_reported_followups,
+               caller.created_at AS p_created_at,
+               token.id AS k_id, token.label AS k_label, token.origin AS k_origin,
+               token.created_at AS k_created_at, token.last_used_at AS k_last_used_at,
+               target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
                target.t_title_source, target.t_operator_agent_id, target.t_state,
                target.t_latest_seq, target.t_has_restricted, target.t_created_by,
                target.t_created_at, target.t_closed_at_seq,
@@ -4510,26 +4591,29 @@ async def get_post_facts(
                            json_agg(json_build_array(g.id, g.resource_kind, g.resource_id, g.level,
                                                      g.created_at) ORDER BY g.id),
                            '[]'::json)
-                FROM grants g WHERE g.principal_id = $1::uuid)::text AS grants,
+                FROM grants g WHERE g.principal_id = caller.id)::text AS grants,
                m.id AS earlier_id,
                take.tokens AS bucket_tokens
-        FROM target
+        FROM caller
+        LEFT JOIN token ON true
+        LEFT JOIN target ON true
         LEFT JOIN take ON true
         LEFT JOIN messages m
-               ON m.author_id = $1::uuid
-              AND m.client_msg_id = $2::text
+               ON m.author_id = (SELECT author.id FROM caller author)
+              AND m.client_msg_id = $1::text
 
     Args:
         conn: the connection; the statement runs in its current transaction.
-        author_id: ``$1`` (``uuid``).
-        client_msg_id: ``$2`` (``text``).
-        id: ``$3`` (``uuid``).
-        limit_class: ``$4`` (``text``).
-        burst: ``$5`` (``float8``).
-        now: ``$6`` (``timestamptz``).
-        per_minute: ``$7`` (``float8``).
-        seconds_per_minute: ``$8`` (``float8``).
-        tolerance: ``$9`` (``float8``).
+        client_msg_id: ``$1`` (``text``).
+        token_hash: ``$2`` (``bytea``).
+        author_id: ``$3`` (``uuid``).
+        id: ``$4`` (``uuid``).
+        limit_class: ``$5`` (``text``).
+        burst: ``$6`` (``float8``).
+        now: ``$7`` (``timestamptz``).
+        per_minute: ``$8`` (``float8``).
+        seconds_per_minute: ``$9`` (``float8``).
+        tolerance: ``$10`` (``float8``).
 
     Returns:
         The row, or None when no row matched.
@@ -4538,15 +4622,16 @@ async def get_post_facts(
         await cur.execute(
             _GET_POST_FACTS,
             {
-                "p1": author_id,
-                "p2": client_msg_id,
-                "p3": id,
-                "p4": limit_class,
-                "p5": burst,
-                "p6": now,
-                "p7": per_minute,
-                "p8": seconds_per_minute,
-                "p9": tolerance,
+                "p1": client_msg_id,
+                "p2": token_hash,
+                "p3": author_id,
+                "p4": id,
+                "p5": limit_class,
+                "p6": burst,
+                "p7": now,
+                "p8": per_minute,
+                "p9": seconds_per_minute,
+                "p10": tolerance,
             },
         )
         return await cur.fetchone()
@@ -4555,8 +4640,9 @@ async def get_post_facts(
 async def start_get_post_facts(
     conn: psycopg.AsyncConnection[Any],
     *,
-    author_id: uuid.UUID,
     client_msg_id: str,
+    token_hash: bytes | None,
+    author_id: uuid.UUID | None,
     id: uuid.UUID,
     limit_class: str | None,
     burst: float | None,
@@ -4573,15 +4659,16 @@ async def start_get_post_facts(
     await cur.execute(
         _GET_POST_FACTS,
         {
-            "p1": author_id,
-            "p2": client_msg_id,
-            "p3": id,
-            "p4": limit_class,
-            "p5": burst,
-            "p6": now,
-            "p7": per_minute,
-            "p8": seconds_per_minute,
-            "p9": tolerance,
+            "p1": client_msg_id,
+            "p2": token_hash,
+            "p3": author_id,
+            "p4": id,
+            "p5": limit_class,
+            "p6": burst,
+            "p7": now,
+            "p8": per_minute,
+            "p9": seconds_per_minute,
+            "p10": tolerance,
         },
     )
     return PendingOne(cur)

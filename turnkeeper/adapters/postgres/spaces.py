@@ -14,9 +14,10 @@ from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import message_of
-from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
+from turnkeeper.adapters.postgres.principals import PostgresGrantRepository, principal_of
 from turnkeeper.adapters.postgres.ratelimit import refusal
-from turnkeeper.application.ports import BucketTake, PostFacts
+from turnkeeper.adapters.postgres.tokens import live_token
+from turnkeeper.application.ports import BucketTake, PostFacts, ResolvedToken, TokenPostFacts
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
 from turnkeeper.domain.world import (
@@ -411,11 +412,48 @@ class PostgresThreadRepository(PostgresRepository):
         Returns:
             The facts, or None for an unknown thread.
         """
+        row = await self._post_row(thread_id, author_id, None, client_msg_id, take)
+        return None if row is None else await self._facts(row, take)
+
+    async def token_post_facts(
+        self,
+        thread_id: uuid.UUID,
+        token_hash: bytes,
+        client_msg_id: str,
+        take: BucketTake | None = None,
+    ) -> TokenPostFacts | None:
+        """`post_facts` with the caller read by its token in the same statement (ADR 0026)."""
+        row = await self._post_row(thread_id, None, token_hash, client_msg_id, take)
+        if row is None or row.k_id is None or row.k_origin is None or row.k_created_at is None:
+            return None
+        principal = principal_of(_unprefixed(row, "p_", q.PrincipalRow))
+        token = live_token(
+            principal.id,
+            token_id=row.k_id,
+            label=row.k_label,
+            origin=row.k_origin,
+            created_at=row.k_created_at,
+            last_used_at=row.k_last_used_at,
+        )
+        return TokenPostFacts(
+            caller=ResolvedToken(token=token, principal=principal),
+            facts=await self._facts(row, take),
+        )
+
+    async def _post_row(
+        self,
+        thread_id: uuid.UUID,
+        author_id: uuid.UUID | None,
+        token_hash: bytes | None,
+        client_msg_id: str,
+        take: BucketTake | None,
+    ) -> q.GetPostFactsRow | None:
         await self._locked.write()
         pending = await q.start_get_post_facts(
             self._conn,
             id=thread_id,
             author_id=author_id,
+            token_hash=token_hash,
             client_msg_id=client_msg_id,
             limit_class=None if take is None else take.limit_class,
             burst=None if take is None else float(take.burst),
@@ -424,15 +462,17 @@ class PostgresThreadRepository(PostgresRepository):
             seconds_per_minute=SECONDS_PER_MINUTE,
             tolerance=TOLERANCE,
         )
-        row = await pending.result()
-        if row is None:
+        return await pending.result()
+
+    async def _facts(self, row: q.GetPostFactsRow, take: BucketTake | None) -> PostFacts | None:
+        if row.t_id is None:
             return None
         thread = _thread(_unprefixed(row, "t_", q.ThreadRow))
         self._locked.remember(thread.id, thread.latest_seq)
         self._locked.remember_state(thread.id, thread.state)
-        grants = _grants_of(author_id, row.grants, self._conn.info.timezone)
+        grants = _grants_of(row.p_id, row.grants, self._conn.info.timezone)
         if self._grants is not None:
-            self._grants.remember(author_id, grants)
+            self._grants.remember(row.p_id, grants)
         target = AccessTarget(
             space=_space(_unprefixed(row, "s_", q.SpaceRow)),
             channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),

@@ -28,13 +28,45 @@ def _token(row: _TokenRow) -> ApiToken:
     )
 
 
+def live_token(
+    principal_id: uuid.UUID,
+    *,
+    token_id: uuid.UUID,
+    label: str | None,
+    origin: str,
+    created_at: datetime,
+    last_used_at: datetime | None,
+) -> ApiToken:
+    """A live token of a principal from the columns a resolving read returns.
+
+    Args:
+        principal_id: its principal.
+        token_id: its id.
+        label: its label.
+        origin: its `TokenOrigin` value.
+        created_at: when it was issued.
+        last_used_at: its last recorded use.
+
+    Returns:
+        The token (not revoked).
+    """
+    return ApiToken(
+        id=token_id,
+        principal_id=principal_id,
+        origin=TokenOrigin(origin),
+        created_at=created_at,
+        label=label,
+        last_used_at=last_used_at,
+    )
+
+
 def _resolved(row: q.ResolveApiTokenRow) -> ResolvedToken:
-    token = ApiToken(
-        id=row.token_id,
-        principal_id=row.id,
-        origin=TokenOrigin(row.origin),
-        created_at=row.token_created_at,
+    token = live_token(
+        row.id,
+        token_id=row.token_id,
         label=row.label,
+        origin=row.origin,
+        created_at=row.token_created_at,
         last_used_at=row.last_used_at,
     )
     principal = Principal(

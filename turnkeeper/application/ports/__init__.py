@@ -36,6 +36,7 @@ from turnkeeper.application.ports.world import (
     PrincipalRepository,
     SpaceRepository,
     ThreadRepository,
+    TokenPostFacts,
 )
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "SpaceRepository",
     "ThreadFrontier",
     "ThreadRepository",
+    "TokenPostFacts",
     "TokenRepository",
     "TokenSigner",
     "UnitOfWork",

@@ -9,6 +9,7 @@ from typing import Protocol
 
 import attrs
 
+from turnkeeper.application.ports.tokens import ResolvedToken
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.messaging import Message
 from turnkeeper.domain.world import (
@@ -138,6 +139,19 @@ class PostFacts:
     retry_after: int | None = None
 
 
+@attrs.frozen(kw_only=True)
+class TokenPostFacts:
+    """A post whose author is known by a bearer token only (`ThreadRepository.token_post_facts`).
+
+    Attributes:
+        caller: the live token and its principal, the author.
+        facts: the post's facts, or None for an unknown thread.
+    """
+
+    caller: ResolvedToken
+    facts: PostFacts | None
+
+
 class ThreadRepository(Protocol):
     """Threads and their sequence allocator."""
 
@@ -226,6 +240,30 @@ class ThreadRepository(Protocol):
 
         Returns:
             The facts, or None for an unknown thread.
+        """
+        ...
+
+    async def token_post_facts(
+        self,
+        thread_id: uuid.UUID,
+        token_hash: bytes,
+        client_msg_id: str,
+        take: BucketTake | None = None,
+    ) -> TokenPostFacts | None:
+        """`post_facts` of the principal of a live token, resolved in the same round trip.
+
+        The caller is read as `TokenRepository.resolve` reads it (committed rows only: a
+        revoked token is refused from the moment its revocation committed); for an
+        unknown or revoked token nothing is locked or taken (ADR 0026).
+
+        Args:
+            thread_id: the thread.
+            token_hash: the stored form of the request's bearer token.
+            client_msg_id: the request's idempotency key.
+            take: the token to take, or None.
+
+        Returns:
+            The caller and the facts, or None for an unknown or revoked token.
         """
         ...
 

@@ -7,9 +7,16 @@ The single application entry point to `turnkeeper.domain.authorization.authorize
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from turnkeeper.application.ports import BucketTake, PostFacts, ReaderScope, UnitOfWork
+from turnkeeper.application.errors import Unauthenticated
+from turnkeeper.application.ports import (
+    BucketTake,
+    PostFacts,
+    ReaderScope,
+    ResolvedToken,
+    UnitOfWork,
+)
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action, authorize, grant_level
@@ -107,6 +114,47 @@ async def post_target(
         raise NotFound()
     enforce(principal, Action.MESSAGE_CREATE, facts.target, facts.grants)
     return facts
+
+
+async def token_post_target(
+    uow: UnitOfWork,
+    token_hash: bytes,
+    thread_id: uuid.UUID,
+    client_msg_id: str,
+    take: BucketTake | None,
+    check: Callable[[Principal], None],
+) -> tuple[ResolvedToken, PostFacts]:
+    """`post_target` for an author known by a bearer token only, in the same one read.
+
+    The answers keep the order of a request authenticated first: 401 for an unknown or
+    revoked token, then whatever `check` raises on the author (the body rules, which
+    depend on the author's kind), then 404 and 403.
+
+    Args:
+        uow: the unit of work.
+        token_hash: the stored form of the bearer token.
+        thread_id: the thread.
+        client_msg_id: the request's idempotency key.
+        take: the rate-limit token taken in the same round trip (None: none).
+        check: the caller's checks of the author, before the access decision.
+
+    Returns:
+        The token with its principal (the author), and the facts.
+
+    Raises:
+        Unauthenticated: for an unknown or revoked token.
+        NotFound: for an unknown thread.
+        AccessDenied: without write (not_found without read; channel_read_only).
+    """
+    found = await uow.threads.token_post_facts(thread_id, token_hash, client_msg_id, take)
+    if found is None:
+        raise Unauthenticated()
+    author = found.caller.principal
+    check(author)
+    if found.facts is None:
+        raise NotFound()
+    enforce(author, Action.MESSAGE_CREATE, found.facts.target, found.facts.grants)
+    return found.caller, found.facts
 
 
 def enforce(

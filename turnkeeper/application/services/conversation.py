@@ -18,7 +18,7 @@ import uuid
 import attrs
 
 from turnkeeper.application.event_factory import EventFactory
-from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
+from turnkeeper.application.ports import Clock, IdGenerator, ResolvedToken, UnitOfWork
 from turnkeeper.application.services.access import (
     channel_target,
     post_target,
@@ -26,7 +26,9 @@ from turnkeeper.application.services.access import (
     require,
     thread_of,
     thread_target,
+    token_post_target,
 )
+from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.messages_append import (
     MessageAppender,
     reference_errors,
@@ -257,7 +259,7 @@ class ConversationService:
 
     async def create_message(
         self,
-        actor: Principal,
+        actor: Principal | BearerToken,
         thread_id: uuid.UUID,
         draft: MessageDraft,
         *,
@@ -266,7 +268,9 @@ class ConversationService:
         """Write a message into a thread, as a person or an agent.
 
         Args:
-            actor: the author.
+            actor: the author, or the request's bearer token (resolved in the unit's
+                first read, its last use recorded after the unit as
+                `IdentityService.authenticate` records it: ADR 0026).
             thread_id: the thread.
             draft: the decoded request.
             kind: the request's ``kind`` member as sent.
@@ -275,6 +279,7 @@ class ConversationService:
             The stored message, or the original on a replay (nothing published again).
 
         Raises:
+            Unauthenticated: for a bearer token that is unknown or revoked.
             ValidationFailed: body rules, unknown mentions, reply_to in another thread.
             AccessDenied: without write (not_found without read; channel_read_only).
             NotFound: for an unknown thread.
@@ -282,42 +287,59 @@ class ConversationService:
             RateLimited: the author's rl.message bucket is empty.
             DomainError: whatever an in-transaction subscriber vetoes with.
         """
-        reject_invalid(
-            draft_errors(
-                draft,
-                author_kind=actor.kind,
-                kind=kind,
-                max_content_bytes=self._settings.max_content_bytes,
-                max_client_id_length=self._settings.max_client_id_length,
+
+        def check_draft(author: Principal) -> None:
+            reject_invalid(
+                draft_errors(
+                    draft,
+                    author_kind=author.kind,
+                    kind=kind,
+                    max_content_bytes=self._settings.max_content_bytes,
+                    max_client_id_length=self._settings.max_client_id_length,
+                )
             )
-        )
+
+        if isinstance(actor, Principal):
+            check_draft(actor)
         digest = payload_digest(thread_id, draft.content, draft.reply_to_id, draft.restricted_to)
 
-        async def work(uow: TrackedUnit) -> PostedMessage:
-            facts = await post_target(
-                uow, actor, thread_id, draft.client_msg_id, self._appender.message_take()
-            )
+        async def work(uow: TrackedUnit) -> tuple[PostedMessage, ResolvedToken | None]:
+            take = self._appender.message_take()
+            caller = None
+            if isinstance(actor, Principal):
+                author = actor
+                facts = await post_target(uow, author, thread_id, draft.client_msg_id, take)
+            else:
+                caller, facts = await token_post_target(
+                    uow, actor.digest, thread_id, draft.client_msg_id, take, check_draft
+                )
+                author = caller.principal
             existing = replayed(facts.earlier, digest)
             if existing is not None:
-                return PostedMessage(
+                posted = PostedMessage(
                     message=existing,
-                    author=actor,
+                    author=author,
                     replayed=True,
                     trigger=await message_trigger(uow, existing),
                 )
+                return posted, caller
             reject_invalid(await reference_errors(uow, draft, thread_id=thread_id))
             refuse_if_limited(facts.retry_after)
             message = uow.written.message(
-                await self._appender.append(uow, actor, facts.target, draft, digest)
+                await self._appender.append(uow, author, facts.target, draft, digest)
             )
-            return PostedMessage(
+            posted = PostedMessage(
                 message=message,
-                author=actor,
+                author=author,
                 replayed=False,
                 trigger=await message_trigger(uow, message),
             )
+            return posted, caller
 
-        return await self._tx.run(work)
+        posted, caller = await self._tx.run(work)
+        if caller is not None:
+            await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
+        return posted
 
     async def close_thread(self, actor: Principal, thread_id: uuid.UUID) -> Thread:
         """Mark a thread done (a person with write on it, or the owner).
