@@ -1,4 +1,4 @@
-"""A message posted by bearer token: authenticated in the unit's first read (ADR 0026).
+"""A message posted or sent by bearer token: authenticated in the unit's first read (ADR 0026).
 
 Run on both adapters. The use case answers what a request authenticated first would:
 401 for an unknown or revoked token before the body rules, the body rules before 404
@@ -21,10 +21,13 @@ from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import UnitOfWorkFactory
 from turnkeeper.application.services.identity import BearerToken
+from turnkeeper.application.services.send_types import AgentSend, SendFreshness
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.errors import NotFound, ValidationFailed
+from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.trigger_report import TriggerOutcomeKind
+from turnkeeper.domain.world import thread_target_key
 
 #: ``auth.token_last_used_interval`` of these tests, in seconds.
 INTERVAL = 60
@@ -163,3 +166,76 @@ async def test_a_post_by_token_is_decided_on_as_its_principals(
     )
     assert opened.trigger.outcome is TriggerOutcomeKind.RUN_OPENED
     assert followed.trigger.outcome is TriggerOutcomeKind.FOLLOWUP
+
+
+# -- the gated send of an agent, by token ----------------------------------------------------
+
+
+def _send(thread_id: uuid.UUID, cid: str, seen: int, content: str = "Done, Alex.") -> AgentSend:
+    return AgentSend(
+        target=thread_id,
+        content=content,
+        client_message_id=cid,
+        freshness=SendFreshness(target_key=thread_target_key(thread_id), seen_up_to_seq=seen),
+    )
+
+
+async def test_an_agents_send_by_token_is_sent_as_the_agent_in_one_unit(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, counting = await _setup(uow_factory, clock)
+    thread = main_thread(world, "eskalation")
+    seen = await _latest_seq(services, world, thread)
+    reads, writes = counting.reads, counting.writes
+
+    sent = await services.agent_send.send(_bearer(world, "lotse"), _send(thread, "s-1", seen))
+
+    assert sent.state is SendState.SENT
+    assert sent.accepted_seq == seen + 1
+    # The token was read in the send's unit; its first use was recorded in one more.
+    assert (counting.reads, counting.writes) == (reads, writes + 2)
+    async with services.uow() as uow:
+        stored = await uow.messages.by_client_id(world.principal("lotse").id, "s-1")
+    assert stored is not None
+    assert stored.id == sent.message_id
+    (token,) = await services.tokens.list_tokens(world.owner.principal, world.principal("lotse").id)
+    assert token.last_used_at == clock.now()
+    again = await services.agent_send.send(_bearer(world, "lotse"), _send(thread, "s-1", seen))
+    assert again.state is SendState.ALREADY_SENT
+
+
+async def test_a_persons_send_by_token_is_agents_only_and_audited(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, _ = await _setup(uow_factory, clock)
+    thread = main_thread(world, "eskalation")
+    # The invalid body does not matter: agents_only comes first, as for a principal.
+    with pytest.raises(AccessDenied) as caught:
+        await services.agent_send.send(_bearer(world, "alex"), _send(thread, "", -1))
+    assert (caught.value.code, caught.value.reason) == ("forbidden", "agents_only")
+    async with services.uow() as uow:
+        denials = await uow.audit.denials(world.principal("alex").id)
+    assert [(d.action, d.reason) for d in denials] == [("agent.send", "agents_only")]
+
+
+async def test_a_send_by_token_gets_401_then_the_body_rules_then_access(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, _ = await _setup(uow_factory, clock)
+    thread = main_thread(world, "eskalation")
+    before = await _latest_seq(services, world, thread)
+    with pytest.raises(Unauthenticated):
+        await services.agent_send.send(BearerToken.of("tk_unknown"), _send(thread, "", -1))
+    with pytest.raises(ValidationFailed) as invalid:
+        await services.agent_send.send(_bearer(world, "lotse"), _send(uuid.uuid4(), "s-1", -1))
+    assert {(e.pointer, e.code) for e in invalid.value.errors} == {
+        ("/freshness/seen_up_to_seq", "negative")
+    }
+    with pytest.raises(NotFound):
+        await services.agent_send.send(_bearer(world, "lotse"), _send(uuid.uuid4(), "s-2", 0))
+    with pytest.raises(AccessDenied) as hidden:
+        await services.agent_send.send(
+            _bearer(world, "lotse"), _send(main_thread(world, "notizen"), "s-3", 0)
+        )
+    assert hidden.value.code == "not_found"
+    assert await _latest_seq(services, world, thread) == before

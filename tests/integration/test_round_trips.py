@@ -29,9 +29,14 @@ TARGETS = {
     "gated send, hot thread": 2,
     "gated send, many threads": 2,
 }
-#: Over HTTP, the message route's token is read in the round trip of the post's facts
+#: Over HTTP, the token of a message or a send is read in the round trip of its facts
 #: (ADR 0026): the request costs what the service costs, authentication included.
-HTTP_TARGETS = {"message, no trigger": 2, "message opens run": 4}
+HTTP_TARGETS = {
+    "message, no trigger": 2,
+    "message opens run": 4,
+    "gated send, hot thread": 2,
+    "gated send, many threads": 2,
+}
 #: Finishing a run with follow-ups: the same round trips whatever their number and mode.
 FINISHES = ("finish, 10 follow-ups", "finish, 100 follow-ups", "finish, 100 follow-ups, steer")
 _OPS = {op.name: op for op in OPERATIONS}

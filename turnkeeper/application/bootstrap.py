@@ -144,7 +144,7 @@ def build_services(
         grants=GrantService(tx, clock, ids),
         tokens=TokenService(tx, clock, ids, settings),
         conversation=conversation,
-        agent_send=AgentSendService(tx, appender, events, settings),
+        agent_send=AgentSendService(tx, appender, events, clock, settings),
         agent_feed=agent_feed,
         run_lifecycle=run_lifecycle,
         run_patch=run_patch,

@@ -16,17 +16,18 @@ from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import AgentSendBody
 from turnkeeper.adapters.http.run_answers import AgentSendResult
 from turnkeeper.application.services.agent_send import AgentSendService
-from turnkeeper.domain.world import Principal
+from turnkeeper.application.services.identity import BearerToken
 
 
 @post("/agent/send", status_code=HTTP_200_OK, responses=problems(403, 409, 429))
 async def agent_send(
     data: JSONBody[AgentSendBody],
-    principal: NamedDependency[Principal],
+    bearer: NamedDependency[BearerToken],
     agent_send: NamedDependency[AgentSendService],
 ) -> AgentSendResult:
     """Send an agent's message through the freshness gate: sent, already_sent or held."""
-    return AgentSendResult.of(await agent_send.send(principal, data.send()))
+    # The token is resolved with the send's facts, in one round trip (ADR 0026).
+    return AgentSendResult.of(await agent_send.send(bearer, data.send()))
 
 
 def agent_send_router() -> Router:

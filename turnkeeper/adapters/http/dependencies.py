@@ -16,11 +16,12 @@ of them waits on anything but the principal's one read, which is alone in its ba
 anyway, so the task group bought nothing and cost about 0.09 ms of CPU per request
 (ADR 0025; docs/performance.md, "Adapter CPU per request").
 
-The hottest route, ``POST /v1/threads/{thread_id}/messages``, takes the token unresolved
-(``bearer``, no read) and its use case resolves it in the first round trip of its unit
-(ADR 0026). A request of that route that Litestar cannot decode fails before the use
-case runs; `refuse_unknown_bearer` then resolves the token, so that an unknown token
-still answers 401 before any 400, as on every other route.
+The hot routes, ``POST /v1/threads/{thread_id}/messages`` and ``POST /v1/agent/send``,
+take the token unresolved (``bearer``, no read) and their use cases resolve it in the
+first round trip of their unit (ADR 0026). A request of such a route that Litestar
+cannot decode fails before the use case runs; `refuse_unknown_bearer` then resolves the
+token, so that an unknown token still answers 401 before any 400, as on every other
+route.
 """
 
 from __future__ import annotations

@@ -43,9 +43,10 @@ import structlog
 
 from turnkeeper.application.errors import RetriableConflict
 from turnkeeper.application.event_factory import EventFactory
-from turnkeeper.application.ports import PostFacts, UnitOfWork
+from turnkeeper.application.ports import Clock, PostFacts, ResolvedToken, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
-from turnkeeper.application.services.access import post_target
+from turnkeeper.application.services.access import post_target, token_post_target
+from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.messages_append import (
     MessageAppender,
     refuse_if_limited,
@@ -154,6 +155,15 @@ def send_errors(request: AgentSend, *, settings: Settings) -> list[FieldError]:
     return errors
 
 
+def _agents_only(principal: Principal) -> AccessDenied:
+    return AccessDenied(
+        code="forbidden",
+        reason="agents_only",
+        principal_id=principal.id,
+        action=SEND_ACTION,
+    )
+
+
 def _draft(request: AgentSend) -> MessageDraft:
     return MessageDraft(
         client_msg_id=request.client_message_id,
@@ -169,28 +179,39 @@ class AgentSendService:
         tx: the transactor (retries, denial audit).
         appender: stores messages and publishes them to the subscribers.
         events: builds the ``message.held`` event of a held send.
-        settings: ``freshness.*``, ``message.max_content_bytes``.
+        clock: the time of a bearer token's use.
+        settings: ``freshness.*``, ``message.max_content_bytes``,
+            ``auth.token_last_used_interval``.
     """
 
     def __init__(
-        self, tx: Transactor, appender: MessageAppender, events: EventFactory, settings: Settings
+        self,
+        tx: Transactor,
+        appender: MessageAppender,
+        events: EventFactory,
+        clock: Clock,
+        settings: Settings,
     ) -> None:
         self._tx = tx
         self._appender = appender
         self._events = events
+        self._clock = clock
         self._settings = settings
 
-    async def send(self, actor: Principal, request: AgentSend) -> SendOutcome:
+    async def send(self, actor: Principal | BearerToken, request: AgentSend) -> SendOutcome:
         """Send one agent message through the freshness gate.
 
         Args:
-            actor: the sending principal (an agent).
+            actor: the sending principal (an agent), or the request's bearer token
+                (resolved in the unit's first read, its last use recorded after the unit,
+                as `ConversationService.create_message` does: ADR 0026).
             request: the decoded request.
 
         Returns:
             sent, already_sent or held (see `SendOutcome`).
 
         Raises:
+            Unauthenticated: for a bearer token that is unknown or revoked.
             AccessDenied: forbidden / agents_only for a person or app; not_found without
                 read on the thread; forbidden or channel_read_only without write.
             ValidationFailed: body rules (`send_errors`), ``/freshness/seen_up_to_seq``
@@ -202,31 +223,57 @@ class AgentSendService:
             Conflict: run_not_active for the agent's own ended run.
             RetriableConflict: when every rerun met a concurrent frontier move.
         """
-        if not actor.is_agent:
-            denied = AccessDenied(
-                code="forbidden",
-                reason="agents_only",
-                principal_id=actor.id,
-                action=SEND_ACTION,
-            )
+        sender = actor if isinstance(actor, Principal) else None
+        if sender is not None and not sender.is_agent:
+            denied = _agents_only(sender)
             await self._tx.record_denial(denied)
             raise denied
-        try:
+        caller: ResolvedToken | None = None
+
+        def check(author: Principal) -> None:
+            # A token's principal is known once the facts are read: the same checks, in
+            # the same order, inside the unit (the transactor records the denial).
+            nonlocal sender
+            sender = author
+            if not author.is_agent:
+                raise _agents_only(author)
             reject_invalid(send_errors(request, settings=self._settings))
+
+        try:
+            if isinstance(actor, Principal):
+                reject_invalid(send_errors(request, settings=self._settings))
             digest = send_digest(request.target, request.content)
 
-            async def work(uow: UnitOfWork) -> SendOutcome:
-                outcome = await self._send(uow, actor, request, digest)
+            async def work(uow: UnitOfWork) -> tuple[SendOutcome, ResolvedToken | None]:
+                take = self._appender.message_take()
+                found = None
+                if isinstance(actor, Principal):
+                    author = actor
+                    facts = await post_target(
+                        uow, author, request.target, request.client_message_id, take
+                    )
+                else:
+                    found, facts = await token_post_target(
+                        uow, actor.digest, request.target, request.client_message_id, take, check
+                    )
+                    author = found.principal
+                outcome = await self._decide(uow, author, request, digest, facts)
+                outcome = attrs.evolve(outcome, space_id=facts.target.space.id)
                 # On the use case's span: a trace shows the gate's decision of the
                 # attempt that commits (a retried attempt's values are overwritten).
-                self._tx.telemetry.annotate(outcome_fields(actor, request, outcome))
-                return outcome
+                self._tx.telemetry.annotate(outcome_fields(author, request, outcome))
+                return outcome, found
 
-            outcome = await self._tx.run(work)
+            outcome, caller = await self._tx.run(work)
         except DomainError as refused:
-            _log().info("agent_send_refused", **refused_fields(actor, request, refused))
+            # Not for a token nobody owns, nor a person's agents_only (as before the unit).
+            if sender is not None and sender.is_agent:
+                _log().info("agent_send_refused", **refused_fields(sender, request, refused))
             raise
-        _log().info("agent_send", **outcome_fields(actor, request, outcome))
+        assert sender is not None
+        if caller is not None:
+            await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
+        _log().info("agent_send", **outcome_fields(sender, request, outcome))
         self._tx.telemetry.send_answered(
             SendAnswered(
                 state=outcome.state.value,
@@ -235,15 +282,6 @@ class AgentSendService:
             )
         )
         return outcome
-
-    async def _send(
-        self, uow: UnitOfWork, actor: Principal, request: AgentSend, digest: str
-    ) -> SendOutcome:
-        facts = await post_target(
-            uow, actor, request.target, request.client_message_id, self._appender.message_take()
-        )
-        outcome = await self._decide(uow, actor, request, digest, facts)
-        return attrs.evolve(outcome, space_id=facts.target.space.id)
 
     async def _decide(
         self,
