@@ -71,9 +71,9 @@ JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = sqlc.arg(id);
 
--- Everything a message post decides on, in one statement: the author's principal row
--- (`author_id`, or the principal of the live token of `token_hash`: then the token's
--- columns too, and no row at all for an unknown or revoked token, so the post is
+-- Everything a message post decides on, in one statement: the author (`author_id`, or
+-- the principal of the live token of `token_hash`: then the principal and the token in
+-- one column, and no row at all for an unknown or revoked token, so the post is
 -- authenticated in the round trip of its facts, ADR 0026); the thread with its channel
 -- and space (NULL columns for an unknown thread), the thread row locked (FOR UPDATE OF
 -- the thread only: the channel and space are read, not changed; the lock
@@ -121,6 +121,20 @@ target AS (
     WHERE t.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM caller)
     FOR UPDATE OF t
 ),
+-- The caller of a token as one JSON array (no row when the author was given by id: the
+-- unit knows it already, one NULL column then): [id, kind, handle, display_name,
+-- is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups,
+-- created_at, token id, label, origin, token created_at, last_used_at].
+who AS (
+    SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
+                            caller.is_owner, caller.billing_mode, caller.holder_id,
+                            caller.supports_followups, caller.enabled,
+                            caller.reported_followups, caller.created_at, token.id,
+                            token.label, token.origin, token.created_at,
+                            token.last_used_at)::text AS doc
+    FROM caller
+    JOIN token ON true
+),
 take AS (
     SELECT turnkeeper_take_bucket_token(
                (SELECT caller.id FROM caller),
@@ -135,14 +149,7 @@ take AS (
     FROM target
     WHERE sqlc.narg(limit_class)::text IS NOT NULL
 )
-SELECT caller.id AS p_id, caller.kind AS p_kind, caller.handle AS p_handle,
-       caller.display_name AS p_display_name, caller.is_owner AS p_is_owner,
-       caller.billing_mode AS p_billing_mode, caller.holder_id AS p_holder_id,
-       caller.supports_followups AS p_supports_followups, caller.enabled AS p_enabled,
-       caller.reported_followups AS p_reported_followups,
-       caller.created_at AS p_created_at,
-       token.id AS k_id, token.label AS k_label, token.origin AS k_origin,
-       token.created_at AS k_created_at, token.last_used_at AS k_last_used_at,
+SELECT who.doc AS caller,
        target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
        target.t_title_source, target.t_operator_agent_id, target.t_state,
        target.t_latest_seq, target.t_has_restricted, target.t_created_by,
@@ -161,7 +168,7 @@ SELECT caller.id AS p_id, caller.kind AS p_kind, caller.handle AS p_handle,
        m.id AS earlier_id,
        take.tokens AS bucket_tokens
 FROM caller
-LEFT JOIN token ON true
+LEFT JOIN who ON true
 LEFT JOIN target ON true
 LEFT JOIN take ON true
 -- The author's id as the subquery's value, not a join column: the lookup stays an index

@@ -520,7 +520,7 @@ async def test_a_post_by_an_unknown_token_takes_no_thread_lock(
     found = await queued
     assert found is not None
     assert found.caller.principal == s.person
-    assert found.caller.token.id == TOKEN.id
+    assert found.caller.token == attrs.evolve(TOKEN, principal_id=s.person.id)
     assert found.facts is not None
     assert found.facts.target.thread == attrs.evolve(s.thread, latest_seq=0)
 

@@ -644,22 +644,7 @@ class GetPostFactsRow:
     """A result row of GetPostFacts.
 
     Attributes:
-        p_id: ``uuid``.
-        p_kind: ``text``.
-        p_handle: ``text``.
-        p_display_name: ``text``.
-        p_is_owner: ``bool``.
-        p_billing_mode: ``text`` or NULL.
-        p_holder_id: ``uuid`` or NULL.
-        p_supports_followups: ``bool`` or NULL.
-        p_enabled: ``bool``.
-        p_reported_followups: ``text`` or NULL.
-        p_created_at: ``timestamptz``.
-        k_id: ``uuid`` or NULL.
-        k_label: ``text`` or NULL.
-        k_origin: ``text`` or NULL.
-        k_created_at: ``timestamptz`` or NULL.
-        k_last_used_at: ``timestamptz`` or NULL.
+        caller: ``text`` or NULL.
         t_id: ``uuid`` or NULL.
         t_channel_id: ``uuid`` or NULL.
         t_is_main: ``bool`` or NULL.
@@ -694,22 +679,7 @@ class GetPostFactsRow:
         bucket_tokens: ``float8`` or NULL.
     """
 
-    p_id: uuid.UUID
-    p_kind: str
-    p_handle: str
-    p_display_name: str
-    p_is_owner: bool
-    p_billing_mode: str | None
-    p_holder_id: uuid.UUID | None
-    p_supports_followups: bool | None
-    p_enabled: bool
-    p_reported_followups: str | None
-    p_created_at: datetime
-    k_id: uuid.UUID | None
-    k_label: str | None
-    k_origin: str | None
-    k_created_at: datetime | None
-    k_last_used_at: datetime | None
+    caller: str | None
     t_id: uuid.UUID | None
     t_channel_id: uuid.UUID | None
     t_is_main: bool | None
@@ -1411,6 +1381,16 @@ target AS (
     WHERE t.id = %(p4)s AND EXISTS (SELECT 1 FROM caller)
     FOR UPDATE OF t
 ),
+who AS (
+    SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
+                            caller.is_owner, caller.billing_mode, caller.holder_id,
+                            caller.supports_followups, caller.enabled,
+                            caller.reported_followups, caller.created_at, token.id,
+                            token.label, token.origin, token.created_at,
+                            token.last_used_at)::text AS doc
+    FROM caller
+    JOIN token ON true
+),
 take AS (
     SELECT turnkeeper_take_bucket_token(
                (SELECT caller.id FROM caller),
@@ -1425,14 +1405,7 @@ take AS (
     FROM target
     WHERE %(p5)s::text IS NOT NULL
 )
-SELECT caller.id AS p_id, caller.kind AS p_kind, caller.handle AS p_handle,
-       caller.display_name AS p_display_name, caller.is_owner AS p_is_owner,
-       caller.billing_mode AS p_billing_mode, caller.holder_id AS p_holder_id,
-       caller.supports_followups AS p_supports_followups, caller.enabled AS p_enabled,
-       caller.reported_followups AS p_reported_followups,
-       caller.created_at AS p_created_at,
-       token.id AS k_id, token.label AS k_label, token.origin AS k_origin,
-       token.created_at AS k_created_at, token.last_used_at AS k_last_used_at,
+SELECT who.doc AS caller,
        target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
        target.t_title_source, target.t_operator_agent_id, target.t_state,
        target.t_latest_seq, target.t_has_restricted, target.t_created_by,
@@ -1451,7 +1424,7 @@ SELECT caller.id AS p_id, caller.kind AS p_kind, caller.handle AS p_handle,
        m.id AS earlier_id,
        take.tokens AS bucket_tokens
 FROM caller
-LEFT JOIN token ON true
+LEFT JOIN who ON true
 LEFT JOIN target ON true
 LEFT JOIN take ON true
 LEFT JOIN messages m
@@ -4501,9 +4474,9 @@ async def get_post_facts(
 ) -> GetPostFactsRow | None:
     """Run GetPostFacts (:one, sql/queries/threads.sql).
 
-    Everything a message post decides on, in one statement: the author's principal row
-    (`author_id`, or the principal of the live token of `token_hash`: then the token's
-    columns too, and no row at all for an unknown or revoked token, so the post is
+    Everything a message post decides on, in one statement: the author (`author_id`, or
+    the principal of the live token of `token_hash`: then the principal and the token in
+    one column, and no row at all for an unknown or revoked token, so the post is
     authenticated in the round trip of its facts, ADR 0026); the thread with its channel
     and space (NULL columns for an unknown thread), the thread row locked (FOR UPDATE OF
     the thread only: the channel and space are read, not changed; the lock
@@ -4517,6 +4490,10 @@ async def get_post_facts(
     lock, the order every unit takes them in. No thread is locked and no token taken for
     an unknown caller. The locked row is the thread's newest version; the rest is read in
     the statement's snapshot (ADR 0024).
+    The caller of a token as one JSON array (no row when the author was given by id: the
+    unit knows it already, one NULL column then): [id, kind, handle, display_name,
+    is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups,
+    created_at, token id, label, origin, token created_at, last_used_at].
     The author's id as the subquery's value, not a join column: the lookup stays an index
     scan of messages_author_client_msg_id_key whatever the planner thinks of the CTE's rows.
 
@@ -4555,6 +4532,16 @@ async def get_post_facts(
             WHERE t.id = $4 AND EXISTS (SELECT 1 FROM caller)
             FOR UPDATE OF t
         ),
+        who AS (
+            SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
+                                    caller.is_owner, caller.billing_mode, caller.holder_id,
+                                    caller.supports_followups, caller.enabled,
+                                    caller.reported_followups, caller.created_at, token.id,
+                                    token.label, token.origin, token.created_at,
+                                    token.last_used_at)::text AS doc
+            FROM caller
+            JOIN token ON true
+        ),
         take AS (
             SELECT turnkeeper_take_bucket_token(
                        (SELECT caller.id FROM caller),
@@ -4569,14 +4556,7 @@ async def get_post_facts(
             FROM target
             WHERE $5::text IS NOT NULL
         )
-        SELECT caller.id AS p_id, caller.kind AS p_kind, caller.handle AS p_handle,
-               caller.display_name AS p_display_name, caller.is_owner AS p_is_owner,
-               caller.billing_mode AS p_billing_mode, caller.holder_id AS p_holder_id,
-               caller.supports_followups AS p_supports_followups, caller.enabled AS p_enabled,
-               caller.reported_followups AS p_reported_followups,
-               caller.created_at AS p_created_at,
-               token.id AS k_id, token.label AS k_label, token.origin AS k_origin,
-               token.created_at AS k_created_at, token.last_used_at AS k_last_used_at,
+        SELECT who.doc AS caller,
                target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
                target.t_title_source, target.t_operator_agent_id, target.t_state,
                target.t_latest_seq, target.t_has_restricted, target.t_created_by,
@@ -4595,7 +4575,7 @@ async def get_post_facts(
                m.id AS earlier_id,
                take.tokens AS bucket_tokens
         FROM caller
-        LEFT JOIN token ON true
+        LEFT JOIN who ON true
         LEFT JOIN target ON true
         LEFT JOIN take ON true
         LEFT JOIN messages m

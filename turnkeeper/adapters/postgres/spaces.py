@@ -14,19 +14,22 @@ from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import message_of
-from turnkeeper.adapters.postgres.principals import PostgresGrantRepository, principal_of
+from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
 from turnkeeper.adapters.postgres.ratelimit import refusal
 from turnkeeper.adapters.postgres.tokens import live_token
 from turnkeeper.application.ports import BucketTake, PostFacts, ResolvedToken, TokenPostFacts
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
 from turnkeeper.domain.world import (
+    BillingMode,
     Channel,
     ChannelBehavior,
     ChannelType,
     Grant,
     Level,
     OperatorMode,
+    Principal,
+    PrincipalKind,
     ResourceKind,
     Space,
     Thread,
@@ -104,6 +107,55 @@ def _grants_of(principal_id: uuid.UUID, text: str, zone: tzinfo) -> list[Grant]:
         )
         for grant_id, kind, resource_id, level, created_at in json.loads(text)
     ]
+
+
+def _caller_of(text: str, zone: tzinfo) -> ResolvedToken:
+    """The caller of `GetPostFacts`' JSON column: the principal's columns, then the token's.
+
+    Times come in the session's zone, as psycopg loads a ``timestamptz`` column.
+    """
+    (
+        principal_id,
+        kind,
+        handle,
+        display_name,
+        is_owner,
+        billing_mode,
+        holder_id,
+        supports_followups,
+        enabled,
+        reported_followups,
+        created_at,
+        token_id,
+        label,
+        origin,
+        token_created_at,
+        last_used_at,
+    ) = json.loads(text)
+    principal = Principal(
+        id=uuid.UUID(principal_id),
+        kind=PrincipalKind(kind),
+        handle=handle,
+        display_name=display_name,
+        is_owner=is_owner,
+        billing_mode=None if billing_mode is None else BillingMode(billing_mode),
+        holder_id=None if holder_id is None else uuid.UUID(holder_id),
+        supports_followups=supports_followups,
+        enabled=enabled,
+        reported_followups=reported_followups,
+        created_at=datetime.fromisoformat(created_at).astimezone(zone),
+    )
+    token = live_token(
+        principal.id,
+        token_id=uuid.UUID(token_id),
+        label=label,
+        origin=origin,
+        created_at=datetime.fromisoformat(token_created_at).astimezone(zone),
+        last_used_at=(
+            None if last_used_at is None else datetime.fromisoformat(last_used_at).astimezone(zone)
+        ),
+    )
+    return ResolvedToken(token=token, principal=principal)
 
 
 class PostgresSpaceRepository(PostgresRepository):
@@ -413,7 +465,7 @@ class PostgresThreadRepository(PostgresRepository):
             The facts, or None for an unknown thread.
         """
         row = await self._post_row(thread_id, author_id, None, client_msg_id, take)
-        return None if row is None else await self._facts(row, take)
+        return None if row is None else await self._facts(row, author_id, take)
 
     async def token_post_facts(
         self,
@@ -424,20 +476,11 @@ class PostgresThreadRepository(PostgresRepository):
     ) -> TokenPostFacts | None:
         """`post_facts` with the caller read by its token in the same statement (ADR 0026)."""
         row = await self._post_row(thread_id, None, token_hash, client_msg_id, take)
-        if row is None or row.k_id is None or row.k_origin is None or row.k_created_at is None:
+        if row is None or row.caller is None:
             return None
-        principal = principal_of(_unprefixed(row, "p_", q.PrincipalRow))
-        token = live_token(
-            principal.id,
-            token_id=row.k_id,
-            label=row.k_label,
-            origin=row.k_origin,
-            created_at=row.k_created_at,
-            last_used_at=row.k_last_used_at,
-        )
+        caller = _caller_of(row.caller, self._conn.info.timezone)
         return TokenPostFacts(
-            caller=ResolvedToken(token=token, principal=principal),
-            facts=await self._facts(row, take),
+            caller=caller, facts=await self._facts(row, caller.principal.id, take)
         )
 
     async def _post_row(
@@ -464,15 +507,17 @@ class PostgresThreadRepository(PostgresRepository):
         )
         return await pending.result()
 
-    async def _facts(self, row: q.GetPostFactsRow, take: BucketTake | None) -> PostFacts | None:
+    async def _facts(
+        self, row: q.GetPostFactsRow, author_id: uuid.UUID, take: BucketTake | None
+    ) -> PostFacts | None:
         if row.t_id is None:
             return None
         thread = _thread(_unprefixed(row, "t_", q.ThreadRow))
         self._locked.remember(thread.id, thread.latest_seq)
         self._locked.remember_state(thread.id, thread.state)
-        grants = _grants_of(row.p_id, row.grants, self._conn.info.timezone)
+        grants = _grants_of(author_id, row.grants, self._conn.info.timezone)
         if self._grants is not None:
-            self._grants.remember(row.p_id, grants)
+            self._grants.remember(author_id, grants)
         target = AccessTarget(
             space=_space(_unprefixed(row, "s_", q.SpaceRow)),
             channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),
