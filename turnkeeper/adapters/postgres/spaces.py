@@ -16,20 +16,17 @@ from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import message_of
 from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
 from turnkeeper.adapters.postgres.ratelimit import refusal
-from turnkeeper.adapters.postgres.tokens import live_token
-from turnkeeper.application.ports import BucketTake, PostFacts, ResolvedToken, TokenPostFacts
+from turnkeeper.adapters.postgres.tokens import caller_of
+from turnkeeper.application.ports import BucketTake, PostFacts, TokenPostFacts
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
 from turnkeeper.domain.world import (
-    BillingMode,
     Channel,
     ChannelBehavior,
     ChannelType,
     Grant,
     Level,
     OperatorMode,
-    Principal,
-    PrincipalKind,
     ResourceKind,
     Space,
     Thread,
@@ -107,55 +104,6 @@ def _grants_of(principal_id: uuid.UUID, text: str, zone: tzinfo) -> list[Grant]:
         )
         for grant_id, kind, resource_id, level, created_at in json.loads(text)
     ]
-
-
-def _caller_of(text: str, zone: tzinfo) -> ResolvedToken:
-    """The caller of `GetPostFacts`' JSON column: the principal's columns, then the token's.
-
-    Times come in the session's zone, as psycopg loads a ``timestamptz`` column.
-    """
-    (
-        principal_id,
-        kind,
-        handle,
-        display_name,
-        is_owner,
-        billing_mode,
-        holder_id,
-        supports_followups,
-        enabled,
-        reported_followups,
-        created_at,
-        token_id,
-        label,
-        origin,
-        token_created_at,
-        last_used_at,
-    ) = json.loads(text)
-    principal = Principal(
-        id=uuid.UUID(principal_id),
-        kind=PrincipalKind(kind),
-        handle=handle,
-        display_name=display_name,
-        is_owner=is_owner,
-        billing_mode=None if billing_mode is None else BillingMode(billing_mode),
-        holder_id=None if holder_id is None else uuid.UUID(holder_id),
-        supports_followups=supports_followups,
-        enabled=enabled,
-        reported_followups=reported_followups,
-        created_at=datetime.fromisoformat(created_at).astimezone(zone),
-    )
-    token = live_token(
-        principal.id,
-        token_id=uuid.UUID(token_id),
-        label=label,
-        origin=origin,
-        created_at=datetime.fromisoformat(token_created_at).astimezone(zone),
-        last_used_at=(
-            None if last_used_at is None else datetime.fromisoformat(last_used_at).astimezone(zone)
-        ),
-    )
-    return ResolvedToken(token=token, principal=principal)
 
 
 class PostgresSpaceRepository(PostgresRepository):
@@ -478,7 +426,7 @@ class PostgresThreadRepository(PostgresRepository):
         row = await self._post_row(thread_id, None, token_hash, client_msg_id, take)
         if row is None or row.caller is None:
             return None
-        caller = _caller_of(row.caller, self._conn.info.timezone)
+        caller = caller_of(row.caller, self._conn.info.timezone)
         return TokenPostFacts(
             caller=caller, facts=await self._facts(row, caller.principal.id, take)
         )

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
+
+import attrs
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.adapters.postgres.principals import principal_of
 from turnkeeper.application.ports import ResolvedToken
 from turnkeeper.domain.credentials import ApiToken, TokenOrigin
-from turnkeeper.domain.world import BillingMode, Principal, PrincipalKind
 
 #: The three queries that read a token row share its columns (sqlc names each shape).
 _TokenRow = q.GetApiTokenRow | q.GetApiTokenByHashRow | q.ListLiveApiTokensRow
@@ -69,18 +72,68 @@ def _resolved(row: q.ResolveApiTokenRow) -> ResolvedToken:
         created_at=row.token_created_at,
         last_used_at=row.last_used_at,
     )
-    principal = Principal(
-        id=row.id,
-        kind=PrincipalKind(row.kind),
-        handle=row.handle,
-        display_name=row.display_name,
-        is_owner=row.is_owner,
-        billing_mode=None if row.billing_mode is None else BillingMode(row.billing_mode),
-        holder_id=row.holder_id,
-        supports_followups=row.supports_followups,
-        enabled=row.enabled,
-        reported_followups=row.reported_followups,
-        created_at=row.created_at,
+    principal = principal_of(
+        q.PrincipalRow(**{f.name: getattr(row, f.name) for f in attrs.fields(q.PrincipalRow)})
+    )
+    return ResolvedToken(token=token, principal=principal)
+
+
+def caller_of(text: str, zone: tzinfo) -> ResolvedToken:
+    """The caller of `GetPostFacts`' JSON column: the principal's columns, then the token's.
+
+    Args:
+        text: the column, ``[id, kind, handle, display_name, is_owner, billing_mode,
+            holder_id, supports_followups, enabled, reported_followups, created_at,
+            token id, label, origin, token created_at, last_used_at]``.
+        zone: the session's time zone (psycopg loads a ``timestamptz`` column in it).
+
+    Returns:
+        The live token and its principal.
+    """
+    (
+        principal_id,
+        kind,
+        handle,
+        display_name,
+        is_owner,
+        billing_mode,
+        holder_id,
+        supports_followups,
+        enabled,
+        reported_followups,
+        created_at,
+        token_id,
+        label,
+        origin,
+        token_created_at,
+        last_used_at,
+    ) = json.loads(text)
+
+    def time(value: str) -> datetime:
+        return datetime.fromisoformat(value).astimezone(zone)
+
+    principal = principal_of(
+        q.PrincipalRow(
+            id=uuid.UUID(principal_id),
+            kind=kind,
+            handle=handle,
+            display_name=display_name,
+            is_owner=is_owner,
+            billing_mode=billing_mode,
+            holder_id=None if holder_id is None else uuid.UUID(holder_id),
+            supports_followups=supports_followups,
+            enabled=enabled,
+            reported_followups=reported_followups,
+            created_at=time(created_at),
+        )
+    )
+    token = live_token(
+        principal.id,
+        token_id=uuid.UUID(token_id),
+        label=label,
+        origin=origin,
+        created_at=time(token_created_at),
+        last_used_at=None if last_used_at is None else time(last_used_at),
     )
     return ResolvedToken(token=token, principal=principal)
 
