@@ -9,6 +9,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
+import attrs
+
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import (
     BucketTake,
@@ -18,6 +20,7 @@ from turnkeeper.application.ports import (
     UnitOfWork,
 )
 from turnkeeper.application.ports.audit import AuditAction
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action, authorize, grant_level
 from turnkeeper.domain.errors import NotFound
@@ -116,37 +119,59 @@ async def post_target(
     return facts
 
 
-async def token_post_target(
+@attrs.frozen(kw_only=True)
+class AuthoredFacts:
+    """The facts of a post with the author they were read for (`authored_post_target`).
+
+    Attributes:
+        author: the author, as given or as read by its token.
+        facts: the post's facts.
+        token: the token the author was read by (its use to be recorded after the unit),
+            or None when the author was given.
+    """
+
+    author: Principal
+    facts: PostFacts
+    token: ResolvedToken | None
+
+
+async def authored_post_target(
     uow: UnitOfWork,
-    token_hash: bytes,
+    actor: Principal | BearerToken,
     thread_id: uuid.UUID,
     client_msg_id: str,
     take: BucketTake | None,
     check: Callable[[Principal], None],
-) -> tuple[ResolvedToken, PostFacts]:
-    """`post_target` for an author known by a bearer token only, in the same one read.
+) -> AuthoredFacts:
+    """`post_target` for an author given, or known by a bearer token only (ADR 0026).
 
-    The answers keep the order of a request authenticated first: 401 for an unknown or
-    revoked token, then whatever `check` raises on the author (the body rules, which
-    depend on the author's kind), then 404 and 403.
+    For a token the author is read in the same one read as the facts, and the answers
+    keep the order of a request authenticated first: 401 for an unknown or revoked
+    token, then whatever `check` raises on the author (the body rules, which depend on
+    the author's kind), then 404 and 403. An author given was checked by the caller
+    before its unit, and `check` is not called again.
 
     Args:
         uow: the unit of work.
-        token_hash: the stored form of the bearer token.
+        actor: the author, or the request's bearer token.
         thread_id: the thread.
         client_msg_id: the request's idempotency key.
         take: the rate-limit token taken in the same round trip (None: none).
-        check: the caller's checks of the author, before the access decision.
+        check: the caller's checks of an author read by its token, before the access
+            decision.
 
     Returns:
-        The token with its principal (the author), and the facts.
+        The author, the facts and the token the author was read by.
 
     Raises:
         Unauthenticated: for an unknown or revoked token.
         NotFound: for an unknown thread.
         AccessDenied: without write (not_found without read; channel_read_only).
     """
-    found = await uow.threads.token_post_facts(thread_id, token_hash, client_msg_id, take)
+    if isinstance(actor, Principal):
+        facts = await post_target(uow, actor, thread_id, client_msg_id, take)
+        return AuthoredFacts(author=actor, facts=facts, token=None)
+    found = await uow.threads.token_post_facts(thread_id, actor.digest, client_msg_id, take)
     if found is None:
         raise Unauthenticated()
     author = found.caller.principal
@@ -154,7 +179,7 @@ async def token_post_target(
     if found.facts is None:
         raise NotFound()
     enforce(author, Action.MESSAGE_CREATE, found.facts.target, found.facts.grants)
-    return found.caller, found.facts
+    return AuthoredFacts(author=author, facts=found.facts, token=found.caller)
 
 
 def enforce(

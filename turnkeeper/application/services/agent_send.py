@@ -45,7 +45,7 @@ from turnkeeper.application.errors import RetriableConflict
 from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import Clock, PostFacts, ResolvedToken, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
-from turnkeeper.application.services.access import post_target, token_post_target
+from turnkeeper.application.services.access import authored_post_target
 from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.messages_append import (
     MessageAppender,
@@ -245,24 +245,21 @@ class AgentSendService:
             digest = send_digest(request.target, request.content)
 
             async def work(uow: UnitOfWork) -> tuple[SendOutcome, ResolvedToken | None]:
-                take = self._appender.message_take()
-                found = None
-                if isinstance(actor, Principal):
-                    author = actor
-                    facts = await post_target(
-                        uow, author, request.target, request.client_message_id, take
-                    )
-                else:
-                    found, facts = await token_post_target(
-                        uow, actor.digest, request.target, request.client_message_id, take, check
-                    )
-                    author = found.principal
+                authored = await authored_post_target(
+                    uow,
+                    actor,
+                    request.target,
+                    request.client_message_id,
+                    self._appender.message_take(),
+                    check,
+                )
+                author, facts = authored.author, authored.facts
                 outcome = await self._decide(uow, author, request, digest, facts)
                 outcome = attrs.evolve(outcome, space_id=facts.target.space.id)
                 # On the use case's span: a trace shows the gate's decision of the
                 # attempt that commits (a retried attempt's values are overwritten).
                 self._tx.telemetry.annotate(outcome_fields(author, request, outcome))
-                return outcome, found
+                return outcome, authored.token
 
             outcome, caller = await self._tx.run(work)
         except DomainError as refused:

@@ -20,13 +20,12 @@ import attrs
 from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import Clock, IdGenerator, ResolvedToken, UnitOfWork
 from turnkeeper.application.services.access import (
+    authored_post_target,
     channel_target,
-    post_target,
     reader_scope,
     require,
     thread_of,
     thread_target,
-    token_post_target,
 )
 from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.messages_append import (
@@ -304,16 +303,15 @@ class ConversationService:
         digest = payload_digest(thread_id, draft.content, draft.reply_to_id, draft.restricted_to)
 
         async def work(uow: TrackedUnit) -> tuple[PostedMessage, ResolvedToken | None]:
-            take = self._appender.message_take()
-            caller = None
-            if isinstance(actor, Principal):
-                author = actor
-                facts = await post_target(uow, author, thread_id, draft.client_msg_id, take)
-            else:
-                caller, facts = await token_post_target(
-                    uow, actor.digest, thread_id, draft.client_msg_id, take, check_draft
-                )
-                author = caller.principal
+            authored = await authored_post_target(
+                uow,
+                actor,
+                thread_id,
+                draft.client_msg_id,
+                self._appender.message_take(),
+                check_draft,
+            )
+            author, facts, caller = authored.author, authored.facts, authored.token
             existing = replayed(facts.earlier, digest)
             if existing is not None:
                 posted = PostedMessage(
