@@ -41,7 +41,7 @@ from turnkeeper.application.services.identity import BearerToken, IdentityServic
 from turnkeeper.domain.world import Principal
 
 _BEARER = "bearer"
-#: Scope state: the unresolved token of a ``bearer`` route, then whether it was refused.
+#: Scope state: the unresolved token of a ``bearer`` route, then what resolving it raised.
 _UNRESOLVED_KEY = "turnkeeper.bearer"
 _REFUSED_KEY = "turnkeeper.bearer_refused"
 
