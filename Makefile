@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# pytest worker processes (pytest-xdist, ADR 0027): one per core; 0 runs the suite in one process.
+TEST_WORKERS ?= auto
 
 .PHONY: run test lint typecheck imports sql queries migrations-lock docs package bench clean
 
@@ -18,7 +20,7 @@ run: $(STAMP)
 
 ## test: every check and every test
 test: $(STAMP) lint typecheck imports sql docs package
-	$(BIN)/pytest
+	$(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

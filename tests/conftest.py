@@ -6,7 +6,11 @@ wheel in a temporary directory, started once and stopped at the end. Never skipp
 
 The migrations are applied once, to a template database; every test that asks for
 `pg_conninfo` gets a fresh database cloned from it (``CREATE DATABASE ... TEMPLATE``),
-dropped after the test, so tests are isolated and nothing is left behind.
+dropped after the test, so tests are isolated and nothing is left behind. Under
+pytest-xdist (``make test`` runs on every core) each worker process starts its own.
+
+The hooks at the end write the one line of the tests that stood aside: they live here
+because the xdist controller loads only this conftest and sees only the reports.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from tests.support.database import create_database, database_conninfo, drop_database
+from tests.support.stood_aside import StoodAside
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.migrations import migrate
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
@@ -32,6 +38,18 @@ TEST_DATABASE_ENV = "TURNKEEPER_TEST_DATABASE_URL"
 #: Pool bounds of `pg_pool`: small enough that concurrency tests queue on it.
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 10
+
+_stood_aside = StoodAside()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep the reason of a browser test that stood aside (tests/support/stood_aside.py)."""
+    _stood_aside.note(report)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line when the browser tests stood aside (never in CI, where they fail)."""
+    _stood_aside.write(terminalreporter)
 
 
 @pytest.fixture(scope="session")

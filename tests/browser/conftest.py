@@ -3,8 +3,8 @@
 The browser is Debian's ``chromium`` (``/usr/bin/chromium``, or ``TURNKEEPER_CHROMIUM``)
 driven by Playwright's Python package through ``executable_path``; Playwright's own
 browser downloads are never used. Without a browser the tests stand aside with a skip
-and the run ends with one line naming the install command, except under ``CI=true``,
-where a missing browser fails the run.
+and the run ends with one line naming the install command (tests/support/stood_aside.py),
+except under ``CI=true``, where a missing browser fails the run.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import importlib.util
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
+
+from tests.support.stood_aside import BROWSER_NOT_RUN
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser
@@ -37,8 +39,6 @@ CHROMIUM_ARGS = (
     "--disable-component-update",
     "--disable-sync",
 )
-
-_not_run: list[str] = []
 
 
 def chromium_path() -> Path:
@@ -71,10 +71,7 @@ def stand_aside(why: str) -> NoReturn:
             f"the browser tests must run under CI=true: {why}; install: {INSTALL_COMMAND}",
             pytrace=False,
         )
-    message = f"browser tests did not run: {why}; install it with: {INSTALL_COMMAND}"
-    if message not in _not_run:
-        _not_run.append(message)
-    pytest.skip(message)
+    pytest.skip(f"{BROWSER_NOT_RUN}{why}; install it with: {INSTALL_COMMAND}")
 
 
 @pytest.fixture(scope="session")
@@ -93,9 +90,3 @@ async def browser() -> AsyncIterator[Browser]:
             yield launched
         finally:
             await launched.close()
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One line when the browser tests stood aside (never in CI, where they fail)."""
-    if _not_run:
-        terminalreporter.write_line(_not_run[0])
