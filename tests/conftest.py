@@ -9,8 +9,10 @@ The migrations are applied once, to a template database; every test that asks fo
 dropped after the test, so tests are isolated and nothing is left behind. Under
 pytest-xdist (``make test`` runs on every core) each worker process starts its own.
 
-The hooks at the end write the one line of the tests that stood aside: they live here
-because the xdist controller loads only this conftest and sees only the reports.
+The hooks at the end put the tests marked ``slow`` first, so that under xdist none of
+them starts last and keeps one worker busy while the others have finished, and write the
+one line of the tests that stood aside: they live here because the xdist controller
+loads only this conftest and sees only the reports.
 """
 
 from __future__ import annotations
@@ -40,6 +42,20 @@ POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 10
 
 _stood_aside = StoodAside()
+
+
+def slow_first(items: list[pytest.Item]) -> None:
+    """Move the tests marked ``slow`` to the front, each group in its collected order.
+
+    Args:
+        items: the collected tests, reordered in place.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the slow tests first (`slow_first`)."""
+    slow_first(items)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

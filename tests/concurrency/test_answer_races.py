@@ -62,6 +62,7 @@ async def _open_and_start(services: Services, world: DemoWorld, i: int) -> Run:
 
 
 class TestAnswer_ConcurrentWithFinish:  # noqa: N801 (the seed names the test)
+    @pytest.mark.slow
     async def test_answer_commits_before_the_end_or_is_refused(
         self, services: Services, world: DemoWorld, uow_factory: UnitOfWorkFactory
     ) -> None:

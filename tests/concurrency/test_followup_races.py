@@ -118,6 +118,7 @@ async def _one_end_and_rising_versions(services: Services, rounds: int) -> None:
 
 
 class TestFollowupRacesRunEnd:
+    @pytest.mark.slow
     async def test_create_message_against_finish(
         self,
         services: Services,
@@ -191,6 +192,7 @@ class TestFollowupRacesRunEnd:
         assert len(sam_invocations) == ROUNDS[backend]
         assert sum(outcomes.values()) == ROUNDS[backend]
 
+    @pytest.mark.slow
     async def test_with_an_open_followup_the_end_opens_a_follow_on_run(
         self,
         services: Services,

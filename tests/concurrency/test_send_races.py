@@ -101,6 +101,7 @@ async def all_seqs(services: Services, thread_id: uuid.UUID) -> list[int]:
     return [m.thread_seq for m in messages]
 
 
+@pytest.mark.slow
 async def test_one_send_per_frontier_wins_and_the_rest_are_held_with_the_advanced_latest(
     race_services: Services, race_world: DemoWorld
 ) -> None:

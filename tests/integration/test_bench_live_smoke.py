@@ -7,9 +7,12 @@ and the idle measurement must report its figures.
 
 from __future__ import annotations
 
+import pytest
+
 from bench.live import MODES, QUICK, format_idle, format_latency, run_live
 
 
+@pytest.mark.slow
 async def test_the_quick_live_benchmark_measures_every_scenario(pg_conninfo: str) -> None:
     rows, idle = await run_live(pg_conninfo, QUICK)
     assert [(r.mode, r.agents, r.placement) for r in rows] == [

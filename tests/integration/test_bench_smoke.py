@@ -7,6 +7,7 @@ import os
 import time
 
 import psycopg
+import pytest
 
 from bench import against_floor
 from bench.cpu import CpuProbe, children, postmaster_pid, process_cpu, tree_cpu
@@ -25,6 +26,7 @@ PROFILE_SMOKE_ITEMS = 20
 BURN_SECONDS = 0.05
 
 
+@pytest.mark.slow
 async def test_quick_floor_table_measures_every_group_on_every_side(pg_conninfo: str) -> None:
     results, counts = await against_floor.run_floor_suite(pg_conninfo, against_floor.QUICK)
 
@@ -102,6 +104,7 @@ async def test_the_postmaster_is_found_from_a_backend(pg_conninfo: str) -> None:
     assert (tree_cpu(pid) or 0.0) > 0.0
 
 
+@pytest.mark.slow
 async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: str) -> None:
     rows = await run_suite(pg_conninfo, SUITE_QUICK)
     assert [(r.operation, r.concurrency) for r in rows] == [

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import AsyncTestClient
@@ -172,6 +173,8 @@ async def run_world(factory: UnitOfWorkFactory, plan: list[tuple[Any, ...]]) -> 
         await world.check(http)
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 @settings(
     max_examples=MEMORY_EXAMPLES,
     deadline=None,
@@ -196,6 +199,7 @@ async def fresh_database(server: str, template: str) -> AsyncIterator[UnitOfWork
 
 
 # Derandomized: a fixed set of examples keeps the PostgreSQL run short and the same in CI.
+@pytest.mark.slow
 @settings(
     max_examples=POSTGRES_EXAMPLES,
     deadline=None,

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.reliability.support_server import (
     REQUEST_TIMEOUT_SECONDS,
@@ -79,6 +80,7 @@ async def _kill_and_restart(
     await asyncio.sleep(LOAD_AFTER_LAST_RESTART_SECONDS)
 
 
+@pytest.mark.slow
 async def test_sigkill_under_load_loses_and_doubles_nothing(
     pg_conninfo: str, tmp_path: Path
 ) -> None:

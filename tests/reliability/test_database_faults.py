@@ -205,6 +205,7 @@ async def _probe(app: Served, answers: list[Answer], stop: asyncio.Event) -> Non
         await asyncio.sleep(PROBE_SECONDS)
 
 
+@pytest.mark.slow
 async def test_a_killed_database_answers_503_and_is_served_again_soon_after_its_restart() -> None:
     with faulty_postgres() as pg:
         async with served(pg) as app:

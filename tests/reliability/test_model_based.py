@@ -28,6 +28,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 import attrs
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -878,6 +879,7 @@ def reached() -> set[tuple[str, str]]:
     return {(label.split(":")[-1], answer) for label, answer in Differential.seen}
 
 
+@pytest.mark.slow
 def test_memory_and_postgres_agree_step_by_step(pg_server: str, pg_template: str) -> None:
     Differential.server = pg_server
     Differential.template = pg_template

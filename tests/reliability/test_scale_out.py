@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.reliability.support_server import (
     CLI_TIMEOUT_SECONDS,
@@ -79,6 +80,7 @@ DUE_DEADLINE_SECONDS = 30.0
 DUE_POLL_SECONDS = 0.1
 
 
+@pytest.mark.slow
 async def test_two_servers_under_one_load_keep_every_guarantee(
     pg_conninfo: str, tmp_path: Path
 ) -> None:

@@ -534,6 +534,7 @@ class _Callers(APIStateMachine):
         self.reached[(case.operation.label, response.status_code, self.acting)] += 1
 
 
+@pytest.mark.slow
 def test_stateful_runs_along_the_links_as_every_principal(api: Api) -> None:
     reached: collections.Counter[tuple[str, int, str]] = collections.Counter()
     generated = api.schema.as_state_machine()
