@@ -20,7 +20,9 @@ side: requests per second, spread of the rounds, p50 latency, CPU milliseconds p
 request of the server (all its processes: the workers too), of PostgreSQL and of the
 load client, and the ratios to ``service`` and to ``before`` (or ``h11``) of the same
 rounds. ``--healthz`` measures ``GET /healthz`` instead (no database, no token): the
-cost of the HTTP stack itself.
+cost of the HTTP stack itself, with one more side, ``bare uvicorn``: uvicorn on
+httptools and uvloop serving `bench.bare_asgi`'s app, no Litestar and no turnkeeper,
+the part of a request that no change of the adapter can remove.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from bench.floor_report import Measured
 from bench.harness import BENCH_DATABASE_PREFIX, Timing, bench_server, drive, open_traced_pool
 from bench.http_load import LoadClient, message_request, plan
 from bench.operations import OPERATIONS, Operation
-from bench.serve import RunningServer, turnkeeper_server
+from bench.serve import RunningServer, bare_server, turnkeeper_server
 from bench.world import BenchWorld, build_world
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.adapters.postgres.databases import scratch_database
@@ -95,29 +97,34 @@ class Variant:
         settings: extra ``TURNKEEPER_*`` variables (by name without the prefix).
         workers: its worker processes (``http.workers``), which share the pool size
             of a one-process server between them (PostgreSQL's connections are few).
+        bare: uvicorn with `bench.bare_asgi`'s app instead of ``turnkeeper serve``.
     """
 
     key: str
     tree: Path | None = None
     settings: tuple[tuple[str, str], ...] = ()
     workers: int = 1
+    bare: bool = False
 
 
-def variants(baseline: Path | None) -> list[Variant]:
+def variants(baseline: Path | None, *, healthz: bool = False) -> list[Variant]:
     """The HTTP sides of the table.
 
     Args:
         baseline: the source tree of ``before`` (None: no such side).
+        healthz: the ``--healthz`` table, which ends with ``bare uvicorn``.
 
     Returns:
         The variants, ``before`` first when there is one.
     """
     found = [] if baseline is None else [Variant(key="before", tree=baseline)]
+    bare = [Variant(key="bare uvicorn", bare=True)] if healthz else []
     return [
         *found,
         Variant(key="h11", settings=(("HTTP__PARSER", "h11"), ("HTTP__EVENT_LOOP", "asyncio"))),
         Variant(key="fast"),
         Variant(key="fast, 2 workers", settings=(("HTTP__WORKERS", "2"),), workers=2),
+        *bare,
     ]
 
 
@@ -149,7 +156,9 @@ class TreeProbe(CpuProbe):
 
 @contextlib.asynccontextmanager
 async def started(variant: Variant, conninfo: str, pool_size: int) -> AsyncIterator[RunningServer]:
-    """Start one variant's ``turnkeeper serve`` (request log on, into a file); stop it after.
+    """Start one variant's server; stop it after.
+
+    ``turnkeeper serve`` with its request log on (into a file), or the bare server.
 
     Args:
         variant: the variant.
@@ -162,6 +171,10 @@ async def started(variant: Variant, conninfo: str, pool_size: int) -> AsyncItera
     Raises:
         RuntimeError: it did not become ready (with the end of its log).
     """
+    if variant.bare:
+        async with bare_server(variant.key) as bare:
+            yield bare
+        return
     # A loaded machine (two cores for PostgreSQL, the server, the client and this process)
     # may hold a unit past the default deadline: the table measures speed, not the bound.
     environment = {"TURNKEEPER_DATABASE__REQUEST_TIMEOUT": str(REQUEST_TIMEOUT_SECONDS)}
@@ -249,8 +262,8 @@ async def measure(
     pool = await open_traced_pool(conninfo, most + POOL_SPARE)
     try:
         world = await build_world(pool, most)
-        sides = ["service", *(v.key for v in variants(baseline))]
-        by_key = {v.key: v for v in variants(baseline)}
+        sides = ["service", *(v.key for v in variants(baseline, healthz=healthz))]
+        by_key = {v.key: v for v in variants(baseline, healthz=healthz)}
         rounds: dict[str, dict[int, list[Timing]]] = {
             s: {c: [] for c in size.concurrency} for s in sides
         }

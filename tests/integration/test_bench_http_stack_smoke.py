@@ -14,7 +14,8 @@ async def test_quick_http_stack_table_measures_every_side(pg_conninfo: str, heal
     results = await http_stack.measure(
         pg_conninfo, http_stack.QUICK, None, io.StringIO(), healthz=healthz
     )
-    sides = ["service", *(v.key for v in http_stack.variants(None))]
+    sides = ["service", *(v.key for v in http_stack.variants(None, healthz=healthz))]
+    assert ("bare uvicorn" in sides) == healthz
     assert list(results) == sides
     for side, by_concurrency in results.items():
         assert list(by_concurrency) == list(http_stack.QUICK.concurrency)
