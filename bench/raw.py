@@ -2,30 +2,40 @@
 
 Each function runs, on one pooled connection, the statements the service runs for the
 same operation (as traced, see ``docs/performance.md``) through the generated functions of
-`turnkeeper.adapters.postgres.queries`, then commits. Between statements there is only what the
+`turnkeeper.adapters.postgres.queries`, in the same round trips. A write runs as the
+service's write unit does (ADR 0022): on an autocommit connection in psycopg's pipeline
+mode, its own BEGIN queued before the first statement; what the unit queues without
+waiting is queued here too (the ``start_`` functions, and the ``:exec`` statements that
+``PIPELINED`` in scripts/gen_queries.py lets wait); COMMIT is queued after the events,
+so that leaving the pipeline is the last wait. Between statements there is only what the
 statements need: ids, a digest, the JSON of event payloads, a token signature. No
 authorization rules, no domain objects, no bus, no unit of work, no retries.
 
 When the service changes its statements, these loops do not follow by themselves: the
-suite compares the traced statement lists of both sides and warns when they differ.
+suite compares the traced statement lists of both sides and warns when they differ, and
+tests/integration/test_bench_smoke.py fails on such a warning and compares the round
+trips and statements of both sides on the wire.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
 import jwt
+from psycopg.pq import TransactionStatus
 
 from bench.world import BENCH_BURST, BenchWorld, Worker
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.uow import Conn
+from turnkeeper.adapters.postgres.base import uuid_array_text
+from turnkeeper.adapters.postgres.uow import BEGIN, COMMIT, Conn
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
 from turnkeeper.domain.world import Principal, PrincipalKind
@@ -36,6 +46,10 @@ RL_MESSAGE = "rl.message"
 REFILL_PER_MINUTE = Settings().rl_message_per_minute
 #: Lifetime of a signed invocation token (as the default ``agent.invocation_token_ttl``).
 TOKEN_TTL = timedelta(seconds=900)
+#: The number of a transaction's first event (events are numbered 1, 2, ... per transaction).
+FIRST_EVENT = 1
+#: The text of an empty ``uuid[]`` (a message without mentions).
+NO_IDS = "{}"
 
 
 @attrs.frozen
@@ -51,38 +65,104 @@ class _Event:
     resource_version: int | None
     audience_id: uuid.UUID | None
     payload: dict[str, Any]
+    restricted_to: str | None = None
 
 
 def _json(payload: dict[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-async def _append(conn: Conn, events: Sequence[_Event], now: datetime) -> None:
-    """The unit's flush: every event in one ``AppendEvents``."""
-    await q.append_events(
-        conn,
-        types=[e.type for e in events],
-        offsets=list(range(1, len(events) + 1)),
-        actor_ids=[e.actor_id for e in events],
-        actor_kinds=[e.actor_kind for e in events],
-        space_ids=[e.space_id for e in events],
-        channel_ids=[e.channel_id for e in events],
-        thread_ids=[e.thread_id for e in events],
-        resource_kinds=[e.resource_kind for e in events],
-        resource_ids=[e.resource_id for e in events],
-        resource_versions=[e.resource_version for e in events],
-        audience_ids=[e.audience_id for e in events],
-        restricted_tos=[None for _ in events],
-        payloads=[_json(e.payload) for e in events],
-        created_ats=[now for _ in events],
-    )
+@contextlib.asynccontextmanager
+async def _transaction(world: BenchWorld) -> AsyncIterator[Conn]:
+    """A pooled connection in a write unit's mode, its BEGIN queued.
+
+    Autocommit and pipeline mode, so that BEGIN leaves with the first statement; the
+    body queues COMMIT last (`_commit`) and leaving the pipeline sends the one Sync for
+    whatever is still queued. The connection goes back in the pool's mode (explicit
+    transactions), rolled back first when the body failed.
+    """
+    async with world.pool.connection() as conn:
+        await conn.set_autocommit(True)
+        try:
+            async with conn.pipeline():
+                await conn.execute(BEGIN, prepare=False)
+                yield conn
+        finally:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                await conn.rollback()
+            await conn.set_autocommit(False)
+
+
+async def _commit(conn: Conn, events: Sequence[_Event], first: int, now: datetime) -> None:
+    """Queue the transaction's buffered events and COMMIT (sent when the pipeline is left).
+
+    One event goes as ``AppendEvent``, two or more as ``AppendEvents`` (as the unit's
+    event log writes them). Their seqs are not read: nothing here needs them.
+
+    Args:
+        conn: the transaction's connection.
+        events: the events not written yet, in append order.
+        first: the number of the first of them in the transaction.
+        now: their time.
+    """
+    if len(events) == 1:
+        event = events[0]
+        await q.start_append_event(
+            conn,
+            ord=first,
+            type=event.type,
+            actor_id=event.actor_id,
+            actor_kind=event.actor_kind,
+            space_id=event.space_id,
+            channel_id=event.channel_id,
+            thread_id=event.thread_id,
+            resource_kind=event.resource_kind,
+            resource_id=event.resource_id,
+            resource_version=event.resource_version,
+            audience_id=event.audience_id,
+            restricted_to=event.restricted_to,
+            payload=_json(event.payload),
+            created_at=now,
+        )
+    elif events:
+        await q.start_append_events(
+            conn,
+            offsets=list(range(first, first + len(events))),
+            types=[e.type for e in events],
+            actor_ids=[e.actor_id for e in events],
+            actor_kinds=[e.actor_kind for e in events],
+            space_ids=[e.space_id for e in events],
+            channel_ids=[e.channel_id for e in events],
+            thread_ids=[e.thread_id for e in events],
+            resource_kinds=[e.resource_kind for e in events],
+            resource_ids=[e.resource_id for e in events],
+            resource_versions=[e.resource_version for e in events],
+            audience_ids=[e.audience_id for e in events],
+            restricted_tos=[e.restricted_to for e in events],
+            payloads=[_json(e.payload) for e in events],
+            created_ats=[now for _ in events],
+        )
+    await conn.execute(COMMIT, prepare=False)
+
+
+@attrs.frozen
+class _Author:
+    """Who a message document names: ``{id, kind, handle}``."""
+
+    id: uuid.UUID
+    kind: str
+    handle: str
+
+
+def _author_of(principal: Principal) -> _Author:
+    return _Author(id=principal.id, kind=principal.kind.value, handle=principal.handle)
 
 
 def _message_doc(
     row_id: uuid.UUID,
     thread_id: uuid.UUID,
     seq: int,
-    author: q.PrincipalRow,
+    author: _Author,
     origin: str,
     kind: str,
     content: str,
@@ -104,7 +184,7 @@ def _message_doc(
     }
 
 
-def _row_doc(row: q.MessageRow, author: q.PrincipalRow) -> dict[str, Any]:
+def _row_doc(row: q.MessageRow, author: _Author) -> dict[str, Any]:
     doc = _message_doc(
         row.id,
         row.thread_id,
@@ -123,43 +203,8 @@ def _row_doc(row: q.MessageRow, author: q.PrincipalRow) -> dict[str, Any]:
     return doc
 
 
-async def _insert(
-    conn: Conn,
-    *,
-    message_id: uuid.UUID,
-    thread_id: uuid.UUID,
-    seq: int,
-    author_id: uuid.UUID,
-    origin: str,
-    kind: str,
-    content: str,
-    cid: str | None,
-    run_id: uuid.UUID | None,
-    now: datetime,
-) -> None:
-    await q.insert_message(
-        conn,
-        id=message_id,
-        thread_id=thread_id,
-        thread_seq=seq,
-        author_id=author_id,
-        origin=origin,
-        kind=kind,
-        content=content,
-        mentions=[],
-        reply_to_id=None,
-        restricted_to=None,
-        client_msg_id=cid,
-        digest=None
-        if cid is None
-        else hashlib.sha256(f"v1\n{thread_id}\n{content}".encode()).hexdigest(),
-        trigger_state=None,
-        trigger_state_reason=None,
-        run_id=run_id,
-        created_at=now,
-        deleted_at=None,
-        version=1,
-    )
+def _digest(thread_id: uuid.UUID, content: str) -> str:
+    return hashlib.sha256(f"v1\n{thread_id}\n{content}".encode()).hexdigest()
 
 
 @attrs.frozen
@@ -182,6 +227,53 @@ async def _target(conn: Conn, thread_id: uuid.UUID) -> _Target:
     )
 
 
+@attrs.frozen
+class _Post:
+    """What a post's ``GetPostFacts`` gave: where it goes and the thread's locked latest_seq."""
+
+    target: _Target
+    latest_seq: int
+
+
+async def _post_facts(
+    conn: Conn, thread_id: uuid.UUID, author_id: uuid.UUID, cid: str, now: datetime
+) -> _Post:
+    """``GetPostFacts`` (queued with BEGIN, one wait): thread lock, grants, earlier id, a token.
+
+    The grants are not decoded (no authorization rules here); a stored client id, an
+    empty bucket or an unknown thread end the loop.
+    """
+    pending = await q.start_get_post_facts(
+        conn,
+        client_msg_id=cid,
+        token_hash=None,
+        author_id=author_id,
+        id=thread_id,
+        limit_class=RL_MESSAGE,
+        burst=float(BENCH_BURST),
+        now=now,
+        per_minute=float(REFILL_PER_MINUTE),
+        seconds_per_minute=SECONDS_PER_MINUTE,
+        tolerance=TOLERANCE,
+    )
+    row = await pending.result()
+    if row is None or row.t_id is None or row.c_id is None or row.s_id is None:
+        raise RuntimeError("raw: unknown thread")
+    if row.t_latest_seq is None or row.earlier_id is not None:
+        raise RuntimeError("raw: the client id is stored already")
+    if row.bucket_tokens is None or row.bucket_tokens < 0:
+        raise RuntimeError("raw: rate limited")
+    return _Post(
+        target=_Target(
+            thread_id=row.t_id,
+            channel_id=row.c_id,
+            space_id=row.s_id,
+            operator_agent_id=row.t_operator_agent_id,
+        ),
+        latest_seq=row.t_latest_seq,
+    )
+
+
 def _event(
     target: _Target,
     type_: str,
@@ -193,6 +285,7 @@ def _event(
     *,
     version: int | None = None,
     audience_id: uuid.UUID | None = None,
+    restricted_to: str | None = None,
 ) -> _Event:
     return _Event(
         type=type_,
@@ -206,110 +299,162 @@ def _event(
         resource_version=version,
         audience_id=audience_id,
         payload=payload,
+        restricted_to=restricted_to,
     )
 
 
 class _Known:
     """The principals one transaction has read (the service's unit remembers them)."""
 
-    def __init__(self) -> None:
-        self.rows: dict[uuid.UUID, q.PrincipalRow] = {}
+    def __init__(self, *authors: _Author) -> None:
+        self.rows: dict[uuid.UUID, _Author] = {a.id: a for a in authors}
 
-    async def one(self, conn: Conn, principal_id: uuid.UUID) -> q.PrincipalRow:
+    def remember(self, rows: Sequence[q.PrincipalRow]) -> None:
+        """Note principals read by a statement of the transaction."""
+        for row in rows:
+            self.rows[row.id] = _Author(id=row.id, kind=row.kind, handle=row.handle)
+
+    async def one(self, conn: Conn, principal_id: uuid.UUID) -> _Author:
         """GetPrincipal, unless this transaction read it already."""
         if principal_id not in self.rows:
             row = await q.get_principal(conn, id=principal_id)
             assert row is not None
-            self.rows[principal_id] = row
+            self.remember([row])
         return self.rows[principal_id]
 
-    async def many(self, conn: Conn, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, q.PrincipalRow]:
+    async def many(self, conn: Conn, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, _Author]:
         """GetPrincipals of those this transaction has not read yet."""
         missing = [i for i in dict.fromkeys(ids) if i not in self.rows]
         if missing:
-            for row in await q.get_principals(conn, ids=missing):
-                self.rows[row.id] = row
+            self.remember(await q.get_principals(conn, ids=missing))
         return {i: self.rows[i] for i in ids}
 
 
-async def _take_token(conn: Conn, principal_id: uuid.UUID, now: datetime) -> None:
-    left = await q.take_bucket_token(
+async def _insert(
+    conn: Conn,
+    *,
+    message_id: uuid.UUID,
+    thread_id: uuid.UUID,
+    seq: int,
+    author_id: uuid.UUID,
+    origin: str,
+    kind: str,
+    content: str,
+    cid: str | None,
+    run_id: uuid.UUID | None,
+    now: datetime,
+) -> None:
+    """``InsertMessage`` (queued): a message whose event waits behind earlier ones."""
+    await q.insert_message(
         conn,
-        principal_id=principal_id,
-        limit_class=RL_MESSAGE,
-        burst=float(BENCH_BURST),
-        now=now,
-        per_minute=float(REFILL_PER_MINUTE),
-        seconds_per_minute=SECONDS_PER_MINUTE,
-        tolerance=TOLERANCE,
+        id=message_id,
+        thread_id=thread_id,
+        thread_seq=seq,
+        author_id=author_id,
+        origin=origin,
+        kind=kind,
+        content=content,
+        mentions=[],
+        reply_to_id=None,
+        restricted_to=None,
+        client_msg_id=cid,
+        digest=None if cid is None else _digest(thread_id, content),
+        trigger_state=None,
+        trigger_state_reason=None,
+        run_id=run_id,
+        created_at=now,
+        deleted_at=None,
+        version=1,
     )
-    if left is None or left < 0:
-        raise RuntimeError("raw: rate limited")
 
 
-async def _write_checks(
-    conn: Conn, thread_id: uuid.UUID, author_id: uuid.UUID, cid: str
-) -> tuple[_Target, datetime]:
-    """The first statements of every write: where, grants, idempotency, a rate token."""
-    target = await _target(conn, thread_id)
-    await q.list_grants_for_principal(conn, principal_id=author_id)
-    await q.get_message_by_client_id(conn, author_id=author_id, client_msg_id=cid)
-    now = datetime.now(UTC)
-    await _take_token(conn, author_id, now)
-    return target, now
+async def _insert_with_event(
+    conn: Conn,
+    *,
+    message_id: uuid.UUID,
+    target: _Target,
+    seq: int,
+    author: _Author,
+    origin: str,
+    kind: str,
+    content: str,
+    cid: str | None,
+    run_id: uuid.UUID | None,
+    ord: int,
+    doc: dict[str, Any],
+    now: datetime,
+) -> None:
+    """``InsertMessageWithEvent`` (queued): the message, its thread's latest_seq, its event."""
+    await q.insert_message_with_event(
+        conn,
+        id=message_id,
+        thread_id=target.thread_id,
+        thread_seq=seq,
+        author_id=author.id,
+        origin=origin,
+        kind=kind,
+        content=content,
+        mentions=NO_IDS,
+        reply_to_id=None,
+        restricted_to=None,
+        client_msg_id=cid,
+        digest=None if cid is None else _digest(target.thread_id, content),
+        trigger_state=None,
+        trigger_state_reason=None,
+        run_id=run_id,
+        created_at=now,
+        deleted_at=None,
+        version=1,
+        ord=ord,
+        event_type="message.created",
+        actor_id=author.id,
+        actor_kind=author.kind,
+        space_id=target.space_id,
+        channel_id=target.channel_id,
+        event_thread_id=target.thread_id,
+        resource_kind="message",
+        resource_id=message_id,
+        resource_version=1,
+        audience_id=None,
+        event_restricted_to=None,
+        payload=_json({"message": doc}),
+        event_created_at=now,
+    )
 
 
 async def _insert_text(
-    conn: Conn,
-    thread_id: uuid.UUID,
-    seq: int,
-    author: Principal,
-    content: str,
-    cid: str,
-    now: datetime,
-) -> tuple[uuid.UUID, dict[str, Any]]:
-    """InsertMessage of a text message, and its document for message.created."""
-    origin = "human" if author.kind is PrincipalKind.PERSON else "agent"
+    conn: Conn, post: _Post, seq: int, author: _Author, content: str, cid: str, now: datetime
+) -> uuid.UUID:
+    """A text message at the seq after the locked latest_seq, with its message.created."""
+    origin = "human" if author.kind == PrincipalKind.PERSON.value else "agent"
     message_id = uuid.uuid4()
-    await _insert(
+    doc = _message_doc(
+        message_id,
+        post.target.thread_id,
+        seq,
+        author,
+        origin,
+        "text",
+        content,
+        now,
+        client_msg_id=cid,
+    )
+    await _insert_with_event(
         conn,
         message_id=message_id,
-        thread_id=thread_id,
+        target=post.target,
         seq=seq,
-        author_id=author.id,
+        author=author,
         origin=origin,
         kind="text",
         content=content,
         cid=cid,
         run_id=None,
+        ord=FIRST_EVENT,
+        doc=doc,
         now=now,
     )
-    doc = {
-        "id": str(message_id),
-        "thread_id": str(thread_id),
-        "thread_seq": seq,
-        "author": {"id": str(author.id), "kind": author.kind.value, "handle": author.handle},
-        "origin": origin,
-        "kind": "text",
-        "content": content,
-        "mentions": [],
-        "client_msg_id": cid,
-        "created_at": now.isoformat(),
-        "version": 1,
-    }
-    return message_id, doc
-
-
-async def _set_trigger_state(
-    conn: Conn,
-    known: _Known,
-    target: _Target,
-    message_id: uuid.UUID,
-    state: str,
-    events: list[_Event],
-) -> None:
-    """The service's trigger-state change of one message."""
-    await _set_trigger_states(conn, known, target, [message_id], state, events)
+    return message_id
 
 
 async def _set_trigger_states(
@@ -320,7 +465,7 @@ async def _set_trigger_states(
     state: str,
     events: list[_Event],
 ) -> None:
-    """The service's set-based trigger-state change: one update, one author read."""
+    """The service's set-based trigger-state change: one update, the unknown authors read."""
     if not message_ids:
         return
     rows = await q.set_trigger_states(
@@ -345,6 +490,22 @@ async def _set_trigger_states(
         )
 
 
+@attrs.frozen
+class _Anchor:
+    """Where a run's anchor goes: after a thread's locked latest_seq, or allocated.
+
+    Attributes:
+        locked_seq: the seq before the anchor's on a thread a post's facts locked (the
+            anchor then writes it and its event in one ``InsertMessageWithEvent``);
+            None to allocate (``AllocateThreadSeq``, and ``InsertMessage`` with the event
+            buffered behind the transaction's earlier ones).
+        ord: the number of the anchor's event in the transaction (with `locked_seq`).
+    """
+
+    locked_seq: int | None = None
+    ord: int = FIRST_EVENT
+
+
 async def _open_run(
     conn: Conn,
     known: _Known,
@@ -354,6 +515,7 @@ async def _open_run(
     agent_id: uuid.UUID,
     now: datetime,
     events: list[_Event],
+    anchor_at: _Anchor,
 ) -> uuid.UUID:
     """The service's open_run: run, anchor, trigger state received, agent.invocation."""
     run_id = uuid.uuid4()
@@ -375,47 +537,58 @@ async def _open_run(
         updated_at=now,
     )
     agent = await known.one(conn, agent_id)
-    seq = await q.allocate_thread_seq(conn, id=target.thread_id)
-    assert seq is not None
     anchor = uuid.uuid4()
-    await _insert(
-        conn,
-        message_id=anchor,
-        thread_id=target.thread_id,
-        seq=seq,
-        author_id=agent_id,
-        origin="system",
-        kind="run",
-        content="",
-        cid=None,
-        run_id=run_id,
-        now=now,
+    if anchor_at.locked_seq is None:
+        seq = await q.allocate_thread_seq(conn, id=target.thread_id)
+        assert seq is not None
+    else:
+        seq = anchor_at.locked_seq + 1
+    doc = _message_doc(
+        anchor, target.thread_id, seq, agent, "system", "run", "", now, run_id=str(run_id)
     )
-    events.append(
-        _event(
-            target,
-            "message.created",
-            agent.id,
-            agent.kind,
-            "message",
-            anchor,
-            {
-                "message": _message_doc(
-                    anchor,
-                    target.thread_id,
-                    seq,
-                    agent,
-                    "system",
-                    "run",
-                    "",
-                    now,
-                    run_id=str(run_id),
-                )
-            },
-            version=1,
+    if anchor_at.locked_seq is None:
+        await _insert(
+            conn,
+            message_id=anchor,
+            thread_id=target.thread_id,
+            seq=seq,
+            author_id=agent_id,
+            origin="system",
+            kind="run",
+            content="",
+            cid=None,
+            run_id=run_id,
+            now=now,
         )
-    )
-    await _set_trigger_state(conn, known, target, message_id, "received", events)
+        events.append(
+            _event(
+                target,
+                "message.created",
+                agent.id,
+                agent.kind,
+                "message",
+                anchor,
+                {"message": doc},
+                version=1,
+            )
+        )
+    else:
+        await _insert_with_event(
+            conn,
+            message_id=anchor,
+            target=target,
+            seq=seq,
+            author=agent,
+            origin="system",
+            kind="run",
+            content="",
+            cid=None,
+            run_id=run_id,
+            ord=anchor_at.ord,
+            doc=doc,
+            now=now,
+        )
+    await _set_trigger_states(conn, known, target, [message_id], "received", events)
     events.append(
         _event(
             target,
@@ -450,37 +623,33 @@ async def human_message(
     Returns:
         The message id.
     """
-    person = worker.person.principal
-    author_id = person.id
-    async with world.pool.connection() as conn:
-        known = _Known()
-        target, now = await _write_checks(conn, thread_id, author_id, cid)
-        seq = await q.allocate_thread_seq(conn, id=thread_id)
-        assert seq is not None
-        message_id, doc = await _insert_text(conn, thread_id, seq, person, content, cid, now)
-        events = [
-            _event(
-                target,
-                "message.created",
-                author_id,
-                "person",
-                "message",
-                message_id,
-                {"message": doc},
-                version=1,
-            )
-        ]
+    person = _author_of(worker.person.principal)
+    async with _transaction(world) as conn:
+        now = datetime.now(UTC)
+        post = await _post_facts(conn, thread_id, person.id, cid, now)
+        target = post.target
+        seq = post.latest_seq + 1
+        message_id = await _insert_text(conn, post, seq, person, content, cid, now)
+        events: list[_Event] = []
+        # The message's event went with its insert (and a run's anchor's with the anchor).
+        numbered = FIRST_EVENT
         # Without an operator or a mention nothing can trigger: no run lookup at all.
         operator = target.operator_agent_id
         if operator is not None:
+            # The operator is read in the round trip of the active run's lock.
+            agents = await q.start_get_principals(conn, ids=[operator])
             active = await q.lock_active_run_in_thread(conn, thread_id=thread_id)
-            await known.one(conn, operator)
-            # The author comes with the message (MessagePosted): only its grants are read.
-            await q.list_grants_for_principal(conn, principal_id=author_id)
+            # The poster is the author of the changed message: it is not read again.
+            known = _Known(person)
+            known.remember(await agents.result())
             if active is None:
-                await _open_run(conn, known, target, message_id, author_id, operator, now, events)
+                numbered += 1
+                anchor_at = _Anchor(locked_seq=seq, ord=numbered)
+                await _open_run(
+                    conn, known, target, message_id, person.id, operator, now, events, anchor_at
+                )
             else:
-                # The floor models no capability report: the stored mode costs nothing.
+                # The agent reported no capability: the follow-up's mode is none.
                 await q.insert_followup(
                     conn, run_id=active.id, message_id=message_id, mode="none", at=now
                 )
@@ -499,8 +668,8 @@ async def human_message(
                     _event(
                         target,
                         "run.state_changed",
-                        author_id,
-                        "person",
+                        person.id,
+                        person.kind,
                         "run",
                         active.id,
                         {
@@ -511,10 +680,8 @@ async def human_message(
                         version=active.version + 1,
                     )
                 )
-                await _set_trigger_state(conn, known, target, message_id, "received", events)
-                await known.one(conn, active.agent_id)
-        await _append(conn, events, now)
-        await conn.commit()
+                await _set_trigger_states(conn, known, target, [message_id], "received", events)
+        await _commit(conn, events, numbered + 1, now)
     return message_id
 
 
@@ -539,12 +706,11 @@ async def agent_answer(
     Returns:
         The message id.
     """
-    agent = worker.agent.principal
-    async with world.pool.connection() as conn:
-        target, now = await _write_checks(conn, thread_id, agent.id, cid)
-        seq = await q.allocate_thread_seq(conn, id=thread_id)
-        assert seq is not None
-        message_id, doc = await _insert_text(conn, thread_id, seq, agent, content, cid, now)
+    agent = _author_of(worker.agent.principal)
+    async with _transaction(world) as conn:
+        now = datetime.now(UTC)
+        post = await _post_facts(conn, thread_id, agent.id, cid, now)
+        message_id = await _insert_text(conn, post, post.latest_seq + 1, agent, content, cid, now)
         run = await q.lock_run_for_answer(conn, id=run_id)
         if (
             run is None
@@ -552,23 +718,7 @@ async def agent_answer(
             or run.state not in ("queued", "running", "waiting_input")
         ):
             raise RuntimeError("raw answer: the run is not the agent's active run")
-        await _append(
-            conn,
-            [
-                _event(
-                    target,
-                    "message.created",
-                    agent.id,
-                    "agent",
-                    "message",
-                    message_id,
-                    {"message": doc},
-                    version=1,
-                )
-            ],
-            now,
-        )
-        await conn.commit()
+        await _commit(conn, [], FIRST_EVENT + 1, now)
     return message_id
 
 
@@ -591,7 +741,7 @@ async def finish_run(
         The follow-on run, if any.
     """
     agent = worker.agent.principal
-    async with world.pool.connection() as conn:
+    async with _transaction(world) as conn:
         known = _Known()
         run = await q.lock_run(conn, id=run_id)
         if run is None or run.agent_id != agent.id or run.state != "running":
@@ -623,7 +773,7 @@ async def finish_run(
         ]
         trigger = await q.get_message(conn, id=run.triggering_message_id)
         if trigger is not None and trigger.deleted_at is None:
-            await _set_trigger_state(conn, known, target, trigger.id, "done", events)
+            await _set_trigger_states(conn, known, target, [trigger.id], "done", events)
         follow_on: uuid.UUID | None = None
         open_rows = await q.lock_open_followups(conn, run_id=run.id)
         if open_rows:
@@ -639,8 +789,17 @@ async def finish_run(
             await q.set_followup_states(
                 conn, state="deferred", at=now, run_id=run.id, message_ids=[first.message_id]
             )
+            # Events wait to be numbered: the anchor takes AllocateThreadSeq and InsertMessage.
             follow_on = await _open_run(
-                conn, known, target, first.message_id, first.author_id, run.agent_id, now, events
+                conn,
+                known,
+                target,
+                first.message_id,
+                first.author_id,
+                run.agent_id,
+                now,
+                events,
+                _Anchor(),
             )
             if rest:
                 await q.move_followups(
@@ -672,8 +831,7 @@ async def finish_run(
                     for r in rest
                 )
         await q.list_followups(conn, run_id=run.id)
-        await _append(conn, events, now)
-        await conn.commit()
+        await _commit(conn, events, FIRST_EVENT, now)
     return follow_on
 
 
@@ -681,6 +839,11 @@ async def gated_send(
     world: BenchWorld, worker: Worker, thread_id: uuid.UUID, seen: int, cid: str, content: str
 ) -> tuple[str, int]:
     """An agent send through the freshness gate (a thread without restricted messages).
+
+    The compare-and-set is decided on the latest_seq the post's facts read under the
+    thread row lock, as the service decides it: no statement of its own. A held send
+    looks the client id up again, reads the frontier and the owner, and writes the
+    owner's message.held.
 
     Args:
         world: the world.
@@ -693,34 +856,38 @@ async def gated_send(
     Returns:
         ``("sent", accepted seq)`` or ``("held", latest seq)``.
     """
-    agent = worker.agent.principal
-    async with world.pool.connection() as conn:
-        target, now = await _write_checks(conn, thread_id, agent.id, cid)
-        seq = await q.cas_thread_seq(conn, id=thread_id, seen_seq=seen)
-        if seq is None:
+    agent = _author_of(worker.agent.principal)
+    async with _transaction(world) as conn:
+        now = datetime.now(UTC)
+        post = await _post_facts(conn, thread_id, agent.id, cid, now)
+        if post.latest_seq != seen:
             await q.get_message_by_client_id(conn, author_id=agent.id, client_msg_id=cid)
             frontier = await q.read_thread_frontier(conn, id=thread_id)
-            assert frontier is not None
-            await conn.commit()
+            if frontier is None or frontier.latest_seq <= seen or frontier.has_restricted:
+                raise RuntimeError("raw send: not a plain held send")
+            owner = await q.get_owner(conn)
+            assert owner is not None
+            held = _event(
+                post.target,
+                "message.held",
+                agent.id,
+                agent.kind,
+                "thread",
+                thread_id,
+                {
+                    "thread_id": str(thread_id),
+                    "author": {"id": str(agent.id), "kind": agent.kind, "handle": agent.handle},
+                    "seen_up_to_seq": seen,
+                    "latest_seq": frontier.latest_seq,
+                    "client_message_id": cid,
+                },
+                restricted_to=uuid_array_text([owner.id]),
+            )
+            await _commit(conn, [held], FIRST_EVENT, now)
             return "held", frontier.latest_seq
-        message_id, doc = await _insert_text(conn, thread_id, seq, agent, content, cid, now)
-        await _append(
-            conn,
-            [
-                _event(
-                    target,
-                    "message.created",
-                    agent.id,
-                    "agent",
-                    "message",
-                    message_id,
-                    {"message": doc},
-                    version=1,
-                )
-            ],
-            now,
-        )
-        await conn.commit()
+        seq = seen + 1
+        await _insert_text(conn, post, seq, agent, content, cid, now)
+        await _commit(conn, [], FIRST_EVENT + 1, now)
     return "sent", seq
 
 
@@ -737,7 +904,7 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
     """
     agent = worker.agent.principal
     delivered = 0
-    async with world.pool.connection() as conn:
+    async with _transaction(world) as conn:
         known = _Known()
         cursor = await q.lock_agent_cursor(conn, agent_id=agent.id)
         assert cursor is not None
@@ -772,7 +939,7 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
             )
             delivered += 1
             if message.trigger_state == "received":
-                await _set_trigger_state(conn, known, target, message.id, "queued", events)
+                await _set_trigger_states(conn, known, target, [message.id], "queued", events)
         following = rows[-1].seq if rows else after
         if rows:
             await q.save_agent_cursor(
@@ -781,9 +948,7 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
                 delivered_seq=max(cursor.delivered_seq, following),
                 agent_id=agent.id,
             )
-        if events:
-            await _append(conn, events, now)
-        await conn.commit()
+        await _commit(conn, events, FIRST_EVENT, now)
     return following, delivered
 
 
