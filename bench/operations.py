@@ -13,6 +13,7 @@ Items are consumed: each side prepares its own, on its own workers.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -235,6 +236,13 @@ async def _raw_followup(world: BenchWorld, http: AsgiClient, item: Item) -> obje
 
 # -- run finish ----------------------------------------------------------------------------
 
+#: Empty feed pages the finish rows' set-up polls again before it gives up: the event log
+#: holds committed invocations back while a write with a lower transaction id is still
+#: open (ADR 0020), so under concurrent set-up a page can be empty for a moment.
+SETUP_EMPTY_POLLS = 200
+#: Seconds between two polls of an empty page in that set-up (untimed).
+SETUP_POLL_PAUSE_SECONDS = 0.02
+
 
 async def running_runs(
     world: BenchWorld, worker: Worker, count: int, followups: int
@@ -254,6 +262,7 @@ async def running_runs(
     for thread in threads:
         await world.human(worker, thread)
     tokens: dict[uuid.UUID, str] = {}
+    empty = 0
     while len(tokens) < count:
         page = await world.services.runs.poll(
             worker.agent.principal,
@@ -261,7 +270,12 @@ async def running_runs(
             limit=world.services.settings.page_max_limit,
         )
         if not page.deliveries and page.next_after == worker.feed_after:
-            raise RuntimeError("set-up: the invocations did not arrive")
+            empty += 1
+            if empty > SETUP_EMPTY_POLLS:
+                raise RuntimeError("set-up: the invocations did not arrive")
+            await asyncio.sleep(SETUP_POLL_PAUSE_SECONDS)
+            continue
+        empty = 0
         worker.feed_after = page.next_after
         for delivery in page.deliveries:
             if delivery.invocation_token is not None:
