@@ -365,12 +365,16 @@ def report_details(rows: list[Row], out: TextIO) -> None:
         listed.add(row.operation)
         names = row.statement_list("service")
         print(f"  {row.operation} ({len(names)}): {compact(names)}", file=out)
-    http_extra = next((r for r in rows if r.http is not None), None)
-    if http_extra is not None:
-        extra = collections.Counter(http_extra.statement_list("http")) - collections.Counter(
-            http_extra.statement_list("service")
+    print("\nwhat HTTP adds per request (lowest concurrency):", file=out)
+    added: set[str] = set()
+    for row in rows:
+        if row.http is None or row.operation in added:
+            continue
+        added.add(row.operation)
+        extra = collections.Counter(row.statement_list("http")) - collections.Counter(
+            row.statement_list("service")
         )
-        print(f"  HTTP adds per request: {' '.join(extra.elements()) or 'nothing'}", file=out)
+        print(f"  {row.operation}: {' '.join(extra.elements()) or 'nothing'}", file=out)
 
 
 __all__ = [

@@ -143,6 +143,11 @@ async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: s
     assert out.getvalue().startswith(HEADER)
     assert "statements per operation" in out.getvalue()
     assert "WARNING" not in out.getvalue(), out.getvalue()
+    # What HTTP adds is reported for every operation it measures, not for the first only.
+    added = out.getvalue().split("what HTTP adds per request")[1].splitlines()[1:]
+    with_http = {row.operation for row in rows if row.http is not None}
+    assert {line.strip().split(":")[0] for line in added if line.startswith("  ")} == with_http
+    assert any("ResolveApiToken" in line for line in added), added
 
 
 @pytest.fixture
