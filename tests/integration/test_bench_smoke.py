@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import time
-from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import psycopg
@@ -15,13 +14,13 @@ from bench import against_floor
 from bench.cpu import CpuProbe, children, postmaster_pid, process_cpu, tree_cpu
 from bench.floor_report import report as floor_report
 from bench.freshness import CONCURRENCY, QUICK, report, run
-from bench.harness import open_traced_pool, statement_name
+from bench.harness import statement_name
 from bench.operations import HISTORY, OPERATIONS, Item, Operation
-from bench.roundtrips import Exchange, census_pool, counted
+from bench.roundtrips import Exchange, counted
 from bench.suite import HEADER, format_row, run_suite, warning
 from bench.suite import QUICK as SUITE_QUICK
 from bench.suite import report as suite_report
-from bench.world import BenchWorld, build_world, rebind
+from bench.world import BenchWorld
 from tests.conftest import TEST_DATABASE_ENV
 
 #: Profiled items per side in the smoke test (enough for pyinstrument to take samples).
@@ -32,8 +31,6 @@ BURN_SECONDS = 0.05
 #: prepares the statements of its path on the census connection (a held send has one
 #: more: the first send of a thread is sent, whatever its frontier).
 CENSUS_ITEMS = 2
-#: Connections of the set-up pool of the wire census.
-CENSUS_POOL_SIZE = 4
 #: The operation whose held sends the wire census counts too.
 HELD_SEND = "gated send, hot thread"
 
@@ -148,18 +145,6 @@ async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: s
     with_http = {row.operation for row in rows if row.http is not None}
     assert {line.strip().split(":")[0] for line in added if line.startswith("  ")} == with_http
     assert any("ResolveApiToken" in line for line in added), added
-
-
-@pytest.fixture
-async def census_worlds(pg_conninfo: str) -> AsyncIterator[tuple[BenchWorld, BenchWorld]]:
-    pool = await open_traced_pool(pg_conninfo, CENSUS_POOL_SIZE)
-    census = await census_pool(pg_conninfo)
-    try:
-        world = await build_world(pool, 1)
-        yield world, rebind(world, census)
-    finally:
-        await census.close()
-        await pool.close()
 
 
 async def _on_the_wire(

@@ -9,16 +9,14 @@ benchmark's census: on a connection's first use each statement is prepared once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
 
 from bench.asgi import AsgiClient
-from bench.harness import open_traced_pool
 from bench.operations import OPERATIONS, Operation
-from bench.roundtrips import Exchange, census_pool, counted
-from bench.world import BenchWorld, build_world, rebind
+from bench.roundtrips import Exchange, counted
+from bench.world import BenchWorld
 from turnkeeper.adapters.http.app import create_app
 
 #: Round trips per operation at most: issue 18 item 2 allows 3, 5, 3 and 3; the rate-limit
@@ -42,20 +40,8 @@ FINISHES = ("finish, 10 follow-ups", "finish, 100 follow-ups", "finish, 100 foll
 _OPS = {op.name: op for op in OPERATIONS}
 
 
-@pytest.fixture
-async def worlds(pg_conninfo: str) -> AsyncIterator[tuple[BenchWorld, BenchWorld]]:
-    pool = await open_traced_pool(pg_conninfo, 4)
-    census = await census_pool(pg_conninfo)
-    try:
-        world = await build_world(pool, 1)
-        yield world, rebind(world, census)
-    finally:
-        await census.close()
-        await pool.close()
-
-
-async def _exchange(worlds: tuple[BenchWorld, BenchWorld], op: Operation) -> Exchange:
-    world, traced = worlds
+async def _exchange(census_worlds: tuple[BenchWorld, BenchWorld], op: Operation) -> Exchange:
+    world, traced = census_worlds
     worker = world.workers["service"][0]
     work = await op.prepare(world, [worker], 2)
     first, second = work[0][:2]
@@ -68,26 +54,26 @@ async def _exchange(worlds: tuple[BenchWorld, BenchWorld], op: Operation) -> Exc
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 async def test_a_hot_operation_takes_at_most_its_round_trips(
-    worlds: tuple[BenchWorld, BenchWorld], name: str
+    census_worlds: tuple[BenchWorld, BenchWorld], name: str
 ) -> None:
-    exchange = await _exchange(worlds, _OPS[name])
+    exchange = await _exchange(census_worlds, _OPS[name])
 
     assert exchange.round_trips <= TARGETS[name], (exchange.round_trips, exchange.statements)
 
 
 async def test_a_finish_takes_the_same_round_trips_whatever_its_follow_ups(
-    worlds: tuple[BenchWorld, BenchWorld],
+    census_worlds: tuple[BenchWorld, BenchWorld],
 ) -> None:
-    found = {name: (await _exchange(worlds, _OPS[name])).round_trips for name in FINISHES}
+    found = {name: (await _exchange(census_worlds, _OPS[name])).round_trips for name in FINISHES}
 
     assert len(set(found.values())) == 1, found
 
 
 @pytest.mark.parametrize("name", sorted(HTTP_TARGETS))
 async def test_a_message_over_http_is_authenticated_in_the_round_trips_of_its_post(
-    worlds: tuple[BenchWorld, BenchWorld], name: str
+    census_worlds: tuple[BenchWorld, BenchWorld], name: str
 ) -> None:
-    world, traced = worlds
+    world, traced = census_worlds
     op = _OPS[name]
     assert op.http is not None
     asgi = AsgiClient(create_app(traced.services, traced.services.settings))
@@ -97,7 +83,7 @@ async def test_a_message_over_http_is_authenticated_in_the_round_trips_of_its_po
     async with counted(traced.pool) as exchange:
         await op.http(traced, asgi, second)
 
-    service = await _exchange(worlds, op)
+    service = await _exchange(census_worlds, op)
     assert exchange.round_trips <= HTTP_TARGETS[name], (exchange.round_trips, exchange.statements)
     # Not one statement more than the service's own: no token read of its own.
     assert (exchange.round_trips, exchange.statements) == (
