@@ -1,7 +1,8 @@
 """What every PostgreSQL repository shares: its base class, the connection type, `MissingRow`.
 
 Also the text form of an id array, which statements take where a ``uuid[]`` parameter
-would cost psycopg an array dump (`uuid_array_text`).
+would cost psycopg an array dump (`uuid_array_text`), and one table's row out of a wider
+row that holds its columns (`unprefixed`).
 
 Each repository runs the generated statements of `turnkeeper.adapters.postgres.queries` on
 the connection of its unit of work (so inside the unit's transaction) and maps rows to the
@@ -12,12 +13,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+import attrs
 import psycopg
+from attrs import AttrsInstance
 
 #: A connection of the pool; repositories run on their unit's one.
 Conn = psycopg.AsyncConnection[Any]
+
+_Row = TypeVar("_Row", bound=AttrsInstance)
 
 
 class MissingRow(LookupError):
@@ -33,6 +38,20 @@ class PostgresRepository:
 
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
+
+
+def unprefixed(row: object, prefix: str, kind: type[_Row]) -> _Row:
+    """One table's row out of a wider row whose columns carry the table's names.
+
+    Args:
+        row: a result row of a join or of a statement that returns more columns.
+        prefix: what precedes the table's column names in `row` (empty: none).
+        kind: the generated row class of the table.
+
+    Returns:
+        The table's row.
+    """
+    return kind(**{f.name: getattr(row, prefix + f.name) for f in attrs.fields(kind)})
 
 
 def uuid_array_text(ids: Sequence[uuid.UUID] | None) -> str | None:

@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime, tzinfo
-from typing import TypeVar
-
-import attrs
-from attrs import AttrsInstance
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, unprefixed
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import message_of
 from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
@@ -78,14 +74,6 @@ def _thread(row: q.ThreadRow) -> Thread:
         created_by=row.created_by,
         created_at=row.created_at,
     )
-
-
-_Row = TypeVar("_Row", bound=AttrsInstance)
-
-
-def _unprefixed(row: object, prefix: str, kind: type[_Row]) -> _Row:
-    """One table's row out of a joined row whose columns carry the table's prefix."""
-    return kind(**{f.name: getattr(row, prefix + f.name) for f in attrs.fields(kind)})
 
 
 def _grants_of(principal_id: uuid.UUID, text: str, zone: tzinfo) -> list[Grant]:
@@ -383,9 +371,9 @@ class PostgresThreadRepository(PostgresRepository):
         if row is None:
             return None
         return AccessTarget(
-            space=_space(_unprefixed(row, "s_", q.SpaceRow)),
-            channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),
-            thread=_thread(_unprefixed(row, "t_", q.ThreadRow)),
+            space=_space(unprefixed(row, "s_", q.SpaceRow)),
+            channel=_channel(unprefixed(row, "c_", q.ChannelRow)),
+            thread=_thread(unprefixed(row, "t_", q.ThreadRow)),
         )
 
     async def post_facts(
@@ -460,15 +448,15 @@ class PostgresThreadRepository(PostgresRepository):
     ) -> PostFacts | None:
         if row.t_id is None:
             return None
-        thread = _thread(_unprefixed(row, "t_", q.ThreadRow))
+        thread = _thread(unprefixed(row, "t_", q.ThreadRow))
         self._locked.remember(thread.id, thread.latest_seq)
         self._locked.remember_state(thread.id, thread.state)
         grants = _grants_of(author_id, row.grants, self._conn.info.timezone)
         if self._grants is not None:
             self._grants.remember(author_id, grants)
         target = AccessTarget(
-            space=_space(_unprefixed(row, "s_", q.SpaceRow)),
-            channel=_channel(_unprefixed(row, "c_", q.ChannelRow)),
+            space=_space(unprefixed(row, "s_", q.SpaceRow)),
+            channel=_channel(unprefixed(row, "c_", q.ChannelRow)),
             thread=thread,
         )
         # A replay (rare: a client's retry) reads its message in a round trip of its own.

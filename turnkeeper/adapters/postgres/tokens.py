@@ -7,10 +7,8 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
-import attrs
-
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, unprefixed
 from turnkeeper.adapters.postgres.principals import principal_of
 from turnkeeper.application.ports import ResolvedToken
 from turnkeeper.domain.credentials import ApiToken, TokenOrigin
@@ -72,9 +70,7 @@ def _resolved(row: q.ResolveApiTokenRow) -> ResolvedToken:
         created_at=row.token_created_at,
         last_used_at=row.last_used_at,
     )
-    principal = principal_of(
-        q.PrincipalRow(**{f.name: getattr(row, f.name) for f in attrs.fields(q.PrincipalRow)})
-    )
+    principal = principal_of(unprefixed(row, "", q.PrincipalRow))
     return ResolvedToken(token=token, principal=principal)
 
 
