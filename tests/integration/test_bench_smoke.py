@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import time
-from typing import Any, cast
 
 import psycopg
 import pytest
@@ -15,22 +14,18 @@ from bench.cpu import CpuProbe, children, postmaster_pid, process_cpu, tree_cpu
 from bench.floor_report import report as floor_report
 from bench.freshness import CONCURRENCY, QUICK, report, run
 from bench.harness import statement_name
-from bench.operations import HISTORY, OPERATIONS, Item, Operation
-from bench.roundtrips import Exchange, counted
+from bench.operations import HISTORY, OPERATIONS
 from bench.suite import HEADER, format_row, run_suite, warning
 from bench.suite import QUICK as SUITE_QUICK
 from bench.suite import report as suite_report
 from bench.world import BenchWorld
 from tests.conftest import TEST_DATABASE_ENV
+from tests.support.census import on_the_wire
 
 #: Profiled items per side in the smoke test (enough for pyinstrument to take samples).
 PROFILE_SMOKE_ITEMS = 20
 #: CPU seconds the probe test burns (well above the 10 ms of a clock tick).
 BURN_SECONDS = 0.05
-#: Items per side in the wire census of a raw loop: the last is counted, the one before it
-#: prepares the statements of its path on the census connection (a held send has one
-#: more: the first send of a thread is sent, whatever its frontier).
-CENSUS_ITEMS = 2
 #: The operation whose held sends the wire census counts too.
 HELD_SEND = "gated send, hot thread"
 
@@ -147,34 +142,6 @@ async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: s
     assert any("ResolveApiToken" in line for line in added), added
 
 
-async def _on_the_wire(
-    worlds: tuple[BenchWorld, BenchWorld], operation: Operation, side: str, *, held: bool
-) -> Exchange:
-    """One item of a side counted on the wire, after uncounted ones of the same path."""
-    world, traced = worlds
-    call = operation.service if side == "service" else operation.raw
-    asgi = cast("Any", None)  # the service and raw sides never use the ASGI client
-    items = CENSUS_ITEMS + 1 if held else CENSUS_ITEMS
-    work = await operation.prepare(world, [world.workers[side][0]], items)
-    *before, last = work[0]
-
-    def behind(item: Item) -> Item:
-        # A frontier one behind the thread's: the send is held.
-        if held:
-            assert item.sender is not None
-            assert item.thread_id is not None
-            item.sender.known[item.thread_id] -= 1
-        return item
-
-    if held:
-        await call(traced, asgi, before.pop(0))
-    for item in before:
-        await call(traced, asgi, behind(item))
-    async with counted(traced.pool) as exchange:
-        await call(traced, asgi, behind(last))
-    return exchange
-
-
 @pytest.mark.parametrize(
     ("name", "held"),
     [(op.name, False) for op in (*OPERATIONS, HISTORY)] + [(HELD_SEND, True)],
@@ -184,8 +151,8 @@ async def test_a_raw_loop_takes_the_round_trips_and_statements_of_its_service(
 ) -> None:
     operation = next(op for op in (*OPERATIONS, HISTORY) if op.name == name)
 
-    service = await _on_the_wire(census_worlds, operation, "service", held=held)
-    raw = await _on_the_wire(census_worlds, operation, "raw", held=held)
+    service = await on_the_wire(census_worlds, operation, "service", held=held)
+    raw = await on_the_wire(census_worlds, operation, "raw", held=held)
 
     # Statement names alone (the suite's trace) cannot see round trips: a raw loop
     # that stopped pipelining would still pass the test above.

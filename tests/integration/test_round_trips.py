@@ -9,15 +9,11 @@ benchmark's census: on a connection's first use each statement is prepared once.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 import pytest
 
-from bench.asgi import AsgiClient
-from bench.operations import OPERATIONS, Operation
-from bench.roundtrips import Exchange, counted
+from bench.operations import OPERATIONS
 from bench.world import BenchWorld
-from turnkeeper.adapters.http.app import create_app
+from tests.support.census import on_the_wire
 
 #: Round trips per operation at most: issue 18 item 2 allows 3, 5, 3 and 3; the rate-limit
 #: take shares the round trip of the post's facts (ADR 0024), one fewer each.
@@ -40,23 +36,11 @@ FINISHES = ("finish, 10 follow-ups", "finish, 100 follow-ups", "finish, 100 foll
 _OPS = {op.name: op for op in OPERATIONS}
 
 
-async def _exchange(census_worlds: tuple[BenchWorld, BenchWorld], op: Operation) -> Exchange:
-    world, traced = census_worlds
-    worker = world.workers["service"][0]
-    work = await op.prepare(world, [worker], 2)
-    first, second = work[0][:2]
-    asgi = cast("Any", None)  # the services' side never uses the ASGI client
-    await op.service(traced, asgi, first)
-    async with counted(traced.pool) as exchange:
-        await op.service(traced, asgi, second)
-    return exchange
-
-
 @pytest.mark.parametrize("name", sorted(TARGETS))
 async def test_a_hot_operation_takes_at_most_its_round_trips(
     census_worlds: tuple[BenchWorld, BenchWorld], name: str
 ) -> None:
-    exchange = await _exchange(census_worlds, _OPS[name])
+    exchange = await on_the_wire(census_worlds, _OPS[name], "service")
 
     assert exchange.round_trips <= TARGETS[name], (exchange.round_trips, exchange.statements)
 
@@ -64,7 +48,10 @@ async def test_a_hot_operation_takes_at_most_its_round_trips(
 async def test_a_finish_takes_the_same_round_trips_whatever_its_follow_ups(
     census_worlds: tuple[BenchWorld, BenchWorld],
 ) -> None:
-    found = {name: (await _exchange(census_worlds, _OPS[name])).round_trips for name in FINISHES}
+    found = {
+        name: (await on_the_wire(census_worlds, _OPS[name], "service")).round_trips
+        for name in FINISHES
+    }
 
     assert len(set(found.values())) == 1, found
 
@@ -73,17 +60,10 @@ async def test_a_finish_takes_the_same_round_trips_whatever_its_follow_ups(
 async def test_a_message_over_http_is_authenticated_in_the_round_trips_of_its_post(
     census_worlds: tuple[BenchWorld, BenchWorld], name: str
 ) -> None:
-    world, traced = census_worlds
     op = _OPS[name]
-    assert op.http is not None
-    asgi = AsgiClient(create_app(traced.services, traced.services.settings))
-    work = await op.prepare(world, [world.workers["http"][0]], 2)
-    first, second = work[0][:2]
-    await op.http(traced, asgi, first)
-    async with counted(traced.pool) as exchange:
-        await op.http(traced, asgi, second)
+    exchange = await on_the_wire(census_worlds, op, "http")
 
-    service = await _exchange(census_worlds, op)
+    service = await on_the_wire(census_worlds, op, "service")
     assert exchange.round_trips <= HTTP_TARGETS[name], (exchange.round_trips, exchange.statements)
     # Not one statement more than the service's own: no token read of its own.
     assert (exchange.round_trips, exchange.statements) == (
