@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
 import structlog
@@ -13,14 +12,7 @@ import structlog
 from turnkeeper.adapters.logging import configure_from_settings
 from turnkeeper.application.settings import Settings
 
-
-@pytest.fixture(autouse=True)
-def restored_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    yield
-    structlog.reset_defaults()
-    root.handlers[:], root.level = saved
+pytestmark = pytest.mark.usefixtures("restored_logging")
 
 
 def write(settings: Settings) -> str:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
-from collections.abc import Iterator
 
 import pytest
 import structlog
@@ -17,13 +15,7 @@ from turnkeeper.adapters.logging import REDACTED, configure_logging
 ROUTE = "/v1/threads/{thread_id:uuid}/messages"
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    yield
-    structlog.reset_defaults()
-    root.handlers[:], root.level = saved
+pytestmark = pytest.mark.usefixtures("restored_logging")
 
 
 def _lines(stream: io.StringIO) -> list[dict[str, object]]:

@@ -14,6 +14,13 @@ A record of structlog is rendered at the end of structlog's own chain and handed
 standard library as its finished line (`LineFormatter` writes it as it is): one
 ``LogRecord`` per line instead of two, and no caller lookup, which the format never
 shows. The request log line of every HTTP request goes this way (ADR 0021).
+
+A line written once per request can skip even that: `write_direct` runs the same shared
+processors and the same renderer and writes the line to the same handler's stream, but
+without structlog's bound logger and without a standard library record (ADR 0028). It does
+so only while the configuration is the one `configure_logging` installed; after any other
+(a test's `structlog.testing.capture_logs`, another handler on the root logger) it
+declines and the caller logs the usual way.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+import attrs
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
@@ -154,6 +162,13 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    global _installed
+    _installed = _Chain(
+        processors=list(structlog.get_config()["processors"]),
+        shared=tuple(shared),
+        renderer=renderer,
+        handler=handler,
+    )
     # uvicorn installs its own handlers; route its records through ours instead.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         named = logging.getLogger(name)
@@ -161,6 +176,76 @@ def configure_logging(
         named.propagate = True
     # Access lines would duplicate the request log of the HTTP adapter.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+
+
+@attrs.frozen(eq=False)
+class _Chain:
+    """What `configure_logging` installed, for `write_direct` to recognise and follow."""
+
+    # A copy of structlog's processor list: `structlog.testing.capture_logs` changes the
+    # configured list in place, so its identity proves nothing.
+    processors: list[Processor]
+    shared: tuple[Processor, ...]
+    renderer: Processor
+    handler: logging.StreamHandler[TextIO]
+
+
+_installed: _Chain | None = None
+#: The standard library's level of each log method structlog's loggers have.
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+
+def write_direct(logger: logging.Logger, method_name: str, event: str, fields: EventDict) -> bool:
+    """Write one record's line as the installed chain would, without its per-record objects.
+
+    The line is the one ``structlog.get_logger(logger.name).<method_name>(event,
+    **fields)`` writes: the same shared processors, context variables and redaction, the
+    same renderer, the same stream. Nothing is written when the level is not enabled.
+
+    Args:
+        logger: the standard library logger the record belongs to (its name and level).
+        method_name: ``debug``, ``info`` or ``warning``.
+        event: the record's event name.
+        fields: its members (taken over: the caller must not use the mapping again).
+
+    Returns:
+        False, having written nothing, when the configuration is no longer the one
+        `configure_logging` installed (structlog or the root logger reconfigured, the
+        logger with handlers or filters of its own): then log the usual way.
+    """
+    chain = _installed
+    root = logging.root
+    if (
+        chain is None
+        or structlog.get_config()["processors"] != chain.processors
+        or root.handlers != [chain.handler]
+        or logger.disabled
+        or logger.handlers
+        or logger.filters
+        or not logger.propagate
+        or chain.handler.filters
+    ):
+        return False
+    level = _LEVELS[method_name]
+    if not logger.isEnabledFor(level) or level < chain.handler.level:
+        return True
+    fields["event"] = event
+    record: Any = fields
+    for processor in chain.shared:
+        record = processor(logger, method_name, record)
+    line = chain.renderer(logger, method_name, record)
+    handler = chain.handler
+    # StreamHandler.emit without its record: write, flush, never raise into the caller.
+    handler.acquire()
+    try:
+        # str() as LineFormatter.format does with the line structlog rendered.
+        handler.stream.write(str(line) + handler.terminator)
+        handler.flush()
+    except Exception:  # a log line must not fail the request (as StreamHandler.emit)
+        handler.handleError(logging.makeLogRecord({"msg": event, "levelno": level}))
+    finally:
+        handler.release()
+    return True
 
 
 def _rendered_for_stdlib(renderer: Processor) -> Processor:
@@ -236,4 +321,5 @@ __all__ = [
     "configure_logging",
     "redact_secrets",
     "shared_processors",
+    "write_direct",
 ]

@@ -7,13 +7,17 @@ template, the status and the duration (at debug for the successful polls, stream
 and heartbeats of `QUIET_ROUTES`, at info otherwise). Bodies, query strings and headers are never
 logged, so neither tokens nor message content can reach the log.
 
-The line is written once per request, so what it needs is prepared once: the logger is
-bound once per logging configuration (`RequestLog`), the correlation id is bound to the
-log context with a token that resets it (no copy of the whole context per request).
+The line is written once per request, so it is written the short way
+(`turnkeeper.adapters.logging.write_direct`: the configured processors and renderer,
+without structlog's bound logger and a standard library record, ADR 0028) while logging is
+configured as ``turnkeeper serve`` configures it, else through a logger bound once per
+logging configuration (`RequestLog`). The correlation id is bound to the log context with
+a token that resets it (no copy of the whole context per request).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -22,6 +26,8 @@ from typing import Any, cast
 import structlog
 from litestar import Litestar
 from litestar.types import Message, Receive, Scope, Send
+
+from turnkeeper.adapters.logging import write_direct
 
 #: The request and answer header of the correlation id.
 CORRELATION_HEADER = "X-Correlation-Id"
@@ -61,6 +67,7 @@ class RequestLog:
     def __init__(self) -> None:
         self._key: tuple[object, ...] = ()
         self._logger: Any = None
+        self._stdlib = logging.getLogger(LOGGER_NAME)
 
     def _bound(self) -> Any:
         config = structlog.get_config()
@@ -79,11 +86,12 @@ class RequestLog:
             status: the answer's status.
             duration_ms: the request's duration in milliseconds.
         """
-        logger = self._bound()
         quiet = status < _LOUD_STATUS and (method, route) in QUIET_ROUTES
-        (logger.debug if quiet else logger.info)(
-            "http_request", method=method, route=route, status=status, duration_ms=duration_ms
-        )
+        fields = {"method": method, "route": route, "status": status, "duration_ms": duration_ms}
+        if write_direct(self._stdlib, "debug" if quiet else "info", "http_request", fields):
+            return
+        logger = self._bound()
+        (logger.debug if quiet else logger.info)("http_request", **fields)
 
 
 _request_log = RequestLog()
