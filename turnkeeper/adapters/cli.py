@@ -20,7 +20,12 @@ import structlog
 
 from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
-from turnkeeper.adapters.http.server import ACCEPT_BACKLOG, event_loop_factory, guarded_server
+from turnkeeper.adapters.http.server import (
+    ACCEPT_BACKLOG,
+    event_loop_factory,
+    guarded_server,
+    settle_heap,
+)
 from turnkeeper.adapters.http.workers import listening_socket, run_workers
 from turnkeeper.adapters.logging import configure_from_settings
 from turnkeeper.adapters.mcp.command import add_command as add_mcp_command
@@ -346,6 +351,7 @@ async def _serve_app(
         sock=sock,
     )
     runner = asyncio.create_task(run_jobs_forever(backend.services)) if jobs else None
+    settle_heap(config.settings.http_gc_threshold)
     try:
         await server.serve()
     finally:

@@ -121,6 +121,9 @@ class Settings:
         http_parser: ``http.parser``, the HTTP/1.1 parser of ``serve`` (`HTTP_PARSERS`).
         http_event_loop: ``http.event_loop``, the event loop of ``serve``
             (`HTTP_EVENT_LOOPS`).
+        http_gc_threshold: ``http.gc_threshold``, allocations of container objects (net
+            of deallocations) between two young-generation collections of Python's
+            garbage collector in ``serve``, whose start-up objects are frozen.
         max_client_id_length: ``message.max_client_id_length``, characters of a client
             id (``client_msg_id``, ``client_message_id``) at most.
         max_handle_length: ``principal.max_handle_length``, characters of a handle at most.
@@ -201,6 +204,7 @@ class Settings:
         validator=attrs.validators.in_(HTTP_EVENT_LOOPS),
         metadata={CHOICES: HTTP_EVENT_LOOPS},
     )
+    http_gc_threshold: int = attrs.field(default=7000, validator=_positive)
     max_client_id_length: int = attrs.field(default=256, validator=_positive)
     max_handle_length: int = attrs.field(default=64, validator=_positive)
     stream_max_wait: timedelta = attrs.field(default=_seconds(60), validator=_positive_duration)
@@ -269,6 +273,7 @@ SETTING_KEYS: dict[str, str] = {
     "http.workers": "http_workers",
     "http.parser": "http_parser",
     "http.event_loop": "http_event_loop",
+    "http.gc_threshold": "http_gc_threshold",
     "message.max_client_id_length": "max_client_id_length",
     "principal.max_handle_length": "max_handle_length",
     "stream.max_wait_seconds": "stream_max_wait",
