@@ -38,7 +38,13 @@ from bench import against_floor, event_log, freshness, scale
 from bench import live as bench_live
 from bench.floor_report import LINE_HEADER
 from bench.floor_report import report as floor_report
-from bench.harness import BENCH_DATABASE_PREFIX, bench_server, server_version
+from bench.harness import (
+    BENCH_DATABASE_PREFIX,
+    Settle,
+    bench_server,
+    server_version,
+    settle_as_serve,
+)
 from bench.operations import OPERATIONS
 from bench.suite import FULL, HEADER, QUICK, format_row, report_details, run_suite
 from turnkeeper.adapters.postgres.databases import scratch_database
@@ -85,12 +91,14 @@ def _machine() -> str:
     )
 
 
-async def main_async(argv: Sequence[str], out: TextIO) -> int:
+async def main_async(argv: Sequence[str], out: TextIO, *, settle: Settle | None = None) -> int:
     """Run the benchmarks from the command line.
 
     Args:
         argv: the arguments.
         out: where to print.
+        settle: passed to the floor table (`bench.against_floor.run_floor_suite`); the
+            command line passes `bench.harness.settle_as_serve`.
 
     Returns:
         The exit code.
@@ -134,6 +142,7 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
                     g for g in against_floor.GROUPS if not names or any(n in g.name for n in names)
                 ),
                 out=out,
+                settle=settle,
             )
             floor_report(results, counts, out)
             print(_load(), file=out, flush=True)
@@ -183,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code.
     """
-    return asyncio.run(main_async(list(sys.argv[1:] if argv is None else argv), sys.stdout))
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    return asyncio.run(main_async(arguments, sys.stdout, settle=settle_as_serve))
 
 
 if __name__ == "__main__":

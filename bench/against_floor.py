@@ -37,7 +37,7 @@ from bench import floor
 from bench.asgi import AsgiClient
 from bench.cpu import CpuProbe, postmaster_pid
 from bench.floor_report import GroupResult, Measured, SideResult, format_side_line, report
-from bench.harness import Timing, drive, open_traced_pool
+from bench.harness import Settle, Timing, drive, open_traced_pool
 from bench.http_load import (
     MESSAGE_TEXT,
     SEND_TEXT,
@@ -372,6 +372,7 @@ async def run_floor_suite(
     *,
     groups: tuple[Group, ...] = GROUPS,
     out: TextIO | None = None,
+    settle: Settle | None = None,
 ) -> tuple[list[GroupResult], dict[tuple[str, str], tuple[float, float]]]:
     """Measure every group at every concurrency on a migrated, empty database.
 
@@ -380,6 +381,8 @@ async def run_floor_suite(
         size: the size.
         groups: the groups.
         out: where each measured group is printed as soon as it is measured.
+        settle: called once with the world's settings when the world and the in-process
+            app are built, before anything is measured (`bench.harness.settle_as_serve`).
 
     Returns:
         The results in table order, and the census: (group, side) -> (round trips,
@@ -403,6 +406,8 @@ async def run_floor_suite(
             for side in group.sides:
                 if side.run is not None:
                     counts[(group.name, side.key)] = await _census(ctx, group, side, size.census)
+        if settle is not None:
+            settle(world.services.settings)
         async with (
             turnkeeper_server(conninfo, most + POOL_SPARE) as server,
             LoadClient.start() as client,

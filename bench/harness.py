@@ -36,9 +36,29 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from bench.cpu import Cpu, CpuProbe
+from turnkeeper.adapters.http.server import settle_heap
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.uow import PREPARE_THRESHOLD, Conn
+from turnkeeper.application.settings import Settings
+
+#: Settles the benchmark's own heap once its world and app are built (see `settle_as_serve`).
+Settle = Callable[[Settings], object]
+
+
+def settle_as_serve(settings: Settings) -> None:
+    """Settle this process's heap as ``turnkeeper serve`` settles its own (ADR 0029).
+
+    The tables that compare the service in this process with a ``turnkeeper serve``
+    process call it from their command line, so that both sides run with the same
+    collector: start-up objects frozen, ``http.gc_threshold``. Tests do not (a frozen
+    test process would keep every object alive at that moment).
+
+    Args:
+        settings: for ``http.gc_threshold``.
+    """
+    settle_heap(settings.http_gc_threshold)
+
 
 #: The environment variable naming an external server (as for `turnkeeper serve`).
 ENV_DATABASE_URL = "TURNKEEPER_DATABASE_URL"
@@ -427,6 +447,7 @@ __all__ = [
     "STATEMENT_NAMES",
     "Memory",
     "Server",
+    "Settle",
     "Timing",
     "TracingConnection",
     "TracingCursor",
@@ -437,6 +458,7 @@ __all__ = [
     "name_statement",
     "open_traced_pool",
     "server_version",
+    "settle_as_serve",
     "statement_name",
     "traced",
 ]

@@ -42,7 +42,15 @@ import attrs
 from bench.asgi import AsgiClient
 from bench.cpu import Cpu, CpuProbe, _Reading, postmaster_pid, tree_cpu
 from bench.floor_report import Measured
-from bench.harness import BENCH_DATABASE_PREFIX, Timing, bench_server, drive, open_traced_pool
+from bench.harness import (
+    BENCH_DATABASE_PREFIX,
+    Settle,
+    Timing,
+    bench_server,
+    drive,
+    open_traced_pool,
+    settle_as_serve,
+)
 from bench.http_load import LoadClient, message_request, plan
 from bench.operations import OPERATIONS, Operation
 from bench.serve import RunningServer, bare_server, turnkeeper_server
@@ -244,7 +252,13 @@ async def _http_rounds(run: _Run, variant: Variant) -> dict[int, Timing]:
 
 
 async def measure(
-    conninfo: str, size: StackSize, baseline: Path | None, out: TextIO, *, healthz: bool = False
+    conninfo: str,
+    size: StackSize,
+    baseline: Path | None,
+    out: TextIO,
+    *,
+    healthz: bool = False,
+    settle: Settle | None = None,
 ) -> dict[str, dict[int, Measured]]:
     """Every side at every concurrency, in interleaved rounds.
 
@@ -254,6 +268,8 @@ async def measure(
         baseline: the source tree of ``before`` (None: none).
         out: where progress lines go.
         healthz: measure ``GET /healthz`` (the stack alone) instead of the message.
+        settle: called once with the world's settings when the world and the in-process
+            app are built (`bench.harness.settle_as_serve`).
 
     Returns:
         side key -> concurrency -> its rounds.
@@ -276,6 +292,8 @@ async def measure(
             asgi=AsgiClient(create_app(world.services, world.services.settings)),
             healthz=healthz,
         )
+        if settle is not None:
+            settle(world.services.settings)
         for index in range(size.repeats):
             shift = index % len(sides)
             for side in sides[shift:] + sides[:shift]:
@@ -330,12 +348,13 @@ def _load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-async def main_async(argv: Sequence[str], out: TextIO) -> int:
+async def main_async(argv: Sequence[str], out: TextIO, *, settle: Settle | None = None) -> int:
     """Run the table from the command line.
 
     Args:
         argv: ``[--quick] [--healthz] [--baseline DIR]``.
         out: where to print.
+        settle: see `measure` (the command line passes `bench.harness.settle_as_serve`).
 
     Returns:
         The exit code (2 for arguments not understood).
@@ -368,7 +387,7 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
     ):
         print(_load(), file=out, flush=True)
         size = QUICK if quick else (HEALTHZ_SIZE if healthz else FULL)
-        results = await measure(conninfo, size, baseline, out, healthz=healthz)
+        results = await measure(conninfo, size, baseline, out, healthz=healthz, settle=settle)
         report(results, out)
         print(_load(), file=out, flush=True)
     # The medians of the server's CPU per request, for a quick look at the target.
@@ -391,7 +410,7 @@ def main() -> int:
 
     # One record per operation of the in-process side would swamp the report.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    return asyncio.run(main_async(sys.argv[1:], sys.stdout))
+    return asyncio.run(main_async(sys.argv[1:], sys.stdout, settle=settle_as_serve))
 
 
 if __name__ == "__main__":

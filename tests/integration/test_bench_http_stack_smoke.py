@@ -7,13 +7,17 @@ import io
 import pytest
 
 from bench import http_stack
+from turnkeeper.application.settings import Settings
 
 
 @pytest.mark.parametrize("healthz", [False, True], ids=["message", "healthz"])
 async def test_quick_http_stack_table_measures_every_side(pg_conninfo: str, healthz: bool) -> None:
+    settled: list[Settings] = []
     results = await http_stack.measure(
-        pg_conninfo, http_stack.QUICK, None, io.StringIO(), healthz=healthz
+        pg_conninfo, http_stack.QUICK, None, io.StringIO(), healthz=healthz, settle=settled.append
     )
+    # Settled once, with the world's settings (the command line freezes the heap then).
+    assert [s.http_gc_threshold for s in settled] == [Settings().http_gc_threshold]
     sides = ["service", *(v.key for v in http_stack.variants(None, healthz=healthz))]
     assert ("bare uvicorn" in sides) == healthz
     assert list(results) == sides

@@ -21,6 +21,7 @@ from bench.suite import report as suite_report
 from bench.world import BenchWorld
 from tests.conftest import TEST_DATABASE_ENV
 from tests.support.census import on_the_wire
+from turnkeeper.application.settings import Settings
 
 #: Profiled items per side in the smoke test (enough for pyinstrument to take samples).
 PROFILE_SMOKE_ITEMS = 20
@@ -32,7 +33,12 @@ HELD_SEND = "gated send, hot thread"
 
 @pytest.mark.slow
 async def test_quick_floor_table_measures_every_group_on_every_side(pg_conninfo: str) -> None:
-    results, counts = await against_floor.run_floor_suite(pg_conninfo, against_floor.QUICK)
+    settled: list[Settings] = []
+    results, counts = await against_floor.run_floor_suite(
+        pg_conninfo, against_floor.QUICK, settle=settled.append
+    )
+    # Settled once, before the measurements (the command line freezes the heap then).
+    assert [s.http_gc_threshold for s in settled] == [Settings().http_gc_threshold]
 
     assert [(r.group, r.concurrency) for r in results] == [
         (g.name, c) for g in against_floor.GROUPS for c in against_floor.QUICK.concurrency
