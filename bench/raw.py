@@ -36,9 +36,14 @@ from bench.world import BENCH_BURST, BenchWorld, Worker
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import uuid_array_text
 from turnkeeper.adapters.postgres.uow import BEGIN, COMMIT, Conn
+from turnkeeper.adapters.system import UuidV7Generator
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
 from turnkeeper.domain.world import Principal, PrincipalKind
+
+#: The ids of the rows the raw loops insert: UUIDv7, as the services' `IdGenerator`
+#: (time-ordered keys index as the services' do).
+_ids = UuidV7Generator()
 
 #: The rate-limit class of messages (as `turnkeeper.domain.ratelimit.RL_MESSAGE`).
 RL_MESSAGE = "rl.message"
@@ -427,7 +432,7 @@ async def _insert_text(
 ) -> uuid.UUID:
     """A text message at the seq after the locked latest_seq, with its message.created."""
     origin = "human" if author.kind == PrincipalKind.PERSON.value else "agent"
-    message_id = uuid.uuid4()
+    message_id = _ids.new_id()
     doc = _message_doc(
         message_id,
         post.target.thread_id,
@@ -518,7 +523,7 @@ async def _open_run(
     anchor_at: _Anchor,
 ) -> uuid.UUID:
     """The service's open_run: run, anchor, trigger state received, agent.invocation."""
-    run_id = uuid.uuid4()
+    run_id = _ids.new_id()
     await q.insert_run(
         conn,
         id=run_id,
@@ -537,7 +542,7 @@ async def _open_run(
         updated_at=now,
     )
     agent = await known.one(conn, agent_id)
-    anchor = uuid.uuid4()
+    anchor = _ids.new_id()
     if anchor_at.locked_seq is None:
         seq = await q.allocate_thread_seq(conn, id=target.thread_id)
         assert seq is not None
@@ -931,7 +936,7 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
                     "message_id": str(message.id),
                     "trigger_kind": "message",
                     "sub": str(author.id),
-                    "jti": str(uuid.uuid4()),
+                    "jti": str(_ids.new_id()),
                     "exp": int(time.time() + TOKEN_TTL.total_seconds()),
                 },
                 world.key,

@@ -21,6 +21,7 @@ from bench.suite import report as suite_report
 from bench.world import BenchWorld
 from tests.conftest import TEST_DATABASE_ENV
 from tests.support.census import on_the_wire
+from tests.support.database import fetch
 from turnkeeper.application.settings import Settings
 
 #: Profiled items per side in the smoke test (enough for pyinstrument to take samples).
@@ -136,6 +137,13 @@ async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: s
         # Every path, not only the most frequent one the warning compares: at
         # concurrency 2 one of the hot thread's two timed sends is held on each side.
         assert set(row.service.statements) == set(row.raw.statements), row.operation
+    # The raw loops' rows take UUIDv7 keys, as the services' (random keys index apart).
+    versions = await fetch(
+        pg_conninfo,
+        "SELECT DISTINCT substr(id::text, 15, 1) FROM"
+        " (SELECT id FROM messages UNION ALL SELECT id FROM runs) AS rows",
+    )
+    assert versions == [("7",)]
     out = io.StringIO()
     suite_report(rows, out)
     assert out.getvalue().startswith(HEADER)
