@@ -104,6 +104,21 @@ def _decline_by_structlog_defaults(logger: logging.Logger) -> Iterator[None]:
     yield
 
 
+def _decline_by_parent_handler(logger: logging.Logger) -> Iterator[None]:
+    # Made now if nobody has (the standard library then puts it between the two).
+    parent = logging.getLogger(LOGGER_NAME.rpartition(".")[0])
+    assert logger.parent is parent
+    handler = logging.NullHandler()
+    parent.addHandler(handler)
+    yield
+    parent.removeHandler(handler)
+
+
+def _decline_by_no_propagation(logger: logging.Logger) -> Iterator[None]:
+    logger.propagate = False
+    yield
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -112,8 +127,18 @@ def _decline_by_structlog_defaults(logger: logging.Logger) -> Iterator[None]:
         _decline_by_disabled_logger,
         _decline_by_logger_filter,
         _decline_by_structlog_defaults,
+        _decline_by_parent_handler,
+        _decline_by_no_propagation,
     ],
-    ids=["capture_logs", "second root handler", "disabled", "filter", "structlog defaults"],
+    ids=[
+        "capture_logs",
+        "second root handler",
+        "disabled",
+        "filter",
+        "structlog defaults",
+        "parent handler",
+        "no propagation",
+    ],
 )
 def test_another_configuration_is_declined_and_nothing_written(
     logger: logging.Logger, change: object

@@ -211,7 +211,8 @@ def write_direct(logger: logging.Logger, method_name: str, event: str, fields: E
     Returns:
         False, having written nothing, when the configuration is no longer the one
         `configure_logging` installed (structlog or the root logger reconfigured, the
-        logger with handlers or filters of its own): then log the usual way.
+        logger with filters of its own, or it or a parent below the root with handlers
+        or without propagation): then log the usual way.
     """
     chain = _installed
     root = logging.root
@@ -220,10 +221,9 @@ def write_direct(logger: logging.Logger, method_name: str, event: str, fields: E
         or structlog.get_config()["processors"] != chain.processors
         or root.handlers != [chain.handler]
         or logger.disabled
-        or logger.handlers
         or logger.filters
-        or not logger.propagate
         or chain.handler.filters
+        or not _reaches_root_alone(logger)
     ):
         return False
     level = _LEVELS[method_name]
@@ -245,6 +245,16 @@ def write_direct(logger: logging.Logger, method_name: str, event: str, fields: E
         handler.handleError(logging.makeLogRecord({"msg": event, "levelno": level}))
     finally:
         handler.release()
+    return True
+
+
+def _reaches_root_alone(logger: logging.Logger) -> bool:
+    """True when a record of `logger` meets no handler before the root's (propagation)."""
+    current: logging.Logger | None = logger
+    while current is not None and current is not logging.root:
+        if current.handlers or not current.propagate:
+            return False
+        current = current.parent
     return True
 
 
