@@ -191,8 +191,6 @@ class _Chain:
 
 
 _installed: _Chain | None = None
-#: The standard library's level of each log method structlog's loggers have.
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 
 def write_direct(logger: logging.Logger, method_name: str, event: str, fields: EventDict) -> bool:
@@ -226,7 +224,8 @@ def write_direct(logger: logging.Logger, method_name: str, event: str, fields: E
         or not _reaches_root_alone(logger)
     ):
         return False
-    level = _LEVELS[method_name]
+    # The mapping structlog's `filter_by_level` decides by, so both paths agree.
+    level = structlog.processors.NAME_TO_LEVEL[method_name]
     if not logger.isEnabledFor(level) or level < chain.handler.level:
         return True
     fields["event"] = event
