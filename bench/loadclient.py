@@ -221,15 +221,10 @@ async def main_async() -> int:
     return 0
 
 
-def _loop_factory() -> Any:
-    """The event loop factory: uvloop's when installed (the ``fast`` extra), else None."""
-    try:
-        import uvloop  # optional: the same choice as `turnkeeper serve`'s "auto"
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
 if __name__ == "__main__":
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    # Imported here: the jobs above need nothing of turnkeeper, only the loop's choice.
+    from turnkeeper.adapters.http.server import event_loop_factory
+
+    # "auto", as `turnkeeper serve` chooses: uvloop when installed, else asyncio's own.
+    with asyncio.Runner(loop_factory=event_loop_factory("auto")) as runner:
         raise SystemExit(runner.run(main_async()))
