@@ -278,8 +278,8 @@ async def measure(
     pool = await open_traced_pool(conninfo, most + POOL_SPARE)
     try:
         world = await build_world(pool, most)
-        sides = ["service", *(v.key for v in variants(baseline, healthz=healthz))]
         by_key = {v.key: v for v in variants(baseline, healthz=healthz)}
+        sides = ["service", *by_key]
         rounds: dict[str, dict[int, list[Timing]]] = {
             s: {c: [] for c in size.concurrency} for s in sides
         }
