@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 import pytest
 import structlog
@@ -79,41 +81,50 @@ def test_a_level_below_the_configured_one_writes_nothing(logger: logging.Logger)
     assert json.loads(stream.getvalue())["level"] == "debug"
 
 
+@contextlib.contextmanager
 def _decline_by_capture(logger: logging.Logger) -> Iterator[None]:
     with capture_logs():
         yield
 
 
+@contextlib.contextmanager
 def _decline_by_second_handler(logger: logging.Logger) -> Iterator[None]:
     logging.getLogger().addHandler(logging.NullHandler())
     yield
 
 
+@contextlib.contextmanager
 def _decline_by_disabled_logger(logger: logging.Logger) -> Iterator[None]:
     logger.disabled = True
     yield
 
 
+@contextlib.contextmanager
 def _decline_by_logger_filter(logger: logging.Logger) -> Iterator[None]:
     logger.addFilter(lambda record: True)
     yield
 
 
+@contextlib.contextmanager
 def _decline_by_structlog_defaults(logger: logging.Logger) -> Iterator[None]:
     structlog.reset_defaults()
     yield
 
 
+@contextlib.contextmanager
 def _decline_by_parent_handler(logger: logging.Logger) -> Iterator[None]:
     # Made now if nobody has (the standard library then puts it between the two).
     parent = logging.getLogger(LOGGER_NAME.rpartition(".")[0])
     assert logger.parent is parent
     handler = logging.NullHandler()
     parent.addHandler(handler)
-    yield
-    parent.removeHandler(handler)
+    try:
+        yield
+    finally:
+        parent.removeHandler(handler)
 
 
+@contextlib.contextmanager
 def _decline_by_no_propagation(logger: logging.Logger) -> Iterator[None]:
     logger.propagate = False
     yield
@@ -141,14 +152,12 @@ def _decline_by_no_propagation(logger: logging.Logger) -> Iterator[None]:
     ],
 )
 def test_another_configuration_is_declined_and_nothing_written(
-    logger: logging.Logger, change: object
+    logger: logging.Logger, change: Callable[[logging.Logger], AbstractContextManager[None]]
 ) -> None:
     stream = io.StringIO()
     configure_logging(json=True, stream=stream)
-    steps = change(logger)  # type: ignore[operator]
-    next(steps)
-    assert write_direct(logger, "info", "http_request", dict(FIELDS)) is False
-    next(steps, None)
+    with change(logger):
+        assert write_direct(logger, "info", "http_request", dict(FIELDS)) is False
     assert stream.getvalue() == ""
 
 
