@@ -311,6 +311,9 @@ def guarded_server(
             backlog=ACCEPT_BACKLOG,
             log_config=None,  # adapters.logging owns the format
             access_log=False,  # the HTTP adapter logs every request itself
+            # No ``server: uvicorn`` on every answer: the contract has no such header, and
+            # it would name the stack to every client for nothing.
+            server_header=False,
             lifespan="on",
         ),
         live,
