@@ -77,6 +77,28 @@ def _load() -> str:
     return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
 
 
+def interpreter(maps: str = "/proc/self/maps") -> str:
+    """Which Python build runs the benchmark: its version, installation and libpython.
+
+    The same code costs about a tenth less CPU on an interpreter with libpython linked
+    into the executable than on one that loads it as a shared library (pyenv's default
+    build; docs/operations.md, "The Python interpreter"), so the figures name it.
+
+    Args:
+        maps: the memory map of this process (Linux); unreadable: libpython unknown.
+
+    Returns:
+        For example ``Python 3.11.7 at /usr, libpython linked in``.
+    """
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as mapped:
+            shared = any("/libpython" in line for line in mapped)
+        linkage = "libpython shared" if shared else "libpython linked in"
+    except OSError:
+        linkage = "libpython unknown"
+    return f"Python {platform.python_version()} at {sys.base_prefix}, {linkage}"
+
+
 def _machine() -> str:
     memory = "?"
     try:
@@ -86,7 +108,7 @@ def _machine() -> str:
     except (OSError, ValueError, IndexError):
         pass
     return (
-        f"{os.cpu_count()} cpus, {memory} memory, Python {platform.python_version()}, "
+        f"{os.cpu_count()} cpus, {memory} memory, {interpreter()}, "
         f"{platform.system()} {platform.release()}"
     )
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import os
+import platform
+import sys
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -196,6 +199,24 @@ def test_the_median_measurement_is_the_middle_one_by_throughput() -> None:
     assert median([fast, slow, middle]) is middle
     assert median([fast, slow]) is slow
     assert median([middle]) is middle
+
+
+def test_the_machine_line_names_the_interpreter_build(tmp_path: Path) -> None:
+    from bench.__main__ import interpreter
+
+    shared = tmp_path / "shared"
+    shared.write_text(
+        "7f00-7f01 r-xp 00000000 08:01 42 /opt/python/lib/libpython3.11.so.1.0\n"
+        "7f02-7f03 r-xp 00000000 08:01 43 /usr/lib/libc.so.6\n"
+    )
+    linked = tmp_path / "linked"
+    linked.write_text("5500-5501 r-xp 00000000 08:01 41 /usr/bin/python3.11\n")
+    assert interpreter(str(shared)).endswith(", libpython shared")
+    assert interpreter(str(linked)).endswith(", libpython linked in")
+    assert interpreter(str(tmp_path / "absent")).endswith(", libpython unknown")
+    assert interpreter(str(linked)).startswith(
+        f"Python {platform.python_version()} at {sys.base_prefix}"
+    )
 
 
 def test_statements_are_named_as_in_sql_queries() -> None:
