@@ -80,9 +80,10 @@ def _load() -> str:
 def interpreter(maps: str = "/proc/self/maps") -> str:
     """Which Python build runs the benchmark: its version, installation and libpython.
 
-    The same code costs about a tenth less CPU on an interpreter with libpython linked
-    into the executable than on one that loads it as a shared library (pyenv's default
-    build; docs/operations.md, "The Python interpreter"), so the figures name it.
+    The build moves every figure: on the benchmark machine the same tree took about a
+    tenth less server CPU per message on Debian's interpreter (libpython linked in) than
+    on a default pyenv build (libpython shared; docs/operations.md, "The Python
+    interpreter"), so the figures name it.
 
     Args:
         maps: the memory map of this process (Linux); unreadable: libpython unknown.
