@@ -400,6 +400,16 @@ async def test_a_rate_limited_send_is_a_tool_error_with_the_wait(
         assert await stage.agent_contents() == ["One."]
 
 
+async def test_the_http_transport_names_no_server() -> None:
+    # No turnkeeper is reached: the SDK answers a bare GET before any tool runs.
+    env = mcp_environment("http://127.0.0.1:9", "tk-example-token")
+    async with mcp_http_process(env) as url, httpx.AsyncClient() as http:
+        answer = await http.get(url)
+    assert answer.status_code >= 400
+    assert "server" not in answer.headers, answer.headers
+    assert answer.headers["date"]
+
+
 async def test_http_sessions_keep_their_own_frontiers(stage: Stage) -> None:
     await stage.post("Is the invoice paid?", "q-1")
     async with (

@@ -124,6 +124,7 @@ async def serve_http(server: Server[Any], *, host: str, port: int, max_sessions:
         port=port,
         log_config=None,  # adapters.logging owns the format
         access_log=False,
+        server_header=False,  # as ``turnkeeper serve``: the stack is not named to clients
         lifespan="on",
     )
     await uvicorn.Server(config).serve()
