@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from bench import against_floor
+from bench import against_floor, driver_paths
 from bench.cpu import CpuProbe, children, postmaster_pid, process_cpu, tree_cpu
 from bench.floor_report import report as floor_report
 from bench.freshness import CONCURRENCY, QUICK, report, run
@@ -217,6 +217,21 @@ def test_the_machine_line_names_the_interpreter_build(tmp_path: Path) -> None:
     assert interpreter(str(linked)).startswith(
         f"Python {platform.python_version()} at {sys.base_prefix}"
     )
+
+
+async def test_quick_driver_table_runs_both_paths_to_the_same_rows(pg_conninfo: str) -> None:
+    # measure() asserts that both paths return the same rows in every round.
+    rows = await driver_paths.measure(pg_conninfo, driver_paths.QUICK)
+    assert [r.path for r in rows] == ["psycopg", "libpq"]
+    for row in rows:
+        assert row.per_second > 0
+        assert row.cpu_ms > 0
+    out = io.StringIO()
+    driver_paths.report(rows, driver_paths.QUICK, out)
+    lines = out.getvalue().splitlines()
+    assert lines[1].split() == ["path", "ops/s", "cpu", "ms", "of", "psycopg", "cpu"]
+    assert lines[2].split()[0] == "psycopg"
+    assert lines[2].split()[-1] == "1.00"
 
 
 def test_statements_are_named_as_in_sql_queries() -> None:
