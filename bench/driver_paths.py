@@ -66,27 +66,17 @@ READ_NAME = b"bench_driver_read"
 WRITE_NAME = b"bench_driver_write"
 
 
-def _columns(count: int, placeholder: Callable[[int], str]) -> str:
-    return ", ".join(
-        f"{placeholder(i % len(READ_TYPES))}::{READ_TYPES[i % len(READ_TYPES)]}"
-        for i in range(count)
-    )
+def _casts(placeholders: Sequence[str]) -> str:
+    """The placeholders, each cast to the next of `READ_TYPES` (round and round)."""
+    return ", ".join(f"{p}::{READ_TYPES[i % len(READ_TYPES)]}" for i, p in enumerate(placeholders))
 
 
-#: The read, in psycopg's placeholders and in PostgreSQL's.
-READ_SQL = "SELECT " + _columns(READ_COLUMNS, lambda i: f"%(p{i})s")
-READ_SQL_NATIVE = "SELECT " + _columns(READ_COLUMNS, lambda i: f"${i + 1}")
+#: The read, in psycopg's placeholders and in PostgreSQL's: 33 columns of 11 parameters.
+READ_SQL = "SELECT " + _casts([f"%(p{i % len(READ_TYPES)})s" for i in range(READ_COLUMNS)])
+READ_SQL_NATIVE = "SELECT " + _casts([f"${i % len(READ_TYPES) + 1}" for i in range(READ_COLUMNS)])
 #: The write: one value out of 25 parameters.
-WRITE_SQL = (
-    "SELECT num_nonnulls("
-    + ", ".join(f"%s::{READ_TYPES[i % len(READ_TYPES)]}" for i in range(WRITE_PARAMETERS))
-    + ")"
-)
-WRITE_SQL_NATIVE = (
-    "SELECT num_nonnulls("
-    + ", ".join(f"${i + 1}::{READ_TYPES[i % len(READ_TYPES)]}" for i in range(WRITE_PARAMETERS))
-    + ")"
-)
+WRITE_SQL = f"SELECT num_nonnulls({_casts(['%s'] * WRITE_PARAMETERS)})"
+WRITE_SQL_NATIVE = f"SELECT num_nonnulls({_casts([f'${i + 1}' for i in range(WRITE_PARAMETERS)])})"
 
 
 def _arguments() -> tuple[dict[str, Any], tuple[Any, ...]]:
@@ -156,11 +146,12 @@ class _LibpqPath:
     """The statements on libpq's pipeline through `psycopg.pq`, one connection."""
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self._conn = conn
         self._pg = conn.pgconn
         self._loop = asyncio.get_running_loop()
         self._transformer = Transformer(conn)
-        self._read_args, self._write_args = _arguments()
+        read, self._write_args = _arguments()
+        # The read's parameters in their placeholders' order ($1 is p0), taken once.
+        self._read_args = tuple(read.values())
         self._read_formats = [PyFormat.TEXT] * len(READ_TYPES)
         self._write_formats = [PyFormat.TEXT] * WRITE_PARAMETERS
 
@@ -177,7 +168,7 @@ class _LibpqPath:
         """BEGIN and the read, a sync; the write and COMMIT, a sync."""
         pg, tx = self._pg, self._transformer
         pg.send_query_params(BEGIN.encode(), None)
-        params = tx.dump_sequence(tuple(self._read_args.values()), self._read_formats)
+        params = tx.dump_sequence(self._read_args, self._read_formats)
         pg.send_query_prepared(READ_NAME, params, param_formats=tx.formats)
         results = await self._sync()
         tx.set_pgresult(results[1])
@@ -209,9 +200,15 @@ class _LibpqPath:
             await self._wait(self._loop.add_reader, self._loop.remove_reader)
 
     async def _wait(self, add: Callable[..., object], remove: Callable[[int], object]) -> None:
-        ready = self._loop.create_future()
+        ready: asyncio.Future[None] = self._loop.create_future()
         fd = self._pg.socket
-        add(fd, ready.set_result, None)
+
+        def wake() -> None:
+            # The loop may run a ready callback again before the waiting task resumes.
+            if not ready.done():
+                ready.set_result(None)
+
+        add(fd, wake)
         try:
             await ready
         finally:
