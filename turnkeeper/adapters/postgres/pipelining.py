@@ -22,10 +22,12 @@ from typing import Any, Generic, TypeVar, cast
 
 import psycopg
 
+from turnkeeper.adapters.postgres.executor import PipelineCursor
+
 T = TypeVar("T")
 
 
-async def settled(cur: psycopg.AsyncCursor[Any]) -> None:
+async def settled(cur: psycopg.AsyncCursor[Any] | PipelineCursor) -> None:
     """Wait for the result of the statement just executed on `cur`, in a pipeline.
 
     Args:
@@ -34,6 +36,9 @@ async def settled(cur: psycopg.AsyncCursor[Any]) -> None:
     Raises:
         psycopg.Error: the statement's error (or an earlier queued statement's).
     """
+    if isinstance(cur, PipelineCursor):
+        await cur.settle()
+        return
     # psycopg keeps the active pipeline on the connection; there is no public accessor.
     pipeline = cur.connection._pipeline
     if pipeline is not None:

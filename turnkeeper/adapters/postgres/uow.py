@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import cast
 
 import psycopg
 from psycopg import IsolationLevel
@@ -38,6 +39,7 @@ from turnkeeper.adapters.postgres.audit import PostgresAuditLog
 from turnkeeper.adapters.postgres.base import Conn as Conn
 from turnkeeper.adapters.postgres.errors import wrap_errors
 from turnkeeper.adapters.postgres.events import PostgresEventLog
+from turnkeeper.adapters.postgres.executor import PipelineLink
 from turnkeeper.adapters.postgres.freshness import PostgresFreshnessRepository
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import PostgresMessageRepository
@@ -93,11 +95,14 @@ class PostgresUnitOfWork:
             BEGIN (None for a read-only unit).
     """
 
-    def __init__(
-        self, conn: Conn, pipeline: AbstractAsyncContextManager[psycopg.AsyncPipeline] | None = None
-    ) -> None:
+    def __init__(self, conn: Conn, link: PipelineLink | None = None) -> None:
+        self._real = conn
+        self._link = link
+        self._libpq = link
+        # The repositories run the generated statements, which only open cursors: on a
+        # write unit's link those are its own (duck-typed as the connection).
+        conn = cast(Conn, link) if link is not None else conn
         self._conn = conn
-        self._pipeline = pipeline
         self._events = PostgresEventLog(conn)
         principals = PostgresPrincipalRepository(conn)
         agent_feed = PostgresAgentFeedRepository(conn)
@@ -137,9 +142,9 @@ class PostgresUnitOfWork:
             raise UnitClosed("this unit of work already committed")
         with wrap_errors():
             await self._locked.write()
-            if self._pipeline is None:
+            if self._link is None:
                 await self._events.flush()
-                await self._conn.commit()
+                await self._real.commit()
             else:
                 seqs = await self._events.start_flush()
                 await self._conn.execute(COMMIT, prepare=False)
@@ -159,14 +164,13 @@ class PostgresUnitOfWork:
         Raises:
             psycopg.Error: with `raise_errors`, the first error of a queued statement.
         """
-        pipeline, self._pipeline = self._pipeline, None
-        if pipeline is None:
+        link, self._link = self._link, None
+        if link is None:
             return
-        try:
-            await pipeline.__aexit__(None, None, None)
-        except psycopg.Error:
-            if raise_errors:
-                raise
+        if raise_errors:
+            await link.leave()
+        else:
+            await link.abandon()
 
     async def rollback(self) -> None:
         """Roll back whatever the unit did (a no-op after commit).
@@ -175,12 +179,19 @@ class PostgresUnitOfWork:
         comes back, so the failure is not raised over the error that caused the rollback.
         """
         self._events.discard()
-        if self._conn.info.transaction_status == TransactionStatus.IDLE:
+        if self._real.info.transaction_status == TransactionStatus.IDLE:
+            return
+        if self._libpq is not None:
+            # Not through psycopg, whose ROLLBACK drops every prepared statement.
+            try:
+                await self._libpq.rollback()
+            except psycopg.Error:
+                return
             return
         try:
             # Outside the pipeline by now (the factory leaves it first), where psycopg
             # sends ROLLBACK on an autocommit connection too.
-            await self._conn.rollback()
+            await self._real.rollback()
         except psycopg.Error:
             # A broken connection: nothing is left to roll back, the pool replaces it.
             return
@@ -245,12 +256,12 @@ class PostgresUnitOfWorkFactory:
                     if read_only:
                         yield PostgresUnitOfWork(conn)
                         return
-                    pipeline = conn.pipeline()
-                    await pipeline.__aenter__()
-                    unit = PostgresUnitOfWork(conn, pipeline)
+                    link = PipelineLink(conn)
+                    link.enter()
+                    unit = PostgresUnitOfWork(conn, link)
                     try:
                         # Queued: it leaves with the unit's first statement.
-                        await conn.execute(BEGIN, prepare=False)
+                        await link.execute(BEGIN, prepare=False)
                         yield unit
                     except BaseException:
                         # The error in flight is the one that counts.
