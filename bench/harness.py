@@ -5,10 +5,11 @@
   `turnkeeper.adapters.postgres.databases.scratch_database`.
 - `open_traced_pool`: the pool of both sides of every benchmark (the service and the raw
   psycopg loop). Its connections count their statements: every statement the generated
-  query functions run goes through `TracingCursor`, every COMMIT through
-  `TracingConnection`, and inside `traced()` each is recorded by name
-  (``GetThread``, ``InsertMessage``, ``COMMIT``). Outside `traced()` the hook costs one
-  context variable lookup per statement, on both sides alike.
+  query functions run goes through `TracingCursor` (read-only units, the raw loops) or
+  a write unit's link (`turnkeeper.adapters.postgres.executor.observe_statements`),
+  every COMMIT through `TracingConnection` or the link, and inside `traced()` each is
+  recorded by name (``GetThread``, ``InsertMessage``, ``COMMIT``). Outside `traced()`
+  the hook costs one context variable lookup per statement, on both sides alike.
 - `drive`: runs prepared work items on concurrent workers and times each item.
 - `memory`: the proportional set size of the PostgreSQL processes and the resident set
   of this Python process.
@@ -39,6 +40,7 @@ from bench.cpu import Cpu, CpuProbe
 from turnkeeper.adapters.http.server import settle_heap
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
+from turnkeeper.adapters.postgres.executor import observe_statements
 from turnkeeper.adapters.postgres.uow import PREPARE_THRESHOLD, Conn
 from turnkeeper.application.settings import Settings
 
@@ -126,6 +128,17 @@ class TracingCursor(psycopg.AsyncCursor[Any]):
             trace.append(statement_name(query))
         await super().execute(cast("Any", query), params, prepare=prepare, binary=binary)
         return self
+
+
+def _record_link_statement(conn: Conn, query: str) -> None:
+    # What TracingCursor records, for the statements of write units (which run on their
+    # link, not on psycopg's cursors).
+    trace = _TRACE.get()
+    if trace is not None:
+        trace.append(statement_name(query))
+
+
+observe_statements(_record_link_statement)
 
 
 class TracingConnection(psycopg.AsyncConnection[Any]):

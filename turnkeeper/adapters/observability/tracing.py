@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from turnkeeper.adapters.postgres.base import Conn
+from turnkeeper.adapters.postgres.executor import StatementDone, observe_statements
 from turnkeeper.application.telemetry import (
     AttributeValue,
     CommittedChanges,
@@ -161,10 +163,12 @@ class OtelTracing:
 
 
 def instrument_psycopg(tracer_provider: TracerProvider | None = None) -> Callable[[], None]:
-    """Trace every statement of psycopg connections opened from now on.
+    """Trace every statement of psycopg connections opened from now on, and of write units.
 
     Statements are recorded with their SQL text only (turnkeeper binds every value, so
-    the text holds no content); parameters are never captured.
+    the text holds no content); parameters are never captured. Write units do not run
+    through psycopg's cursors (`turnkeeper.adapters.postgres.executor`): their
+    statements get spans of the same name and attributes from `StatementSpans`.
 
     Args:
         tracer_provider: the provider the statement spans go to.
@@ -179,11 +183,56 @@ def instrument_psycopg(tracer_provider: TracerProvider | None = None) -> Callabl
 
     instrumentor = PsycopgInstrumentor()
     instrumentor.instrument(tracer_provider=tracer_provider, capture_parameters=False)
+    stop_observing = observe_statements(StatementSpans(tracer_provider))
 
     def undo() -> None:
+        stop_observing()
         instrumentor.uninstrument()
 
     return undo
+
+
+class StatementSpans:
+    """A client span per statement a write unit's link sends, from send to result.
+
+    The span is a child of the span current where the statement is sent (the use case),
+    named by the statement's first word as psycopg's instrumentation names it, with the
+    same attributes: the database system, name, user, host and port, and the text.
+
+    Args:
+        tracer_provider: the provider of the spans (the global one when None).
+    """
+
+    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+        from opentelemetry import trace
+
+        self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
+
+    def __call__(self, conn: Conn, query: str) -> StatementDone | None:
+        """Start the statement's span (see `StatementObserver`)."""
+        from opentelemetry.trace import SpanKind
+
+        words = query.split(maxsplit=1)
+        info = conn.info
+        span = self._tracer.start_span(
+            words[0] if words else info.dbname,
+            kind=SpanKind.CLIENT,
+            attributes={
+                "db.system": "postgresql",
+                "db.name": info.dbname,
+                "db.user": info.user,
+                "net.peer.name": info.host,
+                "net.peer.port": info.port,
+                "db.statement": query,
+            },
+        )
+
+        def done(error: BaseException | None) -> None:
+            if error is not None:
+                _mark_error(span, error)
+            span.end()
+
+        return done
 
 
 def _build_provider() -> SdkTracerProvider:
@@ -244,6 +293,7 @@ __all__ = [
     "ERROR_TYPE",
     "TRACER_NAME",
     "OtelTracing",
+    "StatementSpans",
     "instrument_psycopg",
     "otel_installed",
     "process_tracing",

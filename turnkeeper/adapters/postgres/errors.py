@@ -9,6 +9,9 @@ in `wrap_errors()`, which translates
   race on ``rate_buckets_pkey``, the first-grant race on
   ``grants_principal_resource_key``) into `RetriableConflict`: the rerun finds the row
   the winner committed and replays (or changes) it;
+- a prepared statement gone from the connection (26000, after a DEALLOCATE ALL a write
+  unit's link did not send; see `turnkeeper.adapters.postgres.executor`) into
+  `RetriableConflict`: the link forgot its names, and the rerun prepares them again;
 - every other unique violation into `DuplicateKey` naming its constraint;
 - lost or refused connections, an exhausted or closed pool, and a statement cancelled by
   ``statement_timeout`` (see `turnkeeper.adapters.postgres.pool`) into `StoreUnavailable`.
@@ -61,6 +64,8 @@ def translate(exc: psycopg.Error) -> Exception | None:
     """
     if isinstance(exc, _RETRIABLE):
         return RetriableConflict(str(exc).strip(), reason=type(exc).__name__)
+    if isinstance(exc, pg_errors.InvalidSqlStatementName):
+        return RetriableConflict(type(exc).__name__, reason="statement_gone")
     if isinstance(exc, pg_errors.UniqueViolation):
         constraint = exc.diag.constraint_name or "unknown"
         if constraint in RACE_CONSTRAINTS:

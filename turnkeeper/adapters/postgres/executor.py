@@ -24,7 +24,7 @@ import re
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -33,7 +33,8 @@ from psycopg.adapt import PyFormat, Transformer
 
 from turnkeeper.adapters.postgres.base import Conn
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%|%s")
+Params = Mapping[str, Any] | Sequence[Any] | None
 
 
 class _Query:
@@ -43,29 +44,36 @@ class _Query:
     ``%s`` ones by position.
     """
 
-    __slots__ = ("native", "order")
+    __slots__ = ("names", "native")
 
     def __init__(self, query: str) -> None:
-        order: list[str | int] = []
+        names: list[str] = []
+        positions = 0
 
         def native(match: re.Match[str]) -> str:
+            nonlocal positions
             text = match.group(0)
             if text == "%%":
                 return "%"
-            key: str | int = match.group(1) if text != "%s" else len(order)
-            if key not in order:
-                order.append(key)
-            return f"${order.index(key) + 1}"
+            name = match.group(1)
+            if name is None:
+                positions += 1
+                return f"${positions}"
+            if name not in names:
+                names.append(name)
+            return f"${names.index(name) + 1}"
 
         self.native = _PLACEHOLDER.sub(native, query).encode()
-        self.order = tuple(order)
+        if names and positions:
+            raise psycopg.ProgrammingError("a query takes named or positional parameters")
+        self.names = tuple(names)
 
-    def values(self, params: Mapping[str, Any] | Sequence[Any] | None) -> list[Any]:
+    def values(self, params: Params) -> list[Any]:
         """The parameters in the statement's order."""
         if not params:
             return []
         if isinstance(params, Mapping):
-            return [params[key] for key in self.order]
+            return [params[name] for name in self.names]
         return list(params)
 
 
@@ -75,6 +83,50 @@ _QUERIES: dict[str, _Query] = {}
 _NAMES: dict[tuple[str, tuple[int, ...]], bytes] = {}
 #: The names prepared on each connection.
 _PREPARED: weakref.WeakKeyDictionary[Conn, set[bytes]] = weakref.WeakKeyDictionary()
+
+
+#: Called when a statement ends: with its error, or None when it succeeded.
+StatementDone = Callable[[BaseException | None], None]
+
+
+class StatementObserver(Protocol):
+    """Told of every statement a `PipelineLink` sends (tracing, the benchmarks' census)."""
+
+    def __call__(self, conn: Conn, query: str, /) -> StatementDone | None:
+        """A statement is sent.
+
+        Args:
+            conn: the connection it runs on (for its `info`; nothing may be sent on it).
+            query: the statement's text, with placeholders: never its values.
+
+        Returns:
+            What to call when the statement ends, or None.
+        """
+        ...
+
+
+_OBSERVERS: list[StatementObserver] = []
+
+
+def observe_statements(observer: StatementObserver) -> Callable[[], None]:
+    """Tell `observer` of every statement write units send from now on.
+
+    psycopg's instrumentation sees only statements run through psycopg's cursors, which
+    write units do not use (`PipelineLink`); this is their hook.
+
+    Args:
+        observer: called in the task that sends each statement, at the send.
+
+    Returns:
+        A function that stops the observation.
+    """
+    _OBSERVERS.append(observer)
+
+    def undo() -> None:
+        if observer in _OBSERVERS:
+            _OBSERVERS.remove(observer)
+
+    return undo
 
 
 def _query(text: str) -> _Query:
@@ -88,7 +140,9 @@ class PipelineCursor:
     """The cursor the generated statement functions use, over a `PipelineLink`.
 
     Only what those functions call: ``execute``, ``fetchone``, ``fetchall``,
-    ``rowcount`` and closing (a no-op: results are read at most once).
+    ``rowcount`` and closing (a no-op). Row factories get this cursor, which has a
+    ``pgresult`` but no ``description``: `psycopg.rows.args_row`, `scalar_row` and
+    tuples (the generated functions' own) work, ``dict_row`` and ``namedtuple_row`` do not.
     """
 
     def __init__(self, link: PipelineLink, row_factory: Callable[[Any], Any] | None) -> None:
@@ -98,6 +152,7 @@ class PipelineCursor:
         self._error: psycopg.Error | None = None
         self.pgresult: pq.abc.PGresult | None = None
         self.rowcount = -1
+        self._done: list[StatementDone] | None = None
 
     @property
     def connection(self) -> PipelineLink:
@@ -114,7 +169,7 @@ class PipelineCursor:
         """Nothing to release: the result stays with the cursor until it is dropped."""
 
     async def execute(
-        self, query: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *, prepare: bool | None = None
+        self, query: str, params: Params = None, *, prepare: bool | None = None
     ) -> PipelineCursor:
         """Queue `query` (prepared unless `prepare` is False); nothing is awaited here.
 
@@ -164,10 +219,19 @@ class PipelineCursor:
         self._waiting = False
         self.pgresult = result
         self.rowcount = result.command_tuples if result.command_tuples is not None else -1
+        if self._done is not None:
+            self._ended(None)
 
     def _failed(self, error: psycopg.Error) -> None:
         self._waiting = False
         self._error = error
+        if self._done is not None:
+            self._ended(error)
+
+    def _ended(self, error: BaseException | None) -> None:
+        done, self._done = self._done or [], None
+        for call in done:
+            call(error)
 
 
 class _Prepare:
@@ -216,7 +280,7 @@ class PipelineLink:
         return PipelineCursor(self, row_factory)
 
     async def execute(
-        self, query: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *, prepare: bool | None = None
+        self, query: str, params: Params = None, *, prepare: bool | None = None
     ) -> PipelineCursor:
         """Queue one statement on a new cursor (see `PipelineCursor.execute`)."""
         return await self.cursor().execute(query, params, prepare=prepare)
@@ -225,7 +289,7 @@ class PipelineLink:
         self,
         cursor: PipelineCursor,
         text: str,
-        params: Mapping[str, Any] | Sequence[Any] | None,
+        params: Params,
         *,
         prepare: bool,
     ) -> None:
@@ -238,7 +302,7 @@ class PipelineLink:
             values = query.values(params)
             tx = self.transformer
             dumped = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
-            types = tuple(tx.types)
+            types = tuple(tx.types or ())
             key = (text, types)
             name = _NAMES.get(key)
             if name is None:
@@ -252,6 +316,9 @@ class PipelineLink:
             pg.send_query_prepared(name, dumped, param_formats=tx.formats)
         cursor._waiting = True
         self._queue.append(cursor)
+        if _OBSERVERS:
+            told = (observer(self._conn, text) for observer in _OBSERVERS)
+            cursor._done = [done for done in told if done is not None]
         # Sent now, as psycopg's pipeline does: the statement runs (and takes its locks)
         # while the unit goes on; what the socket does not take now leaves with the Sync.
         pg.flush()
@@ -285,12 +352,19 @@ class PipelineLink:
             self._entered = False
 
     async def rollback(self) -> None:
-        """Roll back outside a unit's pipeline, through libpq (see `abandon` for why)."""
-        if self.broken:
+        """Roll back outside a unit's pipeline, through libpq (see `abandon` for why).
+
+        A connection that cannot even roll back is broken: the failure is not raised
+        (the pool discards the connection when it comes back).
+        """
+        if self.broken or self._conn.closed:
             return
-        self.enter()
-        self.send(PipelineCursor(self, None), "ROLLBACK", None, prepare=False)
-        await self.leave()
+        try:
+            self.enter()
+            self.send(PipelineCursor(self, None), "ROLLBACK", None, prepare=False)
+            await self.leave()
+        except psycopg.Error:
+            return
 
     async def abandon(self) -> None:
         """Leave after a failure: roll back in the pipeline, drain it, and leave.
@@ -328,6 +402,11 @@ class PipelineLink:
                     continue
                 if status == pq.ExecStatus.FATAL_ERROR:
                     error = pg_errors.error_from_result(result, encoding)
+                    if isinstance(error, pg_errors.InvalidSqlStatementName):
+                        # Someone ran DEALLOCATE ALL on this connection: every name is
+                        # gone. The unit fails as a retriable conflict; its rerun (and
+                        # any later unit) prepares again.
+                        self._prepared.clear()
                     first = first or error
                 elif status == pq.ExecStatus.PIPELINE_ABORTED:
                     error = first or pg_errors.PipelineAborted("pipeline aborted")
@@ -371,3 +450,25 @@ async def _ready(add: Callable[..., object], remove: Callable[[int], object], fd
         await ready
     finally:
         remove(fd)
+
+
+def forget_prepared(conn: Conn) -> None:
+    """Forget what the link prepared on `conn`: psycopg is about to deallocate it all.
+
+    psycopg answers a rollback it runs itself (the pool's reset of a connection given
+    back in a transaction) with DEALLOCATE ALL once it prepared statements of its own.
+
+    Args:
+        conn: the connection.
+    """
+    _PREPARED.pop(conn, None)
+
+
+__all__ = [
+    "PipelineCursor",
+    "PipelineLink",
+    "StatementDone",
+    "StatementObserver",
+    "forget_prepared",
+    "observe_statements",
+]

@@ -1,8 +1,8 @@
 """What the generated statements need to run in a unit's pipeline (ADR 0022).
 
-A write unit runs its connection in psycopg's pipeline mode
-(`turnkeeper.adapters.postgres.uow`). In that mode a statement is only queued by
-``execute``; psycopg waits for results when a row is fetched (one round trip for
+A write unit runs its connection in libpq's pipeline mode through a `PipelineLink`
+(`turnkeeper.adapters.postgres.uow`, ADR 0032). In that mode a statement is only queued
+by ``execute``; the link waits for results when a row is fetched (one round trip for
 everything queued before). So that every repository keeps the behaviour it had
 outside a pipeline, a generated statement waits for its own result unless it was named
 as one that may wait (`scripts/gen_queries.py`, ``PIPELINED``):
@@ -13,7 +13,8 @@ as one that may wait (`scripts/gen_queries.py`, ``PIPELINED``):
   queues it; its rows are read later, so that several queries share one round trip.
 
 Outside a pipeline (read-only units, the benchmark's own connections) each
-``execute`` already waits, and these helpers cost nothing.
+``execute`` already waits, and these helpers cost nothing. In psycopg's own pipeline
+mode (the benchmark's same-statements loops) they wait as on a link.
 """
 
 from __future__ import annotations

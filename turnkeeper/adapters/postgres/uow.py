@@ -7,8 +7,9 @@ Driver errors leave the unit as application errors (`turnkeeper.adapters.postgre
 A unit ends within ``database.request_timeout``, waiting for its connection included
 (`turnkeeper.adapters.postgres.pool`).
 
-A write unit runs in psycopg's pipeline mode on an autocommit connection and sends its
-own ``BEGIN`` (ADR 0022): the BEGIN travels with the unit's first statement instead of
+A write unit runs in libpq's pipeline mode on an autocommit connection, through its
+`turnkeeper.adapters.postgres.executor.PipelineLink` (ADR 0032), and sends its own
+``BEGIN`` (ADR 0022): the BEGIN travels with the unit's first statement instead of
 costing a round trip of its own, the statements named in
 `turnkeeper.adapters.postgres.pipelining` wait for the next round trip, and COMMIT goes
 with the last writes and the events. Every other statement waits for its own result, as
@@ -39,7 +40,7 @@ from turnkeeper.adapters.postgres.audit import PostgresAuditLog
 from turnkeeper.adapters.postgres.base import Conn as Conn
 from turnkeeper.adapters.postgres.errors import wrap_errors
 from turnkeeper.adapters.postgres.events import PostgresEventLog
-from turnkeeper.adapters.postgres.executor import PipelineLink
+from turnkeeper.adapters.postgres.executor import PipelineLink, forget_prepared
 from turnkeeper.adapters.postgres.freshness import PostgresFreshnessRepository
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import PostgresMessageRepository
@@ -91,16 +92,16 @@ class PostgresUnitOfWork:
 
     Args:
         conn: a pooled connection, idle, in autocommit mode.
-        pipeline: the connection's pipeline block, entered, in which the unit sent its
-            BEGIN (None for a read-only unit).
+        link: the connection's `PipelineLink`, in pipeline mode, in which the unit sent
+            its BEGIN (None for a read-only unit, whose statements run on `conn`).
     """
 
     def __init__(self, conn: Conn, link: PipelineLink | None = None) -> None:
-        self._real = conn
+        self._driver = conn
         self._link = link
-        self._libpq = link
-        # The repositories run the generated statements, which only open cursors: on a
-        # write unit's link those are its own (duck-typed as the connection).
+        self._pipeline = link  # None once the unit left pipeline mode
+        # The repositories run the generated statements, which only open cursors and
+        # execute: a write unit's link gives them its own (duck-typed as the connection).
         conn = cast(Conn, link) if link is not None else conn
         self._conn = conn
         self._events = PostgresEventLog(conn)
@@ -142,9 +143,9 @@ class PostgresUnitOfWork:
             raise UnitClosed("this unit of work already committed")
         with wrap_errors():
             await self._locked.write()
-            if self._link is None:
+            if self._pipeline is None:
                 await self._events.flush()
-                await self._real.commit()
+                await self._driver.commit()
             else:
                 seqs = await self._events.start_flush()
                 await self._conn.execute(COMMIT, prepare=False)
@@ -164,7 +165,7 @@ class PostgresUnitOfWork:
         Raises:
             psycopg.Error: with `raise_errors`, the first error of a queued statement.
         """
-        link, self._link = self._link, None
+        link, self._pipeline = self._pipeline, None
         if link is None:
             return
         if raise_errors:
@@ -179,19 +180,16 @@ class PostgresUnitOfWork:
         comes back, so the failure is not raised over the error that caused the rollback.
         """
         self._events.discard()
-        if self._real.info.transaction_status == TransactionStatus.IDLE:
+        if self._driver.info.transaction_status == TransactionStatus.IDLE:
             return
-        if self._libpq is not None:
+        if self._link is not None:
             # Not through psycopg, whose ROLLBACK drops every prepared statement.
-            try:
-                await self._libpq.rollback()
-            except psycopg.Error:
-                return
+            await self._link.rollback()
             return
         try:
             # Outside the pipeline by now (the factory leaves it first), where psycopg
             # sends ROLLBACK on an autocommit connection too.
-            await self._real.rollback()
+            await self._driver.rollback()
         except psycopg.Error:
             # A broken connection: nothing is left to roll back, the pool replaces it.
             return
@@ -287,8 +285,13 @@ class PostgresUnitOfWorkFactory:
 
 async def _explicit_again(conn: Conn) -> None:
     """Give the connection back in the pool's mode (explicit transactions), if it can be."""
-    if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
-        return  # broken, or failing to roll back: the pool discards or resets it
+    if conn.closed:
+        return  # broken: the pool discards it
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        # Failing to roll back: psycopg's rollback (ours on the way out, or the pool's)
+        # answers with DEALLOCATE ALL, so the link's names are gone with it.
+        forget_prepared(conn)
+        return
     try:
         await conn.set_autocommit(False)
     except psycopg.Error:
