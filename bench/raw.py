@@ -3,13 +3,14 @@
 Each function runs, on one pooled connection, the statements the service runs for the
 same operation (as traced, see ``docs/performance.md``) through the generated functions of
 `turnkeeper.adapters.postgres.queries`, in the same round trips. A write runs as the
-service's write unit does (ADR 0022): on an autocommit connection in psycopg's pipeline
-mode, its own BEGIN queued before the first statement; what the unit queues without
-waiting is queued here too (the ``start_`` functions, and the ``:exec`` statements that
-``PIPELINED`` in scripts/gen_queries.py lets wait); COMMIT is queued after the events,
-so that leaving the pipeline is the last wait. Between statements there is only what the
-statements need: ids, a digest, the JSON of event payloads, a token signature. No
-authorization rules, no domain objects, no bus, no unit of work, no retries.
+service's write unit does (ADR 0022, ADR 0030): on an autocommit connection in libpq's
+pipeline mode through a `PipelineLink`, its own BEGIN queued before the first
+statement; what the unit queues without waiting is queued here too (the ``start_``
+functions, and the ``:exec`` statements that ``PIPELINED`` in scripts/gen_queries.py
+lets wait); COMMIT is queued after the events, so that leaving the pipeline is the last
+wait. Between statements there is only what the statements need: ids, a digest, the
+JSON of event payloads, a token signature. No authorization rules, no domain objects,
+no bus, no unit of work, no retries.
 
 When the service changes its statements, these loops do not follow by themselves: the
 suite compares the traced statement lists of both sides and warns when they differ, and
@@ -26,7 +27,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import jwt
@@ -35,6 +36,7 @@ from psycopg.pq import TransactionStatus
 from bench.world import BENCH_BURST, BenchWorld, Worker
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import uuid_array_text
+from turnkeeper.adapters.postgres.executor import PipelineLink
 from turnkeeper.adapters.postgres.uow import BEGIN, COMMIT, Conn
 from turnkeeper.adapters.system import UuidV7Generator
 from turnkeeper.application.settings import Settings
@@ -81,21 +83,29 @@ def _json(payload: dict[str, Any]) -> str:
 async def _transaction(world: BenchWorld) -> AsyncIterator[Conn]:
     """A pooled connection in a write unit's mode, its BEGIN queued.
 
-    Autocommit and pipeline mode, so that BEGIN leaves with the first statement; the
-    body queues COMMIT last (`_commit`) and leaving the pipeline sends the one Sync for
-    whatever is still queued. The connection goes back in the pool's mode (explicit
-    transactions), rolled back first when the body failed.
+    Autocommit and pipeline mode on the write unit's own `PipelineLink`, so that BEGIN
+    leaves with the first statement; the body queues COMMIT last (`_commit`) and leaving
+    the pipeline sends the one Sync for whatever is still queued. The connection goes
+    back in the pool's mode (explicit transactions), rolled back first when the body
+    failed.
     """
     async with world.pool.connection() as conn:
         await conn.set_autocommit(True)
+        link = PipelineLink(conn)
+        link.enter()
         try:
-            async with conn.pipeline():
-                await conn.execute(BEGIN, prepare=False)
-                yield conn
+            await link.execute(BEGIN, prepare=False)
+            try:
+                yield cast(Conn, link)
+            except BaseException:
+                await link.abandon()
+                raise
+            await link.leave()
         finally:
             if conn.info.transaction_status != TransactionStatus.IDLE:
-                await conn.rollback()
-            await conn.set_autocommit(False)
+                await link.rollback()
+            if not conn.closed:
+                await conn.set_autocommit(False)
 
 
 async def _commit(conn: Conn, events: Sequence[_Event], first: int, now: datetime) -> None:

@@ -1,7 +1,7 @@
 """What the generated statements need to run in a unit's pipeline (ADR 0022).
 
 A write unit runs its connection in libpq's pipeline mode through a `PipelineLink`
-(`turnkeeper.adapters.postgres.uow`, ADR 0032). In that mode a statement is only queued
+(`turnkeeper.adapters.postgres.uow`, ADR 0030). In that mode a statement is only queued
 by ``execute``; the link waits for results when a row is fetched (one round trip for
 everything queued before). So that every repository keeps the behaviour it had
 outside a pipeline, a generated statement waits for its own result unless it was named

@@ -8,7 +8,7 @@ A unit ends within ``database.request_timeout``, waiting for its connection incl
 (`turnkeeper.adapters.postgres.pool`).
 
 A write unit runs in libpq's pipeline mode on an autocommit connection, through its
-`turnkeeper.adapters.postgres.executor.PipelineLink` (ADR 0032), and sends its own
+`turnkeeper.adapters.postgres.executor.PipelineLink` (ADR 0030), and sends its own
 ``BEGIN`` (ADR 0022): the BEGIN travels with the unit's first statement instead of
 costing a round trip of its own, the statements named in
 `turnkeeper.adapters.postgres.pipelining` wait for the next round trip, and COMMIT goes
