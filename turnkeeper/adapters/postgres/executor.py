@@ -1,20 +1,20 @@
 """A write unit's statements on libpq's pipeline mode, without psycopg's cursors.
 
 psycopg's cursors and its pipeline object cost about 0.17 ms of Python per message on
-the benchmark machine (docs/performance.md, "Where a message's server CPU goes"):
-cursor objects, the query's conversion at every execute, the pipeline's command and
-result queues, a generator and a wait per statement. `PipelineLink` runs the same
+the benchmark machine (ADR 0030, docs/performance.md): cursor objects, the query's
+conversion at every execute, the pipeline's command and result queues, a generator and
+a wait per statement. `PipelineLink` runs the same
 generated statement functions (`turnkeeper.adapters.postgres.queries`) through libpq's
 pipeline mode with psycopg's wrapper of libpq (`psycopg.pq`) directly: each query is
 converted once per process, prepared once per connection (in the pipeline, at its first
 use), its parameters dumped and its rows loaded by psycopg's `Transformer`, and psycopg's
 own error classes raised from the results.
 
-The link sends every statement at once and waits only when a result is read (or at
-`sync`): the unit's round trips stay those of ADR 0022. A batch that fails raises the
-first error of it, as psycopg's pipeline does. A wait that does not end normally
-(cancelled, timed out, the connection lost) leaves the protocol state unknown: the link
-closes the connection, and the pool replaces it.
+The link sends each statement as it is queued and waits only when a result is read (or
+at `sync`): the unit's round trips stay those of ADR 0022. A batch
+that fails raises the first error of it, as psycopg's pipeline does. A wait that does
+not end normally (cancelled, timed out, the connection lost) leaves the protocol state
+unknown: the link closes the connection, and the pool replaces it.
 """
 
 from __future__ import annotations
@@ -319,8 +319,9 @@ class PipelineLink:
         if _OBSERVERS:
             told = (observer(self._conn, text) for observer in _OBSERVERS)
             cursor._done = [done for done in told if done is not None]
-        # Sent now, as psycopg's pipeline does: the statement runs (and takes its locks)
-        # while the unit goes on; what the socket does not take now leaves with the Sync.
+        # Sent now, as psycopg's pipeline does: the statement runs (and takes its locks and
+        # its transaction id) while the unit goes on; what the socket does not take now
+        # leaves with the Sync.
         pg.flush()
 
     async def sync(self) -> None:
