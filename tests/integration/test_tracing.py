@@ -14,10 +14,13 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from psycopg import errors as pg_errors
 
 from tests.integration.observability_support import (
     SEND,
@@ -30,11 +33,14 @@ from tests.integration.observability_support import (
 from tests.support.fakes import TEST_KEY, FakeClock, SequentialIds
 from turnkeeper.adapters.observability.tracing import (
     ERROR_CODE,
+    ERROR_TYPE,
     OtelTracing,
+    StatementSpans,
     instrument_psycopg,
     process_tracing,
     tracing_configured,
 )
+from turnkeeper.adapters.postgres.executor import PipelineLink, observe_statements
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
 from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.application.bootstrap import Services, build_services
@@ -277,3 +283,29 @@ def test_the_service_is_named_turnkeeper_unless_the_environment_names_it(
             assert tracing is not None
             assert isinstance(tracing.provider, TracerProvider)
             assert tracing.provider.resource.attributes["service.name"] == expected
+
+
+async def test_a_write_units_failed_statement_span_names_the_error_class_only(
+    pg_conninfo: str, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    stop = observe_statements(StatementSpans(provider))
+    try:
+        async with await psycopg.AsyncConnection.connect(pg_conninfo, autocommit=True) as conn:
+            link = PipelineLink(conn)
+            link.enter()
+            await link.execute("SELECT 1 / %(p1)s", {"p1": 0})
+            with pytest.raises(pg_errors.DivisionByZero):
+                await link.sync()
+            await link.leave()
+            dbname = conn.info.dbname
+    finally:
+        stop()
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert span.name == "SELECT"
+    assert attributes["db.system"] == "postgresql"
+    assert attributes["db.name"] == dbname
+    assert attributes["db.statement"] == "SELECT 1 / %(p1)s"
+    assert attributes[ERROR_TYPE] == "DivisionByZero"
+    assert span.status.status_code is StatusCode.ERROR
+    assert "division by zero" not in span_text((span,)), "no driver message"
