@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import cast
 
 import psycopg
 import pytest
@@ -19,6 +20,7 @@ from psycopg.rows import args_row, scalar_row
 
 from tests.support.locks import wait_until_blocked
 from turnkeeper.adapters.postgres import executor
+from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn
 from turnkeeper.adapters.postgres.executor import (
     PipelineLink,
@@ -28,8 +30,10 @@ from turnkeeper.adapters.postgres.executor import (
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
 from turnkeeper.application.errors import RetriableConflict
 
-#: A statement of the link's own (a name no other test's statement shares).
+#: A statement outside the generated ones (a text no other test's statement shares).
 ECHO = "SELECT %(p1)s::int AS value, %(p2)s::text AS label /* link test */"
+#: Text of the generated statement `top` runs (ReadReadableTop).
+TOP_TEXT = "%turnkeeper_event_horizon()%"
 #: The advisory lock a blocked statement waits for.
 LOCK_KEY = 4_2001
 #: How often the DEALLOCATE ALL recovery is repeated on one connection.
@@ -54,10 +58,19 @@ async def echo(conn: Conn, value: int) -> list[tuple[int, str]]:
         await link.leave()
 
 
-async def prepared_count(conn: Conn) -> int:
+async def top(conn: Conn) -> int | None:
+    """Run a generated statement (ReadReadableTop) in its own link and pipeline."""
+    link = PipelineLink(conn)
+    link.enter()
+    try:
+        return await q.read_readable_top(cast(Conn, link))
+    finally:
+        await link.leave()
+
+
+async def prepared_count(conn: Conn, pattern: str) -> int:
     cur = await conn.execute(
-        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-        ("%link test%",),
+        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", (pattern,)
     )
     row = await cur.fetchone()
     assert row is not None
@@ -85,11 +98,17 @@ async def test_rows_counts_and_row_factories_are_psycopgs(conn: Conn) -> None:
     assert rows == ["n2=2", "n3=3"]
 
 
-async def test_a_statement_is_prepared_once_per_connection(conn: Conn) -> None:
-    assert await echo(conn, 1) == [(1, "v1")]
-    assert await prepared_count(conn) == 1
-    assert await echo(conn, 2) == [(2, "v2")]
-    assert await prepared_count(conn) == 1, "the second use ran the prepared statement"
+async def test_a_generated_statement_is_prepared_once_per_connection(conn: Conn) -> None:
+    assert await top(conn) == 0
+    assert await prepared_count(conn, TOP_TEXT) == 1
+    assert await top(conn) == 0
+    assert await prepared_count(conn, TOP_TEXT) == 1, "the second use ran the prepared one"
+
+
+async def test_any_other_statement_runs_unnamed(conn: Conn) -> None:
+    for value in range(HEAL_ROUNDS):
+        assert await echo(conn, value) == [(value, f"v{value}")]
+    assert await prepared_count(conn, "%link test%") == 0, "nothing kept on the server"
 
 
 async def test_a_failed_batch_raises_psycopgs_class_and_the_rest_is_aborted(conn: Conn) -> None:
@@ -110,21 +129,21 @@ async def test_a_failed_batch_raises_psycopgs_class_and_the_rest_is_aborted(conn
 
 
 async def test_a_connection_heals_after_someone_elses_deallocate_all(conn: Conn) -> None:
-    for round_ in range(HEAL_ROUNDS):
-        assert await echo(conn, round_) == [(round_, f"v{round_}")]
+    for _ in range(HEAL_ROUNDS):
+        assert await top(conn) == 0
         await conn.execute("DEALLOCATE ALL")
         with pytest.raises(pg_errors.InvalidSqlStatementName):
-            await echo(conn, round_)
+            await top(conn)
         # The failure made the link forget every name of the connection: prepared again.
-        assert await echo(conn, round_) == [(round_, f"v{round_}")]
-        assert await prepared_count(conn) == 1
+        assert await top(conn) == 0
+        assert await prepared_count(conn, TOP_TEXT) == 1
 
 
 async def test_forgotten_names_are_prepared_again(conn: Conn) -> None:
-    await echo(conn, 1)
+    await top(conn)
     forget_prepared(conn)
     await conn.execute("DEALLOCATE ALL")
-    assert await echo(conn, 2) == [(2, "v2")], "no statement ran by a name that is gone"
+    assert await top(conn) == 0, "no statement ran by a name that is gone"
 
 
 async def test_a_cancelled_wait_closes_the_connection(conn: Conn, pg_conninfo: str) -> None:
@@ -168,6 +187,14 @@ async def test_observers_see_every_statement_and_its_end(conn: Conn) -> None:
     assert seen == [("SELECT %(p1)s::int", None), ("SELECT 1 / %(p1)s", "DivisionByZero")]
     await echo(conn, 1)
     assert len(seen) == 2, "an observer is told nothing once stopped"
+
+
+async def test_a_connection_without_psycopgs_names_is_left_alone(conn: Conn) -> None:
+    # The link's own statements never make psycopg deallocate: it prepared nothing.
+    assert await top(conn) == 0
+    await conn.execute("BEGIN")
+    await conn.rollback()
+    assert await prepared_count(conn, TOP_TEXT) == 1
 
 
 async def test_a_unit_on_a_deallocated_connection_is_a_retriable_conflict(

@@ -5,10 +5,11 @@ the benchmark machine (ADR 0030, docs/performance.md): cursor objects, the query
 conversion at every execute, the pipeline's command and result queues, a generator and
 a wait per statement. `PipelineLink` runs the same
 generated statement functions (`turnkeeper.adapters.postgres.queries`) through libpq's
-pipeline mode with psycopg's wrapper of libpq (`psycopg.pq`) directly: each query is
-converted once per process, prepared once per connection (in the pipeline, at its first
-use), its parameters dumped and its rows loaded by psycopg's `Transformer`, and psycopg's
-own error classes raised from the results.
+pipeline mode with psycopg's wrapper of libpq (`psycopg.pq`) directly: each generated
+statement is converted once per process and prepared once per connection (in the
+pipeline, at its first use; any other statement runs unnamed), its parameters dumped and
+its rows loaded by psycopg's `Transformer`, and psycopg's own error classes raised from
+the results.
 
 The link sends each statement as it is queued and waits only when a result is read (or
 at `sync`): the unit's round trips stay those of ADR 0022. A batch
@@ -77,7 +78,7 @@ class _Query:
         return list(params)
 
 
-#: Converted queries by their text (the generated statements are a fixed set).
+#: Converted generated statements by their text (a fixed set; see `_query`).
 _QUERIES: dict[str, _Query] = {}
 #: Statement names by query and parameter types (a NULL parameter has no type).
 _NAMES: dict[tuple[str, tuple[int, ...]], bytes] = {}
@@ -129,11 +130,39 @@ def observe_statements(observer: StatementObserver) -> Callable[[], None]:
     return undo
 
 
-def _query(text: str) -> _Query:
+_GENERATED: frozenset[str] | None = None
+
+
+def _generated() -> frozenset[str]:
+    """The texts of the generated statements (`turnkeeper.adapters.postgres.queries`)."""
+    global _GENERATED
+    if _GENERATED is None:
+        # Imported at first use: the generated module imports this one (via pipelining).
+        from turnkeeper.adapters.postgres import queries
+
+        _GENERATED = frozenset(
+            value
+            for name, value in vars(queries).items()
+            if name.startswith("_") and name.isupper() and isinstance(value, str)
+        )
+    return _GENERATED
+
+
+def _query(text: str) -> tuple[_Query, bool]:
+    """The converted query, and whether it is one of the generated statements.
+
+    Only those are kept (converted once, prepared once per connection): they are a
+    fixed set, while any other text (a statement run through `PostgresUnitOfWork`'s
+    connection) could grow both caches without bound, here and on the server.
+    """
     query = _QUERIES.get(text)
-    if query is None:
-        query = _QUERIES[text] = _Query(text)
-    return query
+    if query is not None:
+        return query, True
+    query = _Query(text)
+    if text not in _generated():
+        return query, False
+    _QUERIES[text] = query
+    return query, True
 
 
 class PipelineCursor:
@@ -298,11 +327,18 @@ class PipelineLink:
         if not prepare:
             pg.send_query_params(text.encode(), None)
         else:
-            query = _query(text)
+            query, kept = _query(text)
             values = query.values(params)
             tx = self.transformer
             dumped = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
             types = tuple(tx.types or ())
+            if not kept:
+                # Unnamed: parsed and planned for this execution only.
+                pg.send_query_params(
+                    query.native, dumped, param_types=types, param_formats=tx.formats
+                )
+                self._sent(cursor, text)
+                return
             key = (text, types)
             name = _NAMES.get(key)
             if name is None:
@@ -314,6 +350,9 @@ class PipelineLink:
                 self._queue.append(_Prepare(name))
                 self._preparing.add(name)
             pg.send_query_prepared(name, dumped, param_formats=tx.formats)
+        self._sent(cursor, text)
+
+    def _sent(self, cursor: PipelineCursor, text: str) -> None:
         cursor._waiting = True
         self._queue.append(cursor)
         if _OBSERVERS:
@@ -322,7 +361,7 @@ class PipelineLink:
         # Sent now, as psycopg's pipeline does: the statement runs (and takes its locks and
         # its transaction id) while the unit goes on; what the socket does not take now
         # leaves with the Sync.
-        pg.flush()
+        self._pg.flush()
 
     async def sync(self) -> None:
         """Send a Sync and wait for every queued result.
