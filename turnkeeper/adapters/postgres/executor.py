@@ -205,7 +205,8 @@ class PipelineCursor:
         Args:
             query: a generated statement (``%(pN)s`` placeholders), or a plain one.
             params: its parameters by name.
-            prepare: False for a statement sent as it is (BEGIN, COMMIT).
+            prepare: False for a statement sent as it is, unnamed and without
+                parameters (BEGIN, COMMIT); it leaves with the next statement or wait.
 
         Returns:
             This cursor.
@@ -325,43 +326,45 @@ class PipelineLink:
         """Queue a statement whose result goes to `cursor` (see `PipelineCursor.execute`)."""
         pg = self._pg
         if not prepare:
+            # BEGIN, COMMIT, ROLLBACK: not sent on their own. BEGIN leaves with the
+            # unit's first statement, COMMIT and ROLLBACK with the Sync that follows them.
             pg.send_query_params(text.encode(), None)
-        else:
-            query, kept = _query(text)
-            values = query.values(params)
-            tx = self.transformer
-            dumped = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
-            types = tuple(tx.types or ())
-            if not kept:
-                # Unnamed: parsed and planned for this execution only.
-                pg.send_query_params(
-                    query.native, dumped, param_types=types, param_formats=tx.formats
-                )
-                self._sent(cursor, text)
-                return
-            key = (text, types)
-            name = _NAMES.get(key)
-            if name is None:
-                name = _NAMES[key] = f"_tk_{len(_NAMES)}".encode()
-            if name not in self._prepared and name not in self._preparing:
-                # Prepared in the pipeline; known as prepared once the server said so
-                # (a Parse in an aborted batch never ran).
-                pg.send_prepare(name, query.native, param_types=types)
-                self._queue.append(_Prepare(name))
-                self._preparing.add(name)
-            pg.send_query_prepared(name, dumped, param_formats=tx.formats)
-        self._sent(cursor, text)
+            self._sent(cursor, text, flush=False)
+            return
+        query, kept = _query(text)
+        values = query.values(params)
+        tx = self.transformer
+        dumped = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
+        types = tuple(tx.types or ())
+        if not kept:
+            # Unnamed: parsed and planned for this execution only.
+            pg.send_query_params(query.native, dumped, param_types=types, param_formats=tx.formats)
+            self._sent(cursor, text, flush=True)
+            return
+        key = (text, types)
+        name = _NAMES.get(key)
+        if name is None:
+            name = _NAMES[key] = f"_tk_{len(_NAMES)}".encode()
+        if name not in self._prepared and name not in self._preparing:
+            # Prepared in the pipeline; known as prepared once the server said so
+            # (a Parse in an aborted batch never ran).
+            pg.send_prepare(name, query.native, param_types=types)
+            self._queue.append(_Prepare(name))
+            self._preparing.add(name)
+        pg.send_query_prepared(name, dumped, param_formats=tx.formats)
+        self._sent(cursor, text, flush=True)
 
-    def _sent(self, cursor: PipelineCursor, text: str) -> None:
+    def _sent(self, cursor: PipelineCursor, text: str, *, flush: bool) -> None:
         cursor._waiting = True
         self._queue.append(cursor)
         if _OBSERVERS:
             told = (observer(self._conn, text) for observer in _OBSERVERS)
             cursor._done = [done for done in told if done is not None]
-        # Sent now, as psycopg's pipeline does: the statement runs (and takes its locks and
-        # its transaction id) while the unit goes on; what the socket does not take now
-        # leaves with the Sync.
-        self._pg.flush()
+        if flush:
+            # Sent now, as psycopg's pipeline does: the statement runs (and takes its locks
+            # and its transaction id) while the unit goes on; what the socket does not take
+            # now leaves with the Sync.
+            self._pg.flush()
 
     async def sync(self) -> None:
         """Send a Sync and wait for every queued result.
