@@ -39,6 +39,7 @@ from psycopg.adapt import PyFormat, Transformer
 
 from bench.harness import BENCH_DATABASE_PREFIX, bench_server
 from turnkeeper.adapters.postgres.databases import scratch_database
+from turnkeeper.adapters.postgres.executor import socket_ready
 from turnkeeper.adapters.postgres.uow import BEGIN, COMMIT
 
 USAGE = "usage: python -m bench.driver_paths [--quick]"
@@ -200,19 +201,7 @@ class _LibpqPath:
             await self._wait(self._loop.add_reader, self._loop.remove_reader)
 
     async def _wait(self, add: Callable[..., object], remove: Callable[[int], object]) -> None:
-        ready: asyncio.Future[None] = self._loop.create_future()
-        fd = self._pg.socket
-
-        def wake() -> None:
-            # The loop may run a ready callback again before the waiting task resumes.
-            if not ready.done():
-                ready.set_result(None)
-
-        add(fd, wake)
-        try:
-            await ready
-        finally:
-            remove(fd)
+        await socket_ready(add, remove, self._pg.socket)
 
 
 async def _libpq_path(conninfo: str) -> tuple[psycopg.AsyncConnection[Any], Operation]:

@@ -430,7 +430,7 @@ class PipelineLink:
         self._queue.append(None)  # the Sync's own result
         loop = asyncio.get_running_loop()
         while pg.flush():
-            await _ready(loop.add_writer, loop.remove_writer, pg.socket)
+            await socket_ready(loop.add_writer, loop.remove_writer, pg.socket)
         first: psycopg.Error | None = None
         encoding = self._conn.info.encoding
         while self._queue:
@@ -467,7 +467,7 @@ class PipelineLink:
                 elif slot is not None:
                     slot._failed(error)
             if self._queue and pg.is_busy():
-                await _ready(loop.add_reader, loop.remove_reader, pg.socket)
+                await socket_ready(loop.add_reader, loop.remove_reader, pg.socket)
         return first
 
     async def _break(self) -> None:
@@ -480,7 +480,16 @@ class PipelineLink:
         await self._conn.close()
 
 
-async def _ready(add: Callable[..., object], remove: Callable[[int], object], fd: int) -> None:
+async def socket_ready(
+    add: Callable[..., object], remove: Callable[[int], object], fd: int
+) -> None:
+    """Wait until the running loop finds `fd` ready (a reader's or a writer's callback).
+
+    Args:
+        add: the loop's ``add_reader`` or ``add_writer``.
+        remove: the matching ``remove_reader`` or ``remove_writer``.
+        fd: the socket.
+    """
     ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def wake() -> None:
@@ -514,4 +523,5 @@ __all__ = [
     "StatementObserver",
     "forget_prepared",
     "observe_statements",
+    "socket_ready",
 ]
