@@ -6,7 +6,7 @@
 - `open_traced_pool`: the pool of both sides of every benchmark (the service and the raw
   psycopg loop). Its connections count their statements: every statement the generated
   query functions run goes through `TracingCursor` (read-only units, the raw loops) or
-  a write unit's link (`turnkeeper.adapters.postgres.executor.observe_statements`),
+  a write unit's link (`turnkeeper.adapters.postgres.observers.observe_statements`),
   every COMMIT through `TracingConnection` or the link, and inside `traced()` each is
   recorded by name (``GetThread``, ``InsertMessage``, ``COMMIT``). Outside `traced()`
   the hook costs one context variable lookup per statement, on both sides alike.
@@ -40,7 +40,7 @@ from bench.cpu import Cpu, CpuProbe
 from turnkeeper.adapters.http.server import settle_heap
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
-from turnkeeper.adapters.postgres.executor import observe_statements
+from turnkeeper.adapters.postgres.observers import observe_statements
 from turnkeeper.adapters.postgres.uow import PREPARE_THRESHOLD, Conn
 from turnkeeper.application.settings import Settings
 

@@ -19,14 +19,10 @@ from psycopg import errors as pg_errors
 from psycopg.rows import args_row, scalar_row
 
 from tests.support.locks import wait_until_blocked
-from turnkeeper.adapters.postgres import executor
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn
-from turnkeeper.adapters.postgres.executor import (
-    PipelineLink,
-    forget_prepared,
-    observe_statements,
-)
+from turnkeeper.adapters.postgres.executor import PipelineLink, forget_prepared
+from turnkeeper.adapters.postgres.observers import StatementDone, observe_statements
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
 from turnkeeper.application.errors import RetriableConflict
 
@@ -165,7 +161,7 @@ async def test_a_cancelled_wait_closes_the_connection(conn: Conn, pg_conninfo: s
 async def test_observers_see_every_statement_and_its_end(conn: Conn) -> None:
     seen: list[tuple[str, str | None]] = []
 
-    def observer(observed: Conn, query: str) -> executor.StatementDone:
+    def observer(observed: Conn, query: str) -> StatementDone:
         assert observed is conn
 
         def done(error: BaseException | None) -> None:

@@ -40,7 +40,8 @@ from turnkeeper.adapters.observability.tracing import (
     process_tracing,
     tracing_configured,
 )
-from turnkeeper.adapters.postgres.executor import PipelineLink, observe_statements
+from turnkeeper.adapters.postgres.executor import PipelineLink
+from turnkeeper.adapters.postgres.observers import observe_statements
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
 from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.application.bootstrap import Services, build_services

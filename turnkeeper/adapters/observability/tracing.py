@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from turnkeeper.adapters.postgres.base import Conn
-from turnkeeper.adapters.postgres.executor import StatementDone, observe_statements
+from turnkeeper.adapters.postgres.observers import StatementDone, observe_statements
 from turnkeeper.application.telemetry import (
     AttributeValue,
     CommittedChanges,

@@ -25,7 +25,7 @@ import re
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -33,6 +33,7 @@ from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
 
 from turnkeeper.adapters.postgres.base import Conn
+from turnkeeper.adapters.postgres.observers import OBSERVERS, StatementDone
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%|%s")
 Params = Mapping[str, Any] | Sequence[Any] | None
@@ -84,50 +85,6 @@ _QUERIES: dict[str, _Query] = {}
 _NAMES: dict[tuple[str, tuple[int, ...]], bytes] = {}
 #: The names prepared on each connection.
 _PREPARED: weakref.WeakKeyDictionary[Conn, set[bytes]] = weakref.WeakKeyDictionary()
-
-
-#: Called when a statement ends: with its error, or None when it succeeded.
-StatementDone = Callable[[BaseException | None], None]
-
-
-class StatementObserver(Protocol):
-    """Told of every statement a `PipelineLink` sends (tracing, the benchmarks' census)."""
-
-    def __call__(self, conn: Conn, query: str, /) -> StatementDone | None:
-        """A statement is sent.
-
-        Args:
-            conn: the connection it runs on (for its `info`; nothing may be sent on it).
-            query: the statement's text, with placeholders: never its values.
-
-        Returns:
-            What to call when the statement ends, or None.
-        """
-        ...
-
-
-_OBSERVERS: list[StatementObserver] = []
-
-
-def observe_statements(observer: StatementObserver) -> Callable[[], None]:
-    """Tell `observer` of every statement write units send from now on.
-
-    psycopg's instrumentation sees only statements run through psycopg's cursors, which
-    write units do not use (`PipelineLink`); this is their hook.
-
-    Args:
-        observer: called in the task that sends each statement, at the send.
-
-    Returns:
-        A function that stops the observation.
-    """
-    _OBSERVERS.append(observer)
-
-    def undo() -> None:
-        if observer in _OBSERVERS:
-            _OBSERVERS.remove(observer)
-
-    return undo
 
 
 _GENERATED: frozenset[str] | None = None
@@ -357,8 +314,8 @@ class PipelineLink:
     def _sent(self, cursor: PipelineCursor, text: str, *, flush: bool) -> None:
         cursor._waiting = True
         self._queue.append(cursor)
-        if _OBSERVERS:
-            told = (observer(self._conn, text) for observer in _OBSERVERS)
+        if OBSERVERS:
+            told = (observer(self._conn, text) for observer in OBSERVERS)
             cursor._done = [done for done in told if done is not None]
         if flush:
             # Sent now, as psycopg's pipeline does: the statement runs (and takes its locks
@@ -404,10 +361,9 @@ class PipelineLink:
             return
         try:
             self.enter()
-            self.send(PipelineCursor(self, None), "ROLLBACK", None, prepare=False)
-            await self.leave()
         except psycopg.Error:
             return
+        await self.abandon()
 
     async def abandon(self) -> None:
         """Leave after a failure: roll back in the pipeline, drain it, and leave.
@@ -519,9 +475,6 @@ def forget_prepared(conn: Conn) -> None:
 __all__ = [
     "PipelineCursor",
     "PipelineLink",
-    "StatementDone",
-    "StatementObserver",
     "forget_prepared",
-    "observe_statements",
     "socket_ready",
 ]
