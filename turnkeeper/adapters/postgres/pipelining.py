@@ -12,9 +12,8 @@ as one that may wait (`scripts/gen_queries.py`, ``PIPELINED``):
 - `PendingOne` and `PendingMany`: the ``start_`` variant of a pipelined query only
   queues it; its rows are read later, so that several queries share one round trip.
 
-Outside a pipeline (read-only units, the benchmark's own connections) each
-``execute`` already waits, and these helpers cost nothing. In psycopg's own pipeline
-mode (the benchmark's same-statements loops) they wait as on a link.
+Outside a link (read-only units, on psycopg's cursors outside a pipeline) each
+``execute`` already waits, and these helpers cost nothing.
 """
 
 from __future__ import annotations
@@ -29,21 +28,16 @@ T = TypeVar("T")
 
 
 async def settled(cur: psycopg.AsyncCursor[Any] | PipelineCursor) -> None:
-    """Wait for the result of the statement just executed on `cur`, in a pipeline.
+    """Wait for the result of the statement just executed on `cur`, on a link.
 
     Args:
-        cur: the cursor that executed the statement.
+        cur: the cursor that executed the statement (a psycopg cursor has waited).
 
     Raises:
         psycopg.Error: the statement's error (or an earlier queued statement's).
     """
     if isinstance(cur, PipelineCursor):
         await cur.settle()
-        return
-    # psycopg keeps the active pipeline on the connection; there is no public accessor.
-    pipeline = cur.connection._pipeline
-    if pipeline is not None:
-        await pipeline.sync()
 
 
 class PendingOne(Generic[T]):
