@@ -111,6 +111,20 @@ def statement_name(query: Query) -> str:
     return " ".join(_SPACE.split(text.strip())[:3])[:40]
 
 
+def _record_statement(conn: Conn | None, query: Query) -> None:
+    """Record `query` inside `traced()`.
+
+    Called by `TracingCursor`, and as the observer of write units' statements (which run
+    on their link, not on psycopg's cursors).
+    """
+    trace = _TRACE.get()
+    if trace is not None:
+        trace.append(statement_name(query))
+
+
+observe_statements(_record_statement)
+
+
 class TracingCursor(psycopg.AsyncCursor[Any]):
     """A cursor that records the name of each statement it executes inside `traced()`."""
 
@@ -123,22 +137,9 @@ class TracingCursor(psycopg.AsyncCursor[Any]):
         binary: bool | None = None,
     ) -> TracingCursor:
         """Record the statement, then execute it (see `psycopg.AsyncCursor.execute`)."""
-        trace = _TRACE.get()
-        if trace is not None:
-            trace.append(statement_name(query))
+        _record_statement(None, query)
         await super().execute(cast("Any", query), params, prepare=prepare, binary=binary)
         return self
-
-
-def _record_link_statement(conn: Conn, query: str) -> None:
-    # What TracingCursor records, for the statements of write units (which run on their
-    # link, not on psycopg's cursors).
-    trace = _TRACE.get()
-    if trace is not None:
-        trace.append(statement_name(query))
-
-
-observe_statements(_record_link_statement)
 
 
 class TracingConnection(psycopg.AsyncConnection[Any]):

@@ -207,16 +207,16 @@ class StatementSpans:
         from opentelemetry import trace
 
         self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
+        # Imported once here, not at every statement.
+        self._client = trace.SpanKind.CLIENT
 
     def __call__(self, conn: Conn, query: str) -> StatementDone | None:
         """Start the statement's span (see `StatementObserver`)."""
-        from opentelemetry.trace import SpanKind
-
         words = query.split(maxsplit=1)
         info = conn.info
         span = self._tracer.start_span(
             words[0] if words else info.dbname,
-            kind=SpanKind.CLIENT,
+            kind=self._client,
             attributes={
                 "db.system": "postgresql",
                 "db.name": info.dbname,
