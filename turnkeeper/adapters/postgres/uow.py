@@ -13,7 +13,9 @@ A write unit runs in libpq's pipeline mode on an autocommit connection, through 
 costing a round trip of its own, the statements named in
 `turnkeeper.adapters.postgres.pipelining` wait for the next round trip, and COMMIT goes
 with the last writes and the events. Every other statement waits for its own result, as
-it would outside a pipeline.
+it would outside a pipeline. A read-only unit runs on a link too, without BEGIN or
+COMMIT: each Sync ends an implicit transaction, and each statement sees the latest
+committed state, as in autocommit outside a pipeline.
 
 Example:
     >>> pool = await create_pool(conninfo, min_size=1, max_size=4)  # doctest: +SKIP
@@ -25,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import cast
@@ -92,14 +95,19 @@ class PostgresUnitOfWork:
 
     Args:
         conn: a pooled connection, idle, in autocommit mode.
-        link: the connection's `PipelineLink`, in pipeline mode, in which the unit sent
-            its BEGIN (None for a read-only unit, whose statements run on `conn`).
+        link: the connection's `PipelineLink`, in pipeline mode, in which a write unit
+            sent its BEGIN (None: the statements run on `conn` itself).
+        read_only: a read-only unit: no BEGIN was sent, each statement runs in its own
+            implicit transaction, and the unit is never committed.
     """
 
-    def __init__(self, conn: Conn, link: PipelineLink | None = None) -> None:
+    def __init__(
+        self, conn: Conn, link: PipelineLink | None = None, *, read_only: bool = False
+    ) -> None:
         self._driver = conn
         self._link = link
-        self._pipeline = link  # None once the unit left pipeline mode
+        # None once the unit left pipeline mode (a read-only unit's factory leaves it).
+        self._pipeline = None if read_only else link
         # The repositories run the generated statements, which only open cursors and
         # execute: a write unit's link gives them its own (duck-typed as the connection).
         conn = cast(Conn, link) if link is not None else conn
@@ -251,11 +259,12 @@ class PostgresUnitOfWorkFactory:
                 async with connection_within(self._pool, self._policy.request_timeout) as conn:
                     if not conn.autocommit:
                         await conn.set_autocommit(True)
-                    if read_only:
-                        yield PostgresUnitOfWork(conn)
-                        return
                     link = PipelineLink(conn)
                     link.enter()
+                    if read_only:
+                        async with _reading(link):
+                            yield PostgresUnitOfWork(conn, link, read_only=True)
+                        return
                     unit = PostgresUnitOfWork(conn, link)
                     try:
                         # Queued: it leaves with the unit's first statement.
@@ -281,6 +290,19 @@ class PostgresUnitOfWorkFactory:
             if exc.retry_after is None:
                 exc.retry_after = self._policy.retry_after
             raise
+
+
+@asynccontextmanager
+async def _reading(link: PipelineLink) -> AsyncIterator[None]:
+    """Leave a read-only unit's pipeline at its end, after whatever it queued ran."""
+    try:
+        yield
+    except BaseException:
+        # The error in flight is the one that counts.
+        with contextlib.suppress(psycopg.Error):
+            await link.leave()
+        raise
+    await link.leave()
 
 
 async def _explicit_again(conn: Conn) -> None:
