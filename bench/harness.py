@@ -41,8 +41,14 @@ from turnkeeper.adapters.http.server import settle_heap
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.observers import observe_statements
-from turnkeeper.adapters.postgres.uow import PREPARE_THRESHOLD, Conn
+from turnkeeper.adapters.postgres.uow import Conn
 from turnkeeper.application.settings import Settings
+
+#: psycopg's ``prepare_threshold`` on the benchmark's connections: prepare at first use, so
+#: that the floor's statements (run on psycopg's cursors) are prepared as the units' are on
+#: their link. (`turnkeeper serve`'s pools never let psycopg prepare: see
+#: `turnkeeper.adapters.postgres.uow.PREPARE_THRESHOLD`.)
+PREPARE_THRESHOLD = 0
 
 #: Settles the benchmark's own heap once its world and app are built (see `settle_as_serve`).
 Settle = Callable[[Settings], object]

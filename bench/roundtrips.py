@@ -31,8 +31,8 @@ import attrs
 from psycopg import IsolationLevel, pq
 from psycopg_pool import AsyncConnectionPool
 
-from bench.harness import TracingConnection, TracingCursor
-from turnkeeper.adapters.postgres.uow import PREPARE_THRESHOLD, Conn
+from bench.harness import PREPARE_THRESHOLD, TracingConnection, TracingCursor
+from turnkeeper.adapters.postgres.uow import Conn
 
 
 @attrs.define

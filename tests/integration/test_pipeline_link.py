@@ -23,8 +23,14 @@ from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn
 from turnkeeper.adapters.postgres.executor import PipelineLink, forget_prepared
 from turnkeeper.adapters.postgres.observers import StatementDone, observe_statements
-from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
+from turnkeeper.adapters.postgres.uow import (
+    PostgresUnitOfWork,
+    PostgresUnitOfWorkFactory,
+    create_pool,
+)
+from turnkeeper.adapters.wiring import postgres_readiness
 from turnkeeper.application.errors import RetriableConflict
+from turnkeeper.application.settings import Settings
 
 #: A statement outside the generated ones (a text no other test's statement shares).
 ECHO = "SELECT %(p1)s::int AS value, %(p2)s::text AS label /* link test */"
@@ -222,7 +228,9 @@ async def test_a_connection_given_back_in_a_transaction_forgets_its_names(
         factory = PostgresUnitOfWorkFactory(pool)
         space = uuid.uuid4()
         async with pool.connection() as pooled:
-            # psycopg prepares a statement of its own: its rollbacks deallocate all.
+            # psycopg prepares a statement of its own (the pool's connections never let
+            # it; this one is told to): its rollbacks then deallocate all.
+            pooled.prepare_threshold = 0
             await pooled.execute("SELECT 1", prepare=True)
             await pooled.commit()
         async with factory() as uow:
@@ -254,5 +262,32 @@ async def test_a_connection_given_back_in_a_transaction_forgets_its_names(
             await pooled.commit()
         async with factory() as uow:
             assert await uow.spaces.get(space) is None, "prepared again, first time"
+    finally:
+        await pool.close()
+
+
+async def test_psycopgs_own_statements_never_drop_the_links_names(pg_conninfo: str) -> None:
+    # /readyz runs psycopg's cursors on pooled connections. Had psycopg prepared any of
+    # their statements, its next rollback there would DEALLOCATE ALL, the link's too.
+    pool = await create_pool(pg_conninfo, min_size=1, max_size=1)
+    try:
+        factory = PostgresUnitOfWorkFactory(pool)
+        check = postgres_readiness(pool, Settings())
+        space = uuid.uuid4()
+        for _ in range(HEAL_ROUNDS):
+            async with factory() as uow:
+                assert await uow.spaces.get(space) is None
+            assert await check() is None
+            async with pool.connection() as conn:
+                await conn.execute("SELECT %s::int", (1,))
+                await conn.rollback()
+        async with factory.read_only() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            cur = await uow.connection.execute(
+                "SELECT name FROM pg_prepared_statements ORDER BY name /* link test */"
+            )
+            names = [row[0] for row in await cur.fetchall()]
+        assert names, "the link's statements are still prepared"
+        assert all(name.startswith("_tk_") for name in names), "psycopg prepared nothing"
     finally:
         await pool.close()

@@ -327,19 +327,18 @@ BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 #: The statement that ends a write unit, sent with the unit's last writes.
 COMMIT = "COMMIT"
 
-#: Executions of a statement on one connection before psycopg prepares it: at once.
-#: Every statement is one of the fixed queries of sql/queries (fewer than psycopg's
-#: ``prepared_max`` of 100, so none is ever evicted), so preparing on first use costs one
-#: round trip per query and connection and saves the parse and plan of every later one;
-#: with psycopg's default of 5, each of a pool's connections runs a statement five times
-#: unprepared before it is as fast as it will be.
-PREPARE_THRESHOLD = 0
+#: psycopg's ``prepare_threshold`` on pooled connections: never prepare. Units run on a
+#: `PipelineLink`, which prepares the generated statements itself; what still runs on
+#: psycopg's cursors (the readiness check, migrations) is rare, and had psycopg prepared
+#: any of it, its next rollback on that connection would DEALLOCATE ALL, the link's
+#: statements with it.
+PREPARE_THRESHOLD: int | None = None
 
 
 async def _configure(conn: Conn) -> None:
     """Settings of every pooled connection.
 
-    Explicit transactions, READ COMMITTED, and statements prepared on first use
+    Explicit transactions, READ COMMITTED, and nothing prepared by psycopg
     (`PREPARE_THRESHOLD`). Units switch to autocommit for their time (a write unit sends
     its own BEGIN, see the module docstring).
     """
