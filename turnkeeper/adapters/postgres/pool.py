@@ -176,18 +176,22 @@ async def connection_within(pool: AsyncConnectionPool[Conn], seconds: float) -> 
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    async with pool.connection(timeout=seconds) as conn:
-        timer = loop.call_at(deadline, sever, conn)
+    # getconn and putconn rather than `pool.connection()`, whose connection context would
+    # commit (a no-op: the connection is idle by then) and keep usage statistics that
+    # nothing reads, at every unit.
+    conn = await pool.getconn(timeout=seconds)
+    timer = loop.call_at(deadline, sever, conn)
+    try:
+        yield conn
+    finally:
         try:
-            yield conn
+            if conn.info.transaction_status in _OPEN_TRANSACTION:
+                await conn.rollback()
+        except psycopg.Error:
+            pass  # a broken connection: the pool discards it on return
         finally:
-            try:
-                if conn.info.transaction_status in _OPEN_TRANSACTION:
-                    await conn.rollback()
-            except psycopg.Error:
-                pass  # a broken connection: the pool discards it on return
-            finally:
-                timer.cancel()
+            timer.cancel()
+            await pool.putconn(conn)
 
 
 async def open_pool(
