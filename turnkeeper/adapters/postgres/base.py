@@ -2,7 +2,8 @@
 
 Also the text form of an id array, which statements take where a ``uuid[]`` parameter
 would cost psycopg an array dump (`uuid_array_text`), and one table's row out of a wider
-row that holds its columns (`unprefixed`).
+row that holds its columns (`unprefixed`), and an enum's members by value
+(`members_by_value`).
 
 Each repository runs the generated statements of `turnkeeper.adapters.postgres.queries` on
 the connection of its unit of work (so inside the unit's transaction) and maps rows to the
@@ -11,8 +12,9 @@ frozen domain values. Driver errors are translated by the unit (`wrap_errors`).
 
 from __future__ import annotations
 
+import enum
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -23,6 +25,7 @@ from attrs import AttrsInstance
 Conn = psycopg.AsyncConnection[Any]
 
 _Row = TypeVar("_Row", bound=AttrsInstance)
+_Enum = TypeVar("_Enum", bound=enum.Enum)
 
 
 class MissingRow(LookupError):
@@ -38,6 +41,23 @@ class PostgresRepository:
 
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
+
+
+def members_by_value(kind: type[_Enum]) -> Mapping[Any, _Enum]:
+    """An enum's members by their value, for the columns that store them.
+
+    ``members_by_value(Origin)[row.origin]`` is ``Origin(row.origin)`` at the cost of a
+    dictionary lookup: calling an enum class goes through ``EnumType.__call__``, about
+    1 us each, paid for several columns of every row of a history page.
+
+    Args:
+        kind: the enum class.
+
+    Returns:
+        value -> member (an unknown value raises `KeyError`; the schema's checks keep
+        such values out of the tables).
+    """
+    return {member.value: member for member in kind}
 
 
 def unprefixed(row: object, prefix: str, kind: type[_Row]) -> _Row:

@@ -10,15 +10,23 @@ from typing import Any
 
 from turnkeeper.adapters.event_seqs import check_count
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, uuid_array_text
+from turnkeeper.adapters.postgres.base import (
+    Conn,
+    MissingRow,
+    PostgresRepository,
+    members_by_value,
+    uuid_array_text,
+)
 from turnkeeper.application.ports import ReaderScope
 from turnkeeper.domain.events import Event, EventType, NewEvent
+
+_EVENT_TYPE_OF = members_by_value(EventType)
 
 
 def _event(row: q.EventRow) -> Event:
     return Event(
         seq=row.seq,
-        type=EventType(row.type),
+        type=_EVENT_TYPE_OF[row.type],
         actor_id=row.actor_id,
         actor_kind=row.actor_kind,
         space_id=row.space_id,

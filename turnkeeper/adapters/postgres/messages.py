@@ -6,11 +6,21 @@ import uuid
 from collections.abc import Sequence
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, uuid_array_text
+from turnkeeper.adapters.postgres.base import (
+    Conn,
+    MissingRow,
+    PostgresRepository,
+    members_by_value,
+    uuid_array_text,
+)
 from turnkeeper.adapters.postgres.events import PostgresEventLog, payload_json
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.domain.events import NewEvent
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
+
+_ORIGIN_OF = members_by_value(Origin)
+_MESSAGE_KIND_OF = members_by_value(MessageKind)
+_TRIGGER_STATE_OF = members_by_value(TriggerState)
 
 
 def _value(state: TriggerState | None) -> str | None:
@@ -24,15 +34,15 @@ def message_of(row: q.MessageRow) -> Message:
         thread_id=row.thread_id,
         thread_seq=row.thread_seq,
         author_id=row.author_id,
-        origin=Origin(row.origin),
-        kind=MessageKind(row.kind),
+        origin=_ORIGIN_OF[row.origin],
+        kind=_MESSAGE_KIND_OF[row.kind],
         content=row.content,
         mentions=tuple(row.mentions),
         reply_to_id=row.reply_to_id,
         restricted_to=None if row.restricted_to is None else tuple(row.restricted_to),
         client_msg_id=row.client_msg_id,
         digest=row.digest,
-        trigger_state=None if row.trigger_state is None else TriggerState(row.trigger_state),
+        trigger_state=None if row.trigger_state is None else _TRIGGER_STATE_OF[row.trigger_state],
         trigger_state_reason=row.trigger_state_reason,
         run_id=row.run_id,
         created_at=row.created_at,

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, members_by_value
 from turnkeeper.adapters.postgres.pipelining import PendingMany
 from turnkeeper.domain.world import (
     BillingMode,
@@ -17,16 +17,20 @@ from turnkeeper.domain.world import (
     ResourceKind,
 )
 
+_PRINCIPAL_KIND_OF = members_by_value(PrincipalKind)
+_BILLING_MODE_OF = members_by_value(BillingMode)
+_RESOURCE_KIND_OF = members_by_value(ResourceKind)
+
 
 def principal_of(row: q.PrincipalRow) -> Principal:
     """The principal of a ``principals`` row."""
     return Principal(
         id=row.id,
-        kind=PrincipalKind(row.kind),
+        kind=_PRINCIPAL_KIND_OF[row.kind],
         handle=row.handle,
         display_name=row.display_name,
         is_owner=row.is_owner,
-        billing_mode=None if row.billing_mode is None else BillingMode(row.billing_mode),
+        billing_mode=None if row.billing_mode is None else _BILLING_MODE_OF[row.billing_mode],
         holder_id=row.holder_id,
         supports_followups=row.supports_followups,
         enabled=row.enabled,
@@ -40,7 +44,7 @@ def grant_of(row: q.GrantRow) -> Grant:
     return Grant(
         id=row.id,
         principal_id=row.principal_id,
-        resource_kind=ResourceKind(row.resource_kind),
+        resource_kind=_RESOURCE_KIND_OF[row.resource_kind],
         resource_id=row.resource_id,
         level=Level.parse(row.level),
         created_at=row.created_at,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, members_by_value
 from turnkeeper.adapters.postgres.events import PostgresEventLog
 from turnkeeper.application.ports import AgentCursor
 from turnkeeper.domain.events import Event
@@ -20,15 +20,20 @@ from turnkeeper.domain.followups import FollowupMode, FollowupState, OpenFollowu
 from turnkeeper.domain.runs import AnswerRun, Run, RunState, TriggerKind
 from turnkeeper.domain.trigger_report import AcceptedFollowup, TriggerLinks
 
+_RUN_STATE_OF = members_by_value(RunState)
+_TRIGGER_KIND_OF = members_by_value(TriggerKind)
+_FOLLOWUP_MODE_OF = members_by_value(FollowupMode)
+_FOLLOWUP_STATE_OF = members_by_value(FollowupState)
+
 
 def _run(row: q.RunRow) -> Run:
     return Run(
         id=row.id,
         thread_id=row.thread_id,
         agent_id=row.agent_id,
-        state=RunState(row.state),
+        state=_RUN_STATE_OF[row.state],
         state_reason=row.state_reason,
-        trigger_kind=TriggerKind(row.trigger_kind),
+        trigger_kind=_TRIGGER_KIND_OF[row.trigger_kind],
         triggering_message_id=row.triggering_message_id,
         triggered_by=row.triggered_by,
         version=row.version,
@@ -84,7 +89,10 @@ class PostgresRunRepository(PostgresRepository):
         if row is None:
             return None
         return AnswerRun(
-            id=row.id, thread_id=row.thread_id, agent_id=row.agent_id, state=RunState(row.state)
+            id=row.id,
+            thread_id=row.thread_id,
+            agent_id=row.agent_id,
+            state=_RUN_STATE_OF[row.state],
         )
 
     async def update(self, run: Run) -> None:
@@ -211,7 +219,7 @@ class PostgresFollowupRepository(PostgresRepository):
         rows = await q.trigger_links_of_message(self._conn, message_id=message_id)
         followup = next(
             (
-                AcceptedFollowup(run_id=row.run_id, mode=FollowupMode(row.mode))
+                AcceptedFollowup(run_id=row.run_id, mode=_FOLLOWUP_MODE_OF[row.mode])
                 for row in rows
                 if row.link == "followup"
             ),
@@ -223,7 +231,7 @@ class PostgresFollowupRepository(PostgresRepository):
     async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
         """Every follow-up of a run by message id."""
         rows = await q.list_followups(self._conn, run_id=run_id)
-        return {row.message_id: FollowupState(row.state) for row in rows}
+        return {row.message_id: _FOLLOWUP_STATE_OF[row.state] for row in rows}
 
     async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
         """One follow-up's state under FOR UPDATE, or None."""

@@ -7,7 +7,13 @@ import uuid
 from datetime import datetime, tzinfo
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, unprefixed
+from turnkeeper.adapters.postgres.base import (
+    Conn,
+    MissingRow,
+    PostgresRepository,
+    members_by_value,
+    unprefixed,
+)
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import message_of
 from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
@@ -30,6 +36,11 @@ from turnkeeper.domain.world import (
     TitleSource,
 )
 
+_CHANNEL_TYPE_OF = members_by_value(ChannelType)
+_OPERATOR_MODE_OF = members_by_value(OperatorMode)
+_TITLE_SOURCE_OF = members_by_value(TitleSource)
+_THREAD_STATE_OF = members_by_value(ThreadState)
+
 
 def _space(row: q.SpaceRow) -> Space:
     return Space(
@@ -46,8 +57,8 @@ def _channel(row: q.ChannelRow) -> Channel:
         id=row.id,
         space_id=row.space_id,
         name=row.name,
-        type=ChannelType(row.type),
-        operator_mode=OperatorMode(row.operator_mode),
+        type=_CHANNEL_TYPE_OF[row.type],
+        operator_mode=_OPERATOR_MODE_OF[row.operator_mode],
         operator_id=row.operator_id,
         behavior=ChannelBehavior(
             free_response=row.free_response,
@@ -66,9 +77,9 @@ def _thread(row: q.ThreadRow) -> Thread:
         channel_id=row.channel_id,
         is_main=row.is_main,
         title=row.title,
-        title_source=TitleSource(row.title_source),
+        title_source=_TITLE_SOURCE_OF[row.title_source],
         operator_agent_id=row.operator_agent_id,
-        state=ThreadState(row.state),
+        state=_THREAD_STATE_OF[row.state],
         latest_seq=row.latest_seq,
         has_restricted=row.has_restricted,
         created_by=row.created_by,

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.base import Conn, MissingRow, unprefixed
+from turnkeeper.adapters.postgres.base import Conn, MissingRow, members_by_value, unprefixed
 from turnkeeper.adapters.postgres.principals import principal_of
 from turnkeeper.application.ports import ResolvedToken
 from turnkeeper.domain.credentials import ApiToken, TokenOrigin
+
+_TOKEN_ORIGIN_OF = members_by_value(TokenOrigin)
 
 #: The three queries that read a token row share its columns (sqlc names each shape).
 _TokenRow = q.GetApiTokenRow | q.GetApiTokenByHashRow | q.ListLiveApiTokensRow
@@ -21,7 +23,7 @@ def _token(row: _TokenRow) -> ApiToken:
     return ApiToken(
         id=row.id,
         principal_id=row.principal_id,
-        origin=TokenOrigin(row.origin),
+        origin=_TOKEN_ORIGIN_OF[row.origin],
         created_at=row.created_at,
         label=row.label,
         last_used_at=row.last_used_at,
