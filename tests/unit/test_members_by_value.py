@@ -8,13 +8,13 @@ import inspect
 import pytest
 
 from turnkeeper.adapters.postgres.base import members_by_value
-from turnkeeper.domain import events, messaging, runs, world
+from turnkeeper.domain import credentials, events, followups, messaging, runs, world
 
 #: Every enum of the domain modules whose values the tables store.
 ENUMS = sorted(
     {
         value
-        for module in (events, messaging, runs, world)
+        for module in (credentials, events, followups, messaging, runs, world)
         for value in vars(module).values()
         if inspect.isclass(value) and issubclass(value, enum.Enum) and value is not enum.Enum
     },

@@ -96,21 +96,19 @@ class PostgresUnitOfWork:
     Args:
         conn: a pooled connection, idle, in autocommit mode.
         link: the connection's `PipelineLink`, in pipeline mode, in which a write unit
-            sent its BEGIN (None: the statements run on `conn` itself).
+            sent its BEGIN.
         read_only: a read-only unit: no BEGIN was sent, each statement runs in its own
             implicit transaction, and the unit is never committed.
     """
 
-    def __init__(
-        self, conn: Conn, link: PipelineLink | None = None, *, read_only: bool = False
-    ) -> None:
+    def __init__(self, conn: Conn, link: PipelineLink, *, read_only: bool = False) -> None:
         self._driver = conn
         self._link = link
         # None once the unit left pipeline mode (a read-only unit's factory leaves it).
-        self._pipeline = None if read_only else link
+        self._pipeline: PipelineLink | None = None if read_only else link
         # The repositories run the generated statements, which only open cursors and
-        # execute: a write unit's link gives them its own (duck-typed as the connection).
-        conn = cast(Conn, link) if link is not None else conn
+        # execute: the link gives them its own (duck-typed as the connection).
+        conn = cast(Conn, link)
         self._conn = conn
         self._events = PostgresEventLog(conn)
         principals = PostgresPrincipalRepository(conn)
@@ -152,6 +150,8 @@ class PostgresUnitOfWork:
         with wrap_errors():
             await self._locked.write()
             if self._pipeline is None:
+                # A read-only unit, which the port says is never committed: as before
+                # it ran on a link, what it buffered is written in autocommit.
                 await self._events.flush()
                 await self._driver.commit()
             else:
@@ -190,17 +190,8 @@ class PostgresUnitOfWork:
         self._events.discard()
         if self._driver.info.transaction_status == TransactionStatus.IDLE:
             return
-        if self._link is not None:
-            # Not through psycopg, whose ROLLBACK drops every prepared statement.
-            await self._link.rollback()
-            return
-        try:
-            # Outside the pipeline by now (the factory leaves it first), where psycopg
-            # sends ROLLBACK on an autocommit connection too.
-            await self._driver.rollback()
-        except psycopg.Error:
-            # A broken connection: nothing is left to roll back, the pool replaces it.
-            return
+        # Not through psycopg, whose ROLLBACK drops every prepared statement.
+        await self._link.rollback()
 
 
 class PostgresUnitOfWorkFactory:
