@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # pytest worker processes (pytest-xdist, ADR 0027): one per core; 0 runs the suite in one process.
 TEST_WORKERS ?= auto
 
-.PHONY: run test lint typecheck imports sql queries migrations-lock docs package bench clean
+.PHONY: run test coverage lint typecheck imports sql queries migrations-lock docs package bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ run: $(STAMP)
 ## test: every check and every test
 test: $(STAMP) lint typecheck imports sql docs package
 	$(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist worksteal
+
+## coverage: the tests with coverage measured in every suite (make test leaves the long ones out, ADR 0031)
+coverage: $(STAMP)
+	TURNKEEPER_COVER_ALL=1 $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -41,6 +41,11 @@ TEST_DATABASE_ENV = "TURNKEEPER_TEST_DATABASE_URL"
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 10
 
+#: Test directories whose tests run without coverage's tracer (`unmeasured`).
+UNMEASURED_DIRECTORIES = ("tests/reliability", "tests/concurrency", "tests/browser")
+#: Set (to anything) to measure coverage in every test (``make coverage``).
+COVER_ALL_ENV = "TURNKEEPER_COVER_ALL"
+
 _stood_aside = StoodAside()
 
 
@@ -53,9 +58,29 @@ def slow_first(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the slow tests first (`slow_first`)."""
+def unmeasured(items: list[pytest.Item], root: Path) -> None:
+    """Mark the tests of `UNMEASURED_DIRECTORIES` ``no_cover`` (pytest-cov pauses its tracer).
+
+    Unless `COVER_ALL_ENV` is set (``make coverage``), the long loops of these suites run
+    without the line tracer, which doubles the time of Python-heavy tests on CPython 3.11;
+    the other suites measure the coverage the report shows (ADR 0031).
+
+    Args:
+        items: the collected tests, marked in place.
+        root: the repository's root.
+    """
+    if os.environ.get(COVER_ALL_ENV):
+        return
+    directories = [root / name for name in UNMEASURED_DIRECTORIES]
+    for item in items:
+        if any(item.path.is_relative_to(d) for d in directories):
+            item.add_marker(pytest.mark.no_cover)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the slow tests first (`slow_first`); no tracer in the long suites (`unmeasured`)."""
     slow_first(items)
+    unmeasured(items, config.rootpath)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
