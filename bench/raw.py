@@ -80,21 +80,22 @@ def _json(payload: dict[str, Any]) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _transaction(world: BenchWorld) -> AsyncIterator[Conn]:
-    """A pooled connection in a write unit's mode, its BEGIN queued.
+async def _on_link(world: BenchWorld, *, begin: bool) -> AsyncIterator[Conn]:
+    """A pooled connection on its own `PipelineLink`, in autocommit.
 
-    Autocommit and pipeline mode on the write unit's own `PipelineLink`, so that BEGIN
-    leaves with the first statement; the body queues COMMIT last (`_commit`) and leaving
-    the pipeline sends the one Sync for whatever is still queued. The connection goes
-    back in the pool's mode (explicit transactions), rolled back first when the body
-    failed.
+    With `begin`, a write unit's mode: BEGIN is queued so that it leaves with the first
+    statement; the body queues COMMIT last (`_commit`) and leaving the pipeline sends the
+    one Sync for whatever is still queued. Without it, a read-only unit's mode: each
+    wait's Sync ends an implicit transaction (ADR 0030). The connection goes back in the
+    pool's mode (explicit transactions), rolled back first when the body failed.
     """
     async with world.pool.connection() as conn:
         await conn.set_autocommit(True)
         link = PipelineLink(conn)
         link.enter()
         try:
-            await link.execute(BEGIN, prepare=False)
+            if begin:
+                await link.execute(BEGIN, prepare=False)
             try:
                 yield cast(Conn, link)
             except BaseException:
@@ -106,6 +107,11 @@ async def _transaction(world: BenchWorld) -> AsyncIterator[Conn]:
                 await link.rollback()
             if not conn.closed:
                 await conn.set_autocommit(False)
+
+
+def _transaction(world: BenchWorld) -> contextlib.AbstractAsyncContextManager[Conn]:
+    """A pooled connection in a write unit's mode, its BEGIN queued (`_on_link`)."""
+    return _on_link(world, begin=True)
 
 
 async def _commit(conn: Conn, events: Sequence[_Event], first: int, now: datetime) -> None:
@@ -968,7 +974,7 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
 
 
 async def history(world: BenchWorld, worker: Worker, thread_id: uuid.UUID, limit: int) -> int:
-    """listMessages: a thread's first page as the person sees it (autocommit reads).
+    """listMessages: a thread's first page as the person sees it (a read-only unit's mode).
 
     Args:
         world: the world.
@@ -980,17 +986,17 @@ async def history(world: BenchWorld, worker: Worker, thread_id: uuid.UUID, limit
         The messages read.
     """
     reader = worker.person.principal.id
-    async with world.pool.connection() as conn:
-        await conn.set_autocommit(True)
-        try:
-            await _target(conn, thread_id)
-            await q.list_grants_for_principal(conn, principal_id=reader)
-            rows = await q.list_visible_messages(
-                conn, thread_id=thread_id, after_seq=0, reader_id=reader, max_rows=limit
-            )
-            await q.get_principals(conn, ids=list({r.author_id for r in rows}))
-        finally:
-            await conn.set_autocommit(False)
+    async with _on_link(world, begin=False) as conn:
+        # The thread, the grants and the page in one round trip, as `history_facts`.
+        target = await q.start_get_thread_target(conn, id=thread_id)
+        grants = await q.start_list_grants_for_principal(conn, principal_id=reader)
+        page = await q.start_list_visible_messages(
+            conn, thread_id=thread_id, after_seq=0, reader_id=reader, max_rows=limit
+        )
+        assert await target.result() is not None
+        await grants.result()
+        rows = await page.result()
+        await q.get_principals(conn, ids=list({r.author_id for r in rows}))
     return len(rows)
 
 

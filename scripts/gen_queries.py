@@ -277,9 +277,12 @@ PIPELINED = frozenset(
         "AppendEvents",
         "GetPostFacts",
         "GetPrincipals",
+        "GetThreadTarget",
         "InsertMessage",
         "InsertMessageWithEvent",
         "InsertRun",
+        "ListGrantsForPrincipal",
+        "ListVisibleMessages",
         "SetThreadLatestSeq",
     }
 )

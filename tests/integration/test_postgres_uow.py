@@ -694,3 +694,50 @@ async def test_units_run_read_committed_on_a_pooled_connection(
         assert isinstance(uow, PostgresUnitOfWork)
         cur = await uow.connection.execute("SHOW transaction_isolation")
         assert await cur.fetchone() == ("read committed",)
+
+
+async def test_history_facts_are_the_thread_the_readers_grants_and_its_page(
+    uow_factory: UnitOfWorkFactory,
+) -> None:
+    # The same answers as target, for_principal and list_visible, on both stores.
+    s = await seed(uow_factory)
+    grant = Grant(
+        id=uuid.uuid4(),
+        principal_id=s.agent.id,
+        resource_kind=ResourceKind.CHANNEL,
+        resource_id=s.channel.id,
+        level=Level.WRITE,
+        created_at=AT,
+    )
+    async with uow_factory() as uow:
+        await uow.grants.add(grant)
+        first = _message(s, await uow.threads.allocate_seq(s.thread.id))
+        secret = _message(
+            s, await uow.threads.allocate_seq(s.thread.id), restricted_to=(s.agent.id,)
+        )
+        third = _message(s, await uow.threads.allocate_seq(s.thread.id))
+        for message in (first, secret, third):
+            await uow.messages.add(message)
+        await uow.commit()
+
+    stranger = uuid.uuid4()
+    async with uow_factory.read_only() as uow:
+        agent = await uow.threads.history_facts(s.thread.id, s.agent.id, 0, 10)
+        person = await uow.threads.history_facts(s.thread.id, s.person.id, 1, 1)
+        outsider = await uow.threads.history_facts(s.thread.id, stranger, 0, 10)
+        unknown = await uow.threads.history_facts(uuid.uuid4(), s.agent.id, 0, 10)
+        target = await uow.threads.target(s.thread.id)
+
+    assert agent is not None
+    assert person is not None
+    assert outsider is not None
+    assert agent.target == person.target == outsider.target == target
+    assert agent.target.thread is not None
+    assert agent.target.thread.latest_seq == 3
+    assert agent.grants == [grant]
+    assert person.grants == outsider.grants == []
+    assert agent.messages == [first, secret, third]
+    # The author sees its restricted message; a page ends at its limit.
+    assert person.messages == [secret]
+    assert outsider.messages == [first, third]
+    assert unknown is None

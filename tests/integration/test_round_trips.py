@@ -9,8 +9,11 @@ benchmark's census: on a connection's first use each statement is prepared once.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
+from bench.operations import HISTORY as HISTORY_READ
 from bench.operations import OPERATIONS
 from bench.world import BenchWorld
 from tests.support.census import on_the_wire
@@ -69,4 +72,22 @@ async def test_a_message_over_http_is_authenticated_in_the_round_trips_of_its_po
     assert (exchange.round_trips, exchange.statements) == (
         service.round_trips,
         service.statements,
+    )
+
+
+#: A history page: the thread, the reader's grants and the page share one round trip,
+#: the page's authors take a second (from 4); over HTTP the bearer token's read comes
+#: first, in a unit of its own.
+HISTORY_ROUND_TRIPS: dict[Literal["service", "http"], int] = {"service": 2, "http": 3}
+
+
+@pytest.mark.parametrize("side", sorted(HISTORY_ROUND_TRIPS))
+async def test_a_history_page_reads_its_facts_in_one_round_trip(
+    census_worlds: tuple[BenchWorld, BenchWorld], side: Literal["service", "http"]
+) -> None:
+    exchange = await on_the_wire(census_worlds, HISTORY_READ, side)
+
+    assert exchange.round_trips <= HISTORY_ROUND_TRIPS[side], (
+        exchange.round_trips,
+        exchange.statements,
     )

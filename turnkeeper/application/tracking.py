@@ -27,6 +27,7 @@ from turnkeeper.application.ports import (
     FollowupRepository,
     FreshnessRepository,
     GrantRepository,
+    HistoryFacts,
     MessageRepository,
     PostFacts,
     PrincipalRepository,
@@ -333,6 +334,11 @@ class _TrackedThreads:
         take: BucketTake | None = None,
     ) -> TokenPostFacts | None:
         return await self._inner.token_post_facts(thread_id, token_hash, client_msg_id, take)
+
+    async def history_facts(
+        self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
+    ) -> HistoryFacts | None:
+        return await self._inner.history_facts(thread_id, reader_id, after_seq, limit)
 
 
 class _TrackedFreshness:

@@ -32,6 +32,7 @@ from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import (
     BucketTake,
+    HistoryFacts,
     PostFacts,
     ReaderScope,
     TokenPostFacts,
@@ -148,6 +149,23 @@ class _Channels:
         return sorted(self._t.channels.values(), key=lambda c: c.id)
 
 
+def _visible_page(
+    t: Tables, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
+) -> list[Message]:
+    found = sorted(
+        (
+            m
+            for m in t.messages.values()
+            if m.thread_id == thread_id
+            and m.thread_seq > after_seq
+            and m.deleted_at is None
+            and visible_to(m, reader_id)
+        ),
+        key=lambda m: m.thread_seq,
+    )
+    return found[:limit]
+
+
 class _Threads:
     def __init__(self, t: Tables) -> None:
         self._t = t
@@ -225,6 +243,18 @@ class _Threads:
             return None
         facts = await self.post_facts(thread_id, caller.principal.id, client_msg_id, take)
         return TokenPostFacts(caller=caller, facts=facts)
+
+    async def history_facts(
+        self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
+    ) -> HistoryFacts | None:
+        target = await self.target(thread_id)
+        if target is None:
+            return None
+        return HistoryFacts(
+            target=target,
+            grants=await _Grants(self._t).for_principal(reader_id),
+            messages=_visible_page(self._t, thread_id, reader_id, after_seq, limit),
+        )
 
 
 class _Grants:
@@ -305,18 +335,7 @@ class _Messages:
     async def list_visible(
         self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
     ) -> list[Message]:
-        found = sorted(
-            (
-                m
-                for m in self._t.messages.values()
-                if m.thread_id == thread_id
-                and m.thread_seq > after_seq
-                and m.deleted_at is None
-                and visible_to(m, reader_id)
-            ),
-            key=lambda m: m.thread_seq,
-        )
-        return found[:limit]
+        return _visible_page(self._t, thread_id, reader_id, after_seq, limit)
 
     async def set_trigger_states(
         self, message_ids: Sequence[uuid.UUID], state: TriggerState, reason: str | None

@@ -1,9 +1,9 @@
 """What the generated statements need to run in a unit's pipeline (ADR 0022).
 
-A write unit runs its connection in libpq's pipeline mode through a `PipelineLink`
-(`turnkeeper.adapters.postgres.uow`, ADR 0030). In that mode a statement is only queued
-by ``execute``; the link waits for results when a row is fetched (one round trip for
-everything queued before). So that every repository keeps the behaviour it had
+Every unit, write or read-only, runs its connection in libpq's pipeline mode through a
+`PipelineLink` (`turnkeeper.adapters.postgres.uow`, ADR 0030). In that mode a statement
+is only queued by ``execute``; the link waits for results when a row is fetched (one
+round trip for everything queued before). So that every repository keeps the behaviour it had
 outside a pipeline, a generated statement waits for its own result unless it was named
 as one that may wait (`scripts/gen_queries.py`, ``PIPELINED``):
 
@@ -12,8 +12,8 @@ as one that may wait (`scripts/gen_queries.py`, ``PIPELINED``):
 - `PendingOne` and `PendingMany`: the ``start_`` variant of a pipelined query only
   queues it; its rows are read later, so that several queries share one round trip.
 
-Outside a link (read-only units, on psycopg's cursors outside a pipeline) each
-``execute`` already waits, and these helpers cost nothing.
+Outside a link (psycopg's own cursors: the benchmarks' loops, scripts) each ``execute``
+already waits, and these helpers cost nothing.
 """
 
 from __future__ import annotations

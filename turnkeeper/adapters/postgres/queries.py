@@ -2652,6 +2652,18 @@ async def list_grants_for_principal(
         return await cur.fetchall()
 
 
+async def start_list_grants_for_principal(
+    conn: psycopg.AsyncConnection[Any], *, principal_id: uuid.UUID
+) -> PendingMany[GrantRow]:
+    """Queue ListGrantsForPrincipal in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `list_grants_for_principal`.
+    """
+    cur = conn.cursor(row_factory=args_row(GrantRow))
+    await cur.execute(_LIST_GRANTS_FOR_PRINCIPAL, {"p1": principal_id})
+    return PendingMany(cur)
+
+
 async def lock_grant_of_pair(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -3321,6 +3333,25 @@ async def list_visible_messages(
             {"p1": thread_id, "p2": after_seq, "p3": reader_id, "p4": max_rows},
         )
         return await cur.fetchall()
+
+
+async def start_list_visible_messages(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    thread_id: uuid.UUID,
+    after_seq: int,
+    reader_id: uuid.UUID,
+    max_rows: int,
+) -> PendingMany[MessageRow]:
+    """Queue ListVisibleMessages in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `list_visible_messages`.
+    """
+    cur = conn.cursor(row_factory=args_row(MessageRow))
+    await cur.execute(
+        _LIST_VISIBLE_MESSAGES, {"p1": thread_id, "p2": after_seq, "p3": reader_id, "p4": max_rows}
+    )
+    return PendingMany(cur)
 
 
 async def set_message_trigger_state(
@@ -4456,6 +4487,18 @@ async def get_thread_target(
     async with conn.cursor(row_factory=args_row(GetThreadTargetRow)) as cur:
         await cur.execute(_GET_THREAD_TARGET, {"p1": id})
         return await cur.fetchone()
+
+
+async def start_get_thread_target(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> PendingOne[GetThreadTargetRow]:
+    """Queue GetThreadTarget in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `get_thread_target`.
+    """
+    cur = conn.cursor(row_factory=args_row(GetThreadTargetRow))
+    await cur.execute(_GET_THREAD_TARGET, {"p1": id})
+    return PendingOne(cur)
 
 
 async def get_post_facts(

@@ -16,10 +16,10 @@ from turnkeeper.adapters.postgres.base import (
 )
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import message_of
-from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
+from turnkeeper.adapters.postgres.principals import PostgresGrantRepository, grant_of
 from turnkeeper.adapters.postgres.ratelimit import refusal
 from turnkeeper.adapters.postgres.tokens import caller_of
-from turnkeeper.application.ports import BucketTake, PostFacts, TokenPostFacts
+from turnkeeper.application.ports import BucketTake, HistoryFacts, PostFacts, TokenPostFacts
 from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.ratelimit import SECONDS_PER_MINUTE, TOLERANCE
 from turnkeeper.domain.world import (
@@ -385,6 +385,47 @@ class PostgresThreadRepository(PostgresRepository):
             space=_space(unprefixed(row, "s_", q.SpaceRow)),
             channel=_channel(unprefixed(row, "c_", q.ChannelRow)),
             thread=_thread(unprefixed(row, "t_", q.ThreadRow)),
+        )
+
+    async def history_facts(
+        self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
+    ) -> HistoryFacts | None:
+        """The thread, the reader's grants and the page, queued in this order, one wait.
+
+        Args:
+            thread_id: the thread.
+            reader_id: the reader.
+            after_seq: exclusive lower bound of the page's thread_seq.
+            limit: at most this many messages.
+
+        Returns:
+            The facts, or None for an unknown thread.
+        """
+        await self._locked.write()
+        target_row = await q.start_get_thread_target(self._conn, id=thread_id)
+        grant_rows = await q.start_list_grants_for_principal(self._conn, principal_id=reader_id)
+        page_rows = await q.start_list_visible_messages(
+            self._conn,
+            thread_id=thread_id,
+            after_seq=after_seq,
+            reader_id=reader_id,
+            max_rows=limit,
+        )
+        row = await target_row.result()
+        grants = [grant_of(g) for g in await grant_rows.result()]
+        messages = [message_of(m) for m in await page_rows.result()]
+        if row is None:
+            return None
+        if self._grants is not None:
+            self._grants.remember(reader_id, grants)
+        return HistoryFacts(
+            target=AccessTarget(
+                space=_space(unprefixed(row, "s_", q.SpaceRow)),
+                channel=_channel(unprefixed(row, "c_", q.ChannelRow)),
+                thread=_thread(unprefixed(row, "t_", q.ThreadRow)),
+            ),
+            grants=grants,
+            messages=messages,
         )
 
     async def post_facts(

@@ -140,6 +140,24 @@ class PostFacts:
 
 
 @attrs.frozen(kw_only=True)
+class HistoryFacts:
+    """What a history read decides on and answers with (`ThreadRepository.history_facts`).
+
+    Attributes:
+        target: the thread with its channel and space, read before the page, so the page
+            holds every message up to the thread's latest_seq it may see.
+        grants: the reader's grants.
+        messages: the page: messages after the cursor that the reader may see, oldest
+            first (read whether or not the grants let the reader see the thread: the
+            caller decides, and answers nothing of a page it refuses).
+    """
+
+    target: AccessTarget
+    grants: list[Grant]
+    messages: list[Message]
+
+
+@attrs.frozen(kw_only=True)
 class TokenPostFacts:
     """A post whose author is known by a bearer token only (`ThreadRepository.token_post_facts`).
 
@@ -264,6 +282,27 @@ class ThreadRepository(Protocol):
 
         Returns:
             The caller and the facts, or None for an unknown or revoked token.
+        """
+        ...
+
+    async def history_facts(
+        self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
+    ) -> HistoryFacts | None:
+        """The thread, the reader's grants and a page of its history, in one round trip.
+
+        What `target`, `GrantRepository.for_principal` and `MessageRepository.list_visible`
+        answer, read in this order (the page after the thread, so that a short page
+        holds every message the reader may see up to the thread's latest_seq) without
+        waiting between them. Nothing is locked.
+
+        Args:
+            thread_id: the thread.
+            reader_id: the reader (its grants; restricted messages: members and author).
+            after_seq: exclusive lower bound of the page's thread_seq.
+            limit: at most this many messages.
+
+        Returns:
+            The facts, or None for an unknown thread.
         """
         ...
 

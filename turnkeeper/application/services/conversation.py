@@ -22,6 +22,7 @@ from turnkeeper.application.ports import Clock, IdGenerator, ResolvedToken, Unit
 from turnkeeper.application.services.access import (
     authored_post_target,
     channel_target,
+    enforce,
     reader_scope,
     require,
     thread_of,
@@ -400,10 +401,14 @@ class ConversationService:
         reject_invalid(_cursor_errors("/after_seq", after_seq))
 
         async def work(uow: UnitOfWork) -> MessagePage:
-            target = await thread_target(uow, thread_id)
-            await require(uow, actor, Action.THREAD_READ, target)
-            thread = thread_of(target)
-            messages = await uow.messages.list_visible(thread_id, actor.id, after_seq, size)
+            # The thread, the grants and the page in one round trip: a refused page is
+            # read and dropped, answered with nothing of it.
+            facts = await uow.threads.history_facts(thread_id, actor.id, after_seq, size)
+            if facts is None:
+                raise NotFound()
+            enforce(actor, Action.THREAD_READ, facts.target, facts.grants)
+            thread = thread_of(facts.target)
+            messages = facts.messages
             authors = await uow.principals.get_many(list({m.author_id for m in messages}))
             # A short page saw everything up to the frontier read with the thread (hidden
             # restricted messages included); a full page covers through its last message.
