@@ -58,7 +58,7 @@ def slow_first(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-def unmeasured(items: list[pytest.Item], root: Path) -> None:
+def unmeasured(items: list[pytest.Item], config: pytest.Config) -> None:
     """Mark the tests of `UNMEASURED_DIRECTORIES` ``no_cover`` (pytest-cov pauses its tracer).
 
     Unless `COVER_ALL_ENV` is set (``make coverage``), the long loops of these suites run
@@ -67,11 +67,12 @@ def unmeasured(items: list[pytest.Item], root: Path) -> None:
 
     Args:
         items: the collected tests, marked in place.
-        root: the repository's root.
+        config: the run's configuration (its root, and whether coverage runs at all).
     """
-    if os.environ.get(COVER_ALL_ENV):
+    if os.environ.get(COVER_ALL_ENV) or getattr(config.option, "no_cov", False):
+        # pytest-cov's marker fails under --no-cov (it pauses a controller it never made).
         return
-    directories = [root / name for name in UNMEASURED_DIRECTORIES]
+    directories = [config.rootpath / name for name in UNMEASURED_DIRECTORIES]
     for item in items:
         if any(item.path.is_relative_to(d) for d in directories):
             item.add_marker(pytest.mark.no_cover)
@@ -80,7 +81,7 @@ def unmeasured(items: list[pytest.Item], root: Path) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the slow tests first (`slow_first`); no tracer in the long suites (`unmeasured`)."""
     slow_first(items)
-    unmeasured(items, config.rootpath)
+    unmeasured(items, config)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
