@@ -741,3 +741,38 @@ async def test_history_facts_are_the_thread_the_readers_grants_and_its_page(
     assert person.messages == [secret]
     assert outsider.messages == [first, third]
     assert unknown is None
+
+
+async def test_prefetched_grants_are_the_principals_and_a_grant_write_drops_them(
+    uow_factory: UnitOfWorkFactory,
+) -> None:
+    s = await seed(uow_factory)
+    reading = Grant(
+        id=uuid.uuid4(),
+        principal_id=s.agent.id,
+        resource_kind=ResourceKind.SPACE,
+        resource_id=s.space.id,
+        level=Level.READ,
+        created_at=AT,
+    )
+    writing = attrs.evolve(
+        reading, id=uuid.uuid4(), resource_kind=ResourceKind.CHANNEL, resource_id=s.channel.id
+    )
+    async with uow_factory() as uow:
+        await uow.grants.add(reading)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        await uow.grants.prefetch(s.agent.id)
+        await uow.grants.prefetch(s.person.id)
+        assert await uow.threads.target(s.thread.id) is not None
+        assert await uow.grants.for_principal(s.agent.id) == [reading]
+        assert await uow.grants.for_principal(s.person.id) == []
+
+    async with uow_factory() as uow:
+        # Queued before the unit's own write: that read is older than the unit's state.
+        await uow.grants.prefetch(s.agent.id)
+        await uow.grants.add(writing)
+        assert await uow.grants.for_principal(s.agent.id) == sorted(
+            [reading, writing], key=lambda g: g.id
+        )

@@ -9,13 +9,14 @@ benchmark's census: on a connection's first use each statement is prepared once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import pytest
 
 from bench.operations import HISTORY as HISTORY_READ
-from bench.operations import OPERATIONS
-from bench.world import BenchWorld
+from bench.operations import OPERATIONS, Item, Operation
+from bench.world import BenchWorld, Worker
 from tests.support.census import on_the_wire
 
 #: Round trips per operation at most: issue 18 item 2 allows 3, 5, 3 and 3; the rate-limit
@@ -91,3 +92,46 @@ async def test_a_history_page_reads_its_facts_in_one_round_trip(
         exchange.round_trips,
         exchange.statements,
     )
+
+
+async def _quiet_threads(world: BenchWorld, workers: Sequence[Worker], n: int) -> list[list[Item]]:
+    items = []
+    for worker in workers:
+        thread = await world.quiet_thread(worker)
+        items.append([Item(worker=worker, thread_id=thread) for _ in range(n)])
+    return items
+
+
+async def _read_thread(world: BenchWorld, http: object, item: Item) -> object:
+    assert item.thread_id is not None
+    return await world.services.conversation.get_thread(
+        item.worker.person.principal, item.thread_id
+    )
+
+
+async def _close_thread(world: BenchWorld, http: object, item: Item) -> object:
+    assert item.thread_id is not None
+    return await world.services.conversation.close_thread(
+        item.worker.person.principal, item.thread_id
+    )
+
+
+#: A thread read and a close read the thread and the caller's grants in one round trip
+#: (`authorized_thread`): the read in 1 (from 2), the close in 3 with its write and its
+#: COMMIT (from 4).
+THREAD_USES = {
+    "thread read": (_read_thread, 1),
+    "thread close": (_close_thread, 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(THREAD_USES))
+async def test_a_thread_and_the_callers_grants_share_a_round_trip(
+    census_worlds: tuple[BenchWorld, BenchWorld], name: str
+) -> None:
+    use, most = THREAD_USES[name]
+    operation = Operation(name=name, prepare=_quiet_threads, service=use, raw=use, http=None)
+
+    exchange = await on_the_wire(census_worlds, operation, "service")
+
+    assert exchange.round_trips <= most, (exchange.round_trips, exchange.statements)

@@ -280,6 +280,9 @@ class _Grants:
     async def for_principal(self, principal_id: uuid.UUID) -> list[Grant]:
         return await self.list(principal_id=principal_id)
 
+    async def prefetch(self, principal_id: uuid.UUID) -> None:
+        return None
+
     async def lock_pair(
         self, principal_id: uuid.UUID, resource_kind: ResourceKind, resource_id: uuid.UUID
     ) -> Grant | None:

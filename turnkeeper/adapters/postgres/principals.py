@@ -209,7 +209,8 @@ class PostgresGrantRepository(PostgresRepository):
 
     A principal's grants read in a unit are remembered for the rest of it (grant rows
     are never locked by readers, so reading once is as valid as reading twice, as for
-    principals in ADR 0009); any grant write of the unit forgets them all.
+    principals in ADR 0009); any grant write of the unit forgets them all, and the reads
+    `prefetch` queued before it.
 
     Args:
         conn: the unit's connection.
@@ -218,6 +219,23 @@ class PostgresGrantRepository(PostgresRepository):
     def __init__(self, conn: Conn) -> None:
         super().__init__(conn)
         self._of: dict[uuid.UUID, list[Grant]] = {}
+        self._queued: dict[uuid.UUID, PendingMany[q.GrantRow]] = {}
+
+    def _forget(self) -> None:
+        # A write of the unit: what was read or queued before it may be older.
+        self._of.clear()
+        self._queued.clear()
+
+    async def prefetch(self, principal_id: uuid.UUID) -> None:
+        """Queue the read of a principal's grants (see the port).
+
+        Args:
+            principal_id: the principal.
+        """
+        if principal_id not in self._of and principal_id not in self._queued:
+            self._queued[principal_id] = await q.start_list_grants_for_principal(
+                self._conn, principal_id=principal_id
+            )
 
     def remember(self, principal_id: uuid.UUID, grants: list[Grant]) -> None:
         """Note a principal's grants read by another statement of the unit (a post's facts).
@@ -238,7 +256,7 @@ class PostgresGrantRepository(PostgresRepository):
             RetriableConflict: ``grants_principal_resource_key`` for a second grant of the
                 same principal on the same resource (a concurrent unit's).
         """
-        self._of.clear()
+        self._forget()
         await q.insert_grant(
             self._conn,
             id=grant.id,
@@ -267,7 +285,7 @@ class PostgresGrantRepository(PostgresRepository):
         Args:
             grant_id: the id.
         """
-        self._of.clear()
+        self._forget()
         await q.delete_grant(self._conn, id=grant_id)
 
     async def for_principal(self, principal_id: uuid.UUID) -> list[Grant]:
@@ -282,7 +300,11 @@ class PostgresGrantRepository(PostgresRepository):
         known = self._of.get(principal_id)
         if known is not None:
             return list(known)
-        rows = await q.list_grants_for_principal(self._conn, principal_id=principal_id)
+        queued = self._queued.pop(principal_id, None)
+        if queued is not None:
+            rows = await queued.result()
+        else:
+            rows = await q.list_grants_for_principal(self._conn, principal_id=principal_id)
         grants = [grant_of(row) for row in rows]
         self._of[principal_id] = grants
         return list(grants)
@@ -318,7 +340,7 @@ class PostgresGrantRepository(PostgresRepository):
         Raises:
             MissingRow: when no grant has this id.
         """
-        self._of.clear()
+        self._forget()
         if await q.update_grant_level(self._conn, id=grant_id, level=level.label) != 1:
             raise MissingRow(f"grant {grant_id}")
 

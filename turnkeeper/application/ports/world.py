@@ -331,6 +331,19 @@ class GrantRepository(Protocol):
         """Every grant of a principal."""
         ...
 
+    async def prefetch(self, principal_id: uuid.UUID) -> None:
+        """Start reading a principal's grants the unit is about to need, without waiting.
+
+        A later `for_principal` of it then costs no round trip of its own when the read
+        arrived with another statement's (ADR 0022); a grant written by the unit in
+        between drops the read. Without a later read it is wasted work, never a wrong
+        answer.
+
+        Args:
+            principal_id: the principal.
+        """
+        ...
+
     async def lock_pair(
         self, principal_id: uuid.UUID, resource_kind: ResourceKind, resource_id: uuid.UUID
     ) -> Grant | None:

@@ -21,12 +21,12 @@ from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import Clock, IdGenerator, ResolvedToken, UnitOfWork
 from turnkeeper.application.services.access import (
     authored_post_target,
+    authorized_thread,
     channel_target,
     enforce,
     reader_scope,
     require,
     thread_of,
-    thread_target,
 )
 from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.messages_append import (
@@ -349,8 +349,7 @@ class ConversationService:
         """
 
         async def work(uow: UnitOfWork) -> Thread:
-            target = await thread_target(uow, thread_id)
-            await require(uow, actor, Action.THREAD_CLOSE, target)
+            target = await authorized_thread(uow, actor, Action.THREAD_CLOSE, thread_id)
             await uow.threads.set_state(thread_id, ThreadState.DONE)
             return attrs.evolve(thread_of(target), state=ThreadState.DONE)
 
@@ -367,9 +366,7 @@ class ConversationService:
         """
 
         async def work(uow: UnitOfWork) -> Thread:
-            target = await thread_target(uow, thread_id)
-            await require(uow, actor, Action.THREAD_READ, target)
-            return thread_of(target)
+            return thread_of(await authorized_thread(uow, actor, Action.THREAD_READ, thread_id))
 
         return await self._tx.read(work)
 

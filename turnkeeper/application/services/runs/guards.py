@@ -10,7 +10,7 @@ import uuid
 
 from turnkeeper.application.ports import UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
-from turnkeeper.application.services.access import require, thread_target
+from turnkeeper.application.services.access import authorized_thread
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.authorization import AccessTarget, Action
 from turnkeeper.domain.errors import NotFound
@@ -48,9 +48,7 @@ async def readable_target(uow: UnitOfWork, actor: Principal, run: Run) -> Access
     Raises:
         AccessDenied: not_found without read on the thread.
     """
-    target = await thread_target(uow, run.thread_id)
-    await require(uow, actor, Action.THREAD_READ, target)
-    return target
+    return await authorized_thread(uow, actor, Action.THREAD_READ, run.thread_id)
 
 
 async def own_run(uow: UnitOfWork, agent: Principal, run_id: uuid.UUID) -> Run:

@@ -14,7 +14,7 @@ import attrs
 from turnkeeper.application.errors import InvalidToken
 from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import Clock, InvocationClaims, TokenSigner, UnitOfWork
-from turnkeeper.application.services.access import require, thread_target
+from turnkeeper.application.services.access import authorized_thread, thread_target
 from turnkeeper.application.services.runs.changes import RunChanges
 from turnkeeper.application.services.runs.guards import own_run, readable_target
 from turnkeeper.application.services.runs.run_end import RunEnder
@@ -229,8 +229,7 @@ class RunLifecycleService:
             run = await uow.runs.lock(run_id)
             if run is None:
                 raise NotFound()
-            target = await thread_target(uow, run.thread_id)
-            await require(uow, person, Action.RUN_CANCEL, target)
+            target = await authorized_thread(uow, person, Action.RUN_CANCEL, run.thread_id)
             if run.state is RunState.QUEUED:
                 ended = await self._ender.end(
                     uow,
