@@ -940,12 +940,17 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
             run = await q.lock_run(conn, id=row.resource_id)
             if run is None or run.state != "queued":
                 continue
-            author = await known.one(conn, run.triggered_by)
+            # The author, the agent and the author's grants arrive with the message.
+            missing = [i for i in (run.triggered_by, run.agent_id) if i not in known.rows]
+            people = await q.start_get_principals(conn, ids=missing) if missing else None
+            grants = await q.start_list_grants_for_principal(conn, principal_id=run.triggered_by)
             message = await q.get_message(conn, id=run.triggering_message_id)
-            await known.one(conn, run.agent_id)
+            if people is not None:
+                known.remember(await people.result())
+            await grants.result()
+            author = known.rows[run.triggered_by]
             assert message is not None
             target = await _target(conn, run.thread_id)
-            await q.list_grants_for_principal(conn, principal_id=author.id)
             jwt.encode(
                 {
                     "run_id": str(run.id),

@@ -135,3 +135,16 @@ async def test_a_thread_and_the_callers_grants_share_a_round_trip(
     exchange = await on_the_wire(census_worlds, operation, "service")
 
     assert exchange.round_trips <= most, (exchange.round_trips, exchange.statements)
+
+
+#: A poll delivering one invocation: the author, the agent and the author's grants
+#: arrive with the run's message (8 round trips, from 11).
+POLL_ROUND_TRIPS = 8
+
+
+async def test_a_delivered_invocation_reads_its_people_and_grants_with_its_message(
+    census_worlds: tuple[BenchWorld, BenchWorld],
+) -> None:
+    exchange = await on_the_wire(census_worlds, _OPS["agent poll + delivery"], "service")
+
+    assert exchange.round_trips <= POLL_ROUND_TRIPS, (exchange.round_trips, exchange.statements)

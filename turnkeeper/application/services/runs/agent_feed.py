@@ -225,8 +225,11 @@ class AgentFeedService:
         run = await uow.runs.lock(event.resource_id)
         if run is None or run.state is not RunState.QUEUED:
             return None
-        author = await uow.principals.get(run.triggered_by)
+        # The author, the agent and the author's grants arrive with the message.
+        await uow.principals.prefetch([run.triggered_by, run.agent_id])
+        await uow.grants.prefetch(run.triggered_by)
         message = await uow.messages.get(run.triggering_message_id)
+        author = await uow.principals.get(run.triggered_by)
         agent = await uow.principals.get(run.agent_id)
         if author is None or message is None or agent is None:
             return None
@@ -261,11 +264,14 @@ class AgentFeedService:
         message = await uow.messages.get(message_id)
         if state not in OPEN_STATES or message is None or message.deleted_at is not None:
             return None
+        # The author, the agent and the author's grants arrive with the thread.
+        await uow.principals.prefetch([message.author_id, run.agent_id])
+        await uow.grants.prefetch(message.author_id)
+        target = await thread_target(uow, run.thread_id)
         author = await uow.principals.get(message.author_id)
         agent = await uow.principals.get(run.agent_id)
         assert author is not None
         assert agent is not None
-        target = await thread_target(uow, run.thread_id)
         reason = await invoke_denial(uow, target, author, agent, message.origin)
         if reason is not None:
             now = self._clock.now()
