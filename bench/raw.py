@@ -768,7 +768,10 @@ async def finish_run(
         if run is None or run.agent_id != agent.id or run.state != "running":
             raise RuntimeError("raw finish: not the agent's running run")
         now = datetime.now(UTC)
+        # The triggering message's author and the agent arrive with the thread.
+        people = await q.start_get_principals(conn, ids=[run.triggered_by, run.agent_id])
         target = await _target(conn, run.thread_id)
+        known.remember(await people.result())
         await q.update_run(
             conn,
             state="completed",

@@ -148,3 +148,20 @@ async def test_a_delivered_invocation_reads_its_people_and_grants_with_its_messa
     exchange = await on_the_wire(census_worlds, _OPS["agent poll + delivery"], "service")
 
     assert exchange.round_trips <= POLL_ROUND_TRIPS, (exchange.round_trips, exchange.statements)
+
+
+#: A finish: the triggering message's author and the agent arrive with the thread (8
+#: round trips from 9 without follow-ups, 14 from 16 with them, whatever their number).
+FINISH_ROUND_TRIPS = {"finish, 0 follow-ups": 8, **dict.fromkeys(FINISHES, 14)}
+
+
+@pytest.mark.parametrize("name", sorted(FINISH_ROUND_TRIPS))
+async def test_a_finish_reads_its_people_with_the_thread(
+    census_worlds: tuple[BenchWorld, BenchWorld], name: str
+) -> None:
+    exchange = await on_the_wire(census_worlds, _OPS[name], "service")
+
+    assert exchange.round_trips <= FINISH_ROUND_TRIPS[name], (
+        exchange.round_trips,
+        exchange.statements,
+    )
