@@ -768,8 +768,9 @@ async def finish_run(
         if run is None or run.agent_id != agent.id or run.state != "running":
             raise RuntimeError("raw finish: not the agent's running run")
         now = datetime.now(UTC)
-        # The triggering message's author and the agent arrive with the thread.
+        # The triggering message, its author and the agent arrive with the thread.
         people = await q.start_get_principals(conn, ids=[run.triggered_by, run.agent_id])
+        triggering = await q.start_get_message(conn, id=run.triggering_message_id)
         target = await _target(conn, run.thread_id)
         known.remember(await people.result())
         await q.update_run(
@@ -795,7 +796,7 @@ async def finish_run(
                 version=run.version + 1,
             )
         ]
-        trigger = await q.get_message(conn, id=run.triggering_message_id)
+        trigger = await triggering.result()
         if trigger is not None and trigger.deleted_at is None:
             await _set_trigger_states(conn, known, target, [trigger.id], "done", events)
         follow_on: uuid.UUID | None = None
@@ -943,17 +944,19 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
             run = await q.lock_run(conn, id=row.resource_id)
             if run is None or run.state != "queued":
                 continue
-            # The author, the agent and the author's grants arrive with the message.
+            # The message, the author, the agent and the author's grants arrive with the
+            # thread.
             missing = [i for i in (run.triggered_by, run.agent_id) if i not in known.rows]
             people = await q.start_get_principals(conn, ids=missing) if missing else None
             grants = await q.start_list_grants_for_principal(conn, principal_id=run.triggered_by)
-            message = await q.get_message(conn, id=run.triggering_message_id)
+            triggering = await q.start_get_message(conn, id=run.triggering_message_id)
+            target = await _target(conn, run.thread_id)
+            message = await triggering.result()
             if people is not None:
                 known.remember(await people.result())
             await grants.result()
             author = known.rows[run.triggered_by]
             assert message is not None
-            target = await _target(conn, run.thread_id)
             jwt.encode(
                 {
                     "run_id": str(run.id),

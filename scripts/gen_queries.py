@@ -275,6 +275,7 @@ PIPELINED = frozenset(
     {
         "AppendEvent",
         "AppendEvents",
+        "GetMessage",
         "GetPostFacts",
         "GetPrincipals",
         "GetThreadTarget",

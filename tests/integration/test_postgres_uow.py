@@ -776,3 +776,26 @@ async def test_prefetched_grants_are_the_principals_and_a_grant_write_drops_them
         assert await uow.grants.for_principal(s.agent.id) == sorted(
             [reading, writing], key=lambda g: g.id
         )
+
+
+async def test_a_prefetched_message_is_the_message_and_a_message_write_drops_it(
+    uow_factory: UnitOfWorkFactory,
+) -> None:
+    s = await seed(uow_factory)
+    async with uow_factory() as uow:
+        first = _message(s, await uow.threads.allocate_seq(s.thread.id))
+        await uow.messages.add(first)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        await uow.messages.prefetch(first.id)
+        await uow.messages.prefetch(uuid.uuid4())
+        assert await uow.threads.target(s.thread.id) is not None
+        assert await uow.messages.get(first.id) == first
+
+    async with uow_factory() as uow:
+        # Queued before the unit's own write: that read is older than the unit's state.
+        await uow.messages.prefetch(first.id)
+        changed = await uow.messages.set_trigger_state(first.id, TriggerState.FAILED, "why")
+        assert await uow.messages.get(first.id) == changed
+        assert changed.trigger_state is TriggerState.FAILED

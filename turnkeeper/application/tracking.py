@@ -264,6 +264,9 @@ class _TrackedMessages:
     async def get(self, message_id: uuid.UUID) -> Message | None:
         return await self._inner.get(message_id)
 
+    async def prefetch(self, message_id: uuid.UUID) -> None:
+        await self._inner.prefetch(message_id)
+
     async def by_client_id(self, author_id: uuid.UUID, client_msg_id: str) -> Message | None:
         return await self._inner.by_client_id(author_id, client_msg_id)
 

@@ -335,6 +335,9 @@ class _Messages:
         message_id = self._t.client_ids.get((author_id, client_msg_id))
         return None if message_id is None else self._t.messages[message_id]
 
+    async def prefetch(self, message_id: uuid.UUID) -> None:
+        return None
+
     async def list_visible(
         self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
     ) -> list[Message]:

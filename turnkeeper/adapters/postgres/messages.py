@@ -15,6 +15,7 @@ from turnkeeper.adapters.postgres.base import (
 )
 from turnkeeper.adapters.postgres.events import PostgresEventLog, payload_json
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
+from turnkeeper.adapters.postgres.pipelining import PendingOne
 from turnkeeper.domain.events import NewEvent
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
 
@@ -108,6 +109,18 @@ class PostgresMessageRepository(PostgresRepository):
         super().__init__(conn)
         self._locked = locked
         self._events = events
+        # Reads `prefetch` queued; any message write of the unit drops them (they may
+        # be older than what the unit wrote).
+        self._queued: dict[uuid.UUID, PendingOne[q.MessageRow]] = {}
+
+    async def prefetch(self, message_id: uuid.UUID) -> None:
+        """Queue the read of a message (see the port).
+
+        Args:
+            message_id: the message.
+        """
+        if message_id not in self._queued:
+            self._queued[message_id] = await q.start_get_message(self._conn, id=message_id)
 
     async def add(self, message: Message, created: NewEvent | None = None) -> None:
         """Store a new message (and its message.created event: see the port).
@@ -126,6 +139,7 @@ class PostgresMessageRepository(PostgresRepository):
                 (translated by the unit from ``messages_author_client_msg_id_key``).
             TypeError: with `created`, for a repository built without the unit's log.
         """
+        self._queued.clear()
         events, locked = self._events, self._locked
         if (
             created is not None
@@ -171,7 +185,12 @@ class PostgresMessageRepository(PostgresRepository):
         Returns:
             The message, or None.
         """
-        row = await q.get_message(self._conn, id=message_id)
+        queued = self._queued.pop(message_id, None)
+        row = (
+            await queued.result()
+            if queued is not None
+            else await q.get_message(self._conn, id=message_id)
+        )
         return None if row is None else message_of(row)
 
     async def by_client_id(self, author_id: uuid.UUID, client_msg_id: str) -> Message | None:
@@ -227,6 +246,7 @@ class PostgresMessageRepository(PostgresRepository):
         """
         if not message_ids:
             return []
+        self._queued.clear()
         rows = await q.set_trigger_states(
             self._conn,
             trigger_state=state.value,
@@ -251,6 +271,7 @@ class PostgresMessageRepository(PostgresRepository):
         Raises:
             MissingRow: for an unknown message.
         """
+        self._queued.clear()
         row = await q.set_message_trigger_state(
             self._conn, id=message_id, trigger_state=state.value, trigger_state_reason=reason
         )

@@ -3269,6 +3269,18 @@ async def get_message(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> M
         return await cur.fetchone()
 
 
+async def start_get_message(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> PendingOne[MessageRow]:
+    """Queue GetMessage in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `get_message`.
+    """
+    cur = conn.cursor(row_factory=args_row(MessageRow))
+    await cur.execute(_GET_MESSAGE, {"p1": id})
+    return PendingOne(cur)
+
+
 async def get_message_by_client_id(
     conn: psycopg.AsyncConnection[Any], *, author_id: uuid.UUID, client_msg_id: str | None
 ) -> MessageRow | None:

@@ -31,6 +31,18 @@ class MessageRepository(Protocol):
         """The message, or None."""
         ...
 
+    async def prefetch(self, message_id: uuid.UUID) -> None:
+        """Start reading a message the unit is about to need, without waiting.
+
+        A later `get` of it then costs no round trip of its own when the read arrived
+        with another statement's (ADR 0022); a message written by the unit in between
+        drops the read. Without a later read it is wasted work, never a wrong answer.
+
+        Args:
+            message_id: the message.
+        """
+        ...
+
     async def by_client_id(self, author_id: uuid.UUID, client_msg_id: str) -> Message | None:
         """The message an author stored under a client id, or None."""
         ...

@@ -225,15 +225,17 @@ class AgentFeedService:
         run = await uow.runs.lock(event.resource_id)
         if run is None or run.state is not RunState.QUEUED:
             return None
-        # The author, the agent and the author's grants arrive with the message.
+        # The message, the author, the agent and the author's grants arrive with the
+        # thread.
         await uow.principals.prefetch([run.triggered_by, run.agent_id])
         await uow.grants.prefetch(run.triggered_by)
+        await uow.messages.prefetch(run.triggering_message_id)
+        target = await thread_target(uow, run.thread_id)
         message = await uow.messages.get(run.triggering_message_id)
         author = await uow.principals.get(run.triggered_by)
         agent = await uow.principals.get(run.agent_id)
         if author is None or message is None or agent is None:
             return None
-        target = await thread_target(uow, run.thread_id)
         reason = await invoke_denial(uow, target, author, agent, message.origin)
         if reason is not None:
             await self._audit.record(uow, author.id, AuditAction.AGENT_INVOKE, reason.value)

@@ -197,9 +197,10 @@ class RunLifecycleService:
             run = await own_run(uow, agent, run_id)
             if finish(run, state, reason, self._clock.now()) is None:
                 return await run_view(uow, run, agent.id)
-            # The triggering message's author (its message.updated) and the agent (the
-            # settlement's follow-on choice) arrive with the thread.
+            # The triggering message, its author (its message.updated) and the agent
+            # (the settlement's follow-on choice) arrive with the thread.
             await uow.principals.prefetch([run.triggered_by, run.agent_id])
+            await uow.messages.prefetch(run.triggering_message_id)
             target = await thread_target(uow, run.thread_id)
             # The caller's principal is the one it authenticated with: the settlement
             # reads the agent as stored now (its reported follow-up mode, its status).
