@@ -217,9 +217,7 @@ class _Threads:
         take: BucketTake | None = None,
     ) -> PostFacts | None:
         target = await self.target(thread_id)
-        grants = sorted(
-            (g for g in self._t.grants.values() if g.principal_id == author_id), key=lambda g: g.id
-        )
+        grants = await _Grants(self._t).for_principal(author_id)
         earlier_id = self._t.client_ids.get((author_id, client_msg_id))
         earlier = None if earlier_id is None else self._t.messages[earlier_id]
         if target is None:

@@ -16,7 +16,7 @@ from turnkeeper.adapters.postgres.base import (
 )
 from turnkeeper.adapters.postgres.locked_threads import LockedThreads
 from turnkeeper.adapters.postgres.messages import message_of
-from turnkeeper.adapters.postgres.principals import PostgresGrantRepository, grant_of
+from turnkeeper.adapters.postgres.principals import PostgresGrantRepository
 from turnkeeper.adapters.postgres.ratelimit import refusal
 from turnkeeper.adapters.postgres.tokens import caller_of
 from turnkeeper.application.ports import BucketTake, HistoryFacts, PostFacts, TokenPostFacts
@@ -84,6 +84,14 @@ def _thread(row: q.ThreadRow) -> Thread:
         has_restricted=row.has_restricted,
         created_by=row.created_by,
         created_at=row.created_at,
+    )
+
+
+def _target_of(row: q.GetThreadTargetRow) -> AccessTarget:
+    return AccessTarget(
+        space=_space(unprefixed(row, "s_", q.SpaceRow)),
+        channel=_channel(unprefixed(row, "c_", q.ChannelRow)),
+        thread=_thread(unprefixed(row, "t_", q.ThreadRow)),
     )
 
 
@@ -379,13 +387,7 @@ class PostgresThreadRepository(PostgresRepository):
         """
         await self._locked.write()
         row = await q.get_thread_target(self._conn, id=thread_id)
-        if row is None:
-            return None
-        return AccessTarget(
-            space=_space(unprefixed(row, "s_", q.SpaceRow)),
-            channel=_channel(unprefixed(row, "c_", q.ChannelRow)),
-            thread=_thread(unprefixed(row, "t_", q.ThreadRow)),
-        )
+        return None if row is None else _target_of(row)
 
     async def history_facts(
         self, thread_id: uuid.UUID, reader_id: uuid.UUID, after_seq: int, limit: int
@@ -402,8 +404,10 @@ class PostgresThreadRepository(PostgresRepository):
             The facts, or None for an unknown thread.
         """
         await self._locked.write()
+        # The unit's grant repository queues (and remembers) the grants' read.
+        grant_repository = self._grants or PostgresGrantRepository(self._conn)
         target_row = await q.start_get_thread_target(self._conn, id=thread_id)
-        grant_rows = await q.start_list_grants_for_principal(self._conn, principal_id=reader_id)
+        await grant_repository.prefetch(reader_id)
         page_rows = await q.start_list_visible_messages(
             self._conn,
             thread_id=thread_id,
@@ -412,21 +416,11 @@ class PostgresThreadRepository(PostgresRepository):
             max_rows=limit,
         )
         row = await target_row.result()
-        grants = [grant_of(g) for g in await grant_rows.result()]
+        grants = await grant_repository.for_principal(reader_id)
         messages = [message_of(m) for m in await page_rows.result()]
         if row is None:
             return None
-        if self._grants is not None:
-            self._grants.remember(reader_id, grants)
-        return HistoryFacts(
-            target=AccessTarget(
-                space=_space(unprefixed(row, "s_", q.SpaceRow)),
-                channel=_channel(unprefixed(row, "c_", q.ChannelRow)),
-                thread=_thread(unprefixed(row, "t_", q.ThreadRow)),
-            ),
-            grants=grants,
-            messages=messages,
-        )
+        return HistoryFacts(target=_target_of(row), grants=grants, messages=messages)
 
     async def post_facts(
         self,
