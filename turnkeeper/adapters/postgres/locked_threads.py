@@ -1,7 +1,7 @@
 """The threads a PostgreSQL unit holds under their row lock, and the seqs it moved (ADR 0022).
 
 While a unit holds a thread's row lock nobody else changes the row, so the unit knows
-the next seq without asking: `turnkeeper.adapters.postgres.spaces.PostgresThreadRepository`
+the next seq without asking: `turnkeeper.adapters.postgres.threads.PostgresThreadRepository`
 and the freshness gate's compare-and-set allocate here. The allocated latest_seq is not
 written at once: the message that takes the seq writes it in its own insert
 (``InsertMessageWithEvent``, ADR 0024), and whatever is left is written before any other

@@ -58,11 +58,8 @@ from turnkeeper.adapters.postgres.runs import (
     PostgresFollowupRepository,
     PostgresRunRepository,
 )
-from turnkeeper.adapters.postgres.spaces import (
-    PostgresChannelRepository,
-    PostgresSpaceRepository,
-    PostgresThreadRepository,
-)
+from turnkeeper.adapters.postgres.spaces import PostgresChannelRepository, PostgresSpaceRepository
+from turnkeeper.adapters.postgres.threads import PostgresThreadRepository
 from turnkeeper.adapters.postgres.tokens import PostgresTokenRepository
 from turnkeeper.adapters.postgres.wakeup import PostgresEventWaker
 from turnkeeper.application.errors import StoreUnavailable
