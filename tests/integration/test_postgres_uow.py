@@ -133,6 +133,17 @@ async def seed(factory: UnitOfWorkFactory) -> Seed:
     )
 
 
+def _agent_grant(s: Seed, kind: ResourceKind, resource_id: uuid.UUID, level: Level) -> Grant:
+    return Grant(
+        id=uuid.uuid4(),
+        principal_id=s.agent.id,
+        resource_kind=kind,
+        resource_id=resource_id,
+        level=level,
+        created_at=AT,
+    )
+
+
 def _message(s: Seed, seq: int, **changes: object) -> Message:
     message = Message(
         id=uuid.uuid4(),
@@ -330,14 +341,7 @@ async def test_grants_round_trip_and_are_unique_per_resource(
     pg_uow_factory: UnitOfWorkFactory,
 ) -> None:
     s = await seed(pg_uow_factory)
-    grant = Grant(
-        id=uuid.uuid4(),
-        principal_id=s.agent.id,
-        resource_kind=ResourceKind.CHANNEL,
-        resource_id=s.channel.id,
-        level=Level.WRITE,
-        created_at=AT,
-    )
+    grant = _agent_grant(s, ResourceKind.CHANNEL, s.channel.id, Level.WRITE)
     async with pg_uow_factory() as uow:
         await uow.grants.add(grant)
         await uow.commit()
@@ -701,14 +705,7 @@ async def test_history_facts_are_the_thread_the_readers_grants_and_its_page(
 ) -> None:
     # The same answers as target, for_principal and list_visible, on both stores.
     s = await seed(uow_factory)
-    grant = Grant(
-        id=uuid.uuid4(),
-        principal_id=s.agent.id,
-        resource_kind=ResourceKind.CHANNEL,
-        resource_id=s.channel.id,
-        level=Level.WRITE,
-        created_at=AT,
-    )
+    grant = _agent_grant(s, ResourceKind.CHANNEL, s.channel.id, Level.WRITE)
     async with uow_factory() as uow:
         await uow.grants.add(grant)
         first = _message(s, await uow.threads.allocate_seq(s.thread.id))
@@ -747,17 +744,8 @@ async def test_prefetched_grants_are_the_principals_and_a_grant_write_drops_them
     uow_factory: UnitOfWorkFactory,
 ) -> None:
     s = await seed(uow_factory)
-    reading = Grant(
-        id=uuid.uuid4(),
-        principal_id=s.agent.id,
-        resource_kind=ResourceKind.SPACE,
-        resource_id=s.space.id,
-        level=Level.READ,
-        created_at=AT,
-    )
-    writing = attrs.evolve(
-        reading, id=uuid.uuid4(), resource_kind=ResourceKind.CHANNEL, resource_id=s.channel.id
-    )
+    reading = _agent_grant(s, ResourceKind.SPACE, s.space.id, Level.READ)
+    writing = _agent_grant(s, ResourceKind.CHANNEL, s.channel.id, Level.READ)
     async with uow_factory() as uow:
         await uow.grants.add(reading)
         await uow.commit()
