@@ -604,6 +604,7 @@ __all__ = [
     "OPERATIONS",
     "Item",
     "Operation",
+    "Prepare",
     "Run",
     "Sender",
     "last_event_seq",

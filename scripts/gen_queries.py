@@ -283,7 +283,9 @@ PIPELINED = frozenset(
         "InsertMessageWithEvent",
         "InsertRun",
         "ListGrantsForPrincipal",
+        "ListGrantsForPrincipals",
         "ListVisibleMessages",
+        "MarkThreadRestricted",
         "SetThreadLatestSeq",
     }
 )

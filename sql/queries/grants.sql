@@ -14,6 +14,13 @@ DELETE FROM grants WHERE id = sqlc.arg(id);
 -- name: ListGrantsForPrincipal :many
 SELECT * FROM grants WHERE principal_id = sqlc.arg(principal_id) ORDER BY id;
 
+-- The grants of several principals in one statement (the people a draft mentions, the
+-- authors of a run's follow-ups): each principal's in the order of its own read.
+-- name: ListGrantsForPrincipals :many
+SELECT * FROM grants
+WHERE principal_id = ANY(sqlc.arg(principal_ids)::uuid[])
+ORDER BY principal_id, id;
+
 -- The grant of a principal on a resource, locked until the unit ends: a second grant of
 -- the same pair changes this row, and concurrent changes of it serialize here.
 -- name: LockGrantOfPair :one

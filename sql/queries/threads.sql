@@ -43,7 +43,9 @@ WHERE id = sqlc.arg(id);
 -- name: ReopenThread :execrows
 UPDATE threads SET state = 'open' WHERE id = sqlc.arg(id) AND state = 'done';
 
--- name: MarkThreadRestricted :execrows
+-- Sent under the unit's thread row lock (the thread exists), so nothing waits for its
+-- row count: it travels with the message's insert.
+-- name: MarkThreadRestricted :exec
 UPDATE threads SET has_restricted = true WHERE id = sqlc.arg(id);
 
 -- name: ListThreadsOperatedBy :many

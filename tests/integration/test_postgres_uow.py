@@ -751,15 +751,33 @@ async def test_prefetched_grants_are_the_principals_and_a_grant_write_drops_them
         await uow.commit()
 
     async with uow_factory() as uow:
-        await uow.grants.prefetch(s.agent.id)
-        await uow.grants.prefetch(s.person.id)
+        await uow.grants.prefetch([s.agent.id])
+        await uow.grants.prefetch([s.person.id])
         assert await uow.threads.target(s.thread.id) is not None
         assert await uow.grants.for_principal(s.agent.id) == [reading]
         assert await uow.grants.for_principal(s.person.id) == []
 
     async with uow_factory() as uow:
+        # One read for several principals (repeated and unknown ones among them).
+        await uow.grants.prefetch([s.person.id, s.agent.id, uuid.uuid4(), s.agent.id])
+        assert await uow.grants.for_principal(s.person.id) == []
+        assert await uow.grants.for_principal(s.agent.id) == [reading]
+
+    async with uow_factory() as uow:
+        # A batch that arrived before the unit's own write is older than its state too.
+        await uow.grants.prefetch([s.person.id, s.agent.id])
+        assert await uow.grants.for_principal(s.person.id) == []
+        await uow.grants.add(
+            attrs.evolve(
+                _agent_grant(s, ResourceKind.SPACE, s.space.id, Level.WRITE),
+                principal_id=s.person.id,
+            )
+        )
+        assert [g.level for g in await uow.grants.for_principal(s.person.id)] == [Level.WRITE]
+
+    async with uow_factory() as uow:
         # Queued before the unit's own write: that read is older than the unit's state.
-        await uow.grants.prefetch(s.agent.id)
+        await uow.grants.prefetch([s.agent.id])
         await uow.grants.add(writing)
         assert await uow.grants.for_principal(s.agent.id) == sorted(
             [reading, writing], key=lambda g: g.id

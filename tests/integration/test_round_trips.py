@@ -15,9 +15,11 @@ from typing import Literal
 import pytest
 
 from bench.operations import HISTORY as HISTORY_READ
-from bench.operations import OPERATIONS, Item, Operation
-from bench.world import BenchWorld, Worker
+from bench.operations import OPERATIONS, Item, Operation, Prepare, running_runs
+from bench.world import SIDES, BenchWorld, Worker
 from tests.support.census import on_the_wire
+from turnkeeper.domain.messaging import MessageDraft
+from turnkeeper.domain.runs import RunState
 
 #: Round trips per operation at most: issue 18 item 2 allows 3, 5, 3 and 3; the rate-limit
 #: take shares the round trip of the post's facts (ADR 0024), one fewer each.
@@ -165,3 +167,98 @@ async def test_a_finish_reads_its_people_with_the_thread(
         exchange.round_trips,
         exchange.statements,
     )
+
+
+def _mention_threads(operated: bool) -> Prepare:
+    async def prepare(world: BenchWorld, workers: Sequence[Worker], n: int) -> list[list[Item]]:
+        # The agent's forum (written in by the agent: nothing runs) sets it in motion on a
+        # mention; the quiet forum refuses the mention (its forums allow no guest agents).
+        made = world.operated_thread if operated else world.quiet_thread
+        return [[Item(worker=w, thread_id=await made(w)) for _ in range(n)] for w in workers]
+
+    return prepare
+
+
+async def _mention_agent(world: BenchWorld, http: object, item: Item) -> object:
+    assert item.thread_id is not None
+    worker = item.worker
+    return await world.services.conversation.create_message(
+        worker.person.principal,
+        item.thread_id,
+        MessageDraft(
+            client_msg_id=worker.cid("mention"),
+            content="please look",
+            mentions=(worker.agent.principal.id, world.robin.principal.id),
+            restricted_to=(worker.person.principal.id, worker.agent.principal.id),
+        ),
+    )
+
+
+#: A message that mentions people (an agent and a person) takes the round trips of one
+#: that names nobody: the people it names and their grants arrive with the post's facts
+#: (from 6 for a run it opens, 5 for a mention the forum refuses).
+MENTIONS = {"opens run": (True, TARGETS["message opens run"]), "refused": (False, 3)}
+
+
+@pytest.mark.parametrize("name", sorted(MENTIONS))
+async def test_a_mention_takes_no_round_trip_of_its_own(
+    census_worlds: tuple[BenchWorld, BenchWorld], name: str
+) -> None:
+    operated, most = MENTIONS[name]
+    mention = Operation(
+        name=name,
+        prepare=_mention_threads(operated),
+        service=_mention_agent,
+        raw=_mention_agent,
+        http=None,
+    )
+
+    exchange = await on_the_wire(census_worlds, mention, "service")
+
+    assert exchange.round_trips <= most, (exchange.round_trips, exchange.statements)
+
+
+def _followups_of(authors: int) -> Prepare:
+    async def prepare(world: BenchWorld, workers: Sequence[Worker], n: int) -> list[list[Item]]:
+        # The persons of the three sides' workers (each with trigger on the space) write
+        # the follow-ups, three each, taking turns.
+        people = [w.person.principal for side in SIDES for w in world.workers[side]][:authors]
+        worker = workers[0]
+        runs = await running_runs(world, worker, n, 0)
+        for run_id in runs:
+            thread_id = (
+                await world.services.runs.get(worker.agent.principal, run_id)
+            ).run.thread_id
+            for i in range(3 * authors):
+                await world.services.conversation.create_message(
+                    people[i % authors],
+                    thread_id,
+                    MessageDraft(client_msg_id=worker.cid("more"), content=f"and {i}"),
+                )
+        return [[Item(worker=worker, run_id=r) for r in runs]]
+
+    return prepare
+
+
+async def _finish(world: BenchWorld, http: object, item: Item) -> object:
+    assert item.run_id is not None
+    return await world.services.runs.finish(
+        item.worker.agent.principal, item.run_id, RunState.COMPLETED, None
+    )
+
+
+async def test_a_finish_takes_the_same_round_trips_whoever_wrote_its_follow_ups(
+    census_worlds: tuple[BenchWorld, BenchWorld],
+) -> None:
+    found = {}
+    for authors in (1, len(SIDES)):
+        finish = Operation(
+            name=f"finish, follow-ups of {authors}",
+            prepare=_followups_of(authors),
+            service=_finish,
+            raw=_finish,
+            http=None,
+        )
+        found[authors] = (await on_the_wire(census_worlds, finish, "service")).round_trips
+
+    assert found[1] == found[len(SIDES)], found

@@ -278,7 +278,7 @@ class _Grants:
     async def for_principal(self, principal_id: uuid.UUID) -> list[Grant]:
         return await self.list(principal_id=principal_id)
 
-    async def prefetch(self, principal_id: uuid.UUID) -> None:
+    async def prefetch(self, principal_ids: Sequence[uuid.UUID]) -> None:
         return None
 
     async def lock_pair(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+import attrs
+
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, members_by_value
 from turnkeeper.adapters.postgres.pipelining import PendingMany
@@ -204,6 +206,14 @@ class PostgresPrincipalRepository(PostgresRepository):
         return None if row is None else principal_of(row)
 
 
+@attrs.frozen
+class _QueuedGrants:
+    """One queued read of the grants of some principals, and who they are."""
+
+    principal_ids: list[uuid.UUID]
+    pending: PendingMany[q.GrantRow]
+
+
 class PostgresGrantRepository(PostgresRepository):
     """Grants; satisfies `GrantRepository`.
 
@@ -219,23 +229,31 @@ class PostgresGrantRepository(PostgresRepository):
     def __init__(self, conn: Conn) -> None:
         super().__init__(conn)
         self._of: dict[uuid.UUID, list[Grant]] = {}
-        self._queued: dict[uuid.UUID, PendingMany[q.GrantRow]] = {}
+        # Each queued principal to the read that holds its grants (shared by a batch).
+        self._queued: dict[uuid.UUID, _QueuedGrants] = {}
 
     def _forget(self) -> None:
         # A write of the unit: what was read or queued before it may be older.
         self._of.clear()
         self._queued.clear()
 
-    async def prefetch(self, principal_id: uuid.UUID) -> None:
-        """Queue the read of a principal's grants (see the port).
+    async def prefetch(self, principal_ids: Sequence[uuid.UUID]) -> None:
+        """Queue one read of the grants of principals (see the port).
 
         Args:
-            principal_id: the principal.
+            principal_ids: the principals.
         """
-        if principal_id not in self._of and principal_id not in self._queued:
-            self._queued[principal_id] = await q.start_list_grants_for_principal(
-                self._conn, principal_id=principal_id
-            )
+        missing = [
+            i for i in dict.fromkeys(principal_ids) if i not in self._of and i not in self._queued
+        ]
+        if not missing:
+            return
+        if len(missing) == 1:
+            pending = await q.start_list_grants_for_principal(self._conn, principal_id=missing[0])
+        else:
+            pending = await q.start_list_grants_for_principals(self._conn, principal_ids=missing)
+        queued = _QueuedGrants(missing, pending)
+        self._queued |= dict.fromkeys(missing, queued)
 
     def remember(self, principal_id: uuid.UUID, grants: list[Grant]) -> None:
         """Note a principal's grants read by another statement of the unit (a post's facts).
@@ -300,14 +318,21 @@ class PostgresGrantRepository(PostgresRepository):
         known = self._of.get(principal_id)
         if known is not None:
             return list(known)
-        queued = self._queued.pop(principal_id, None)
-        if queued is not None:
-            rows = await queued.result()
-        else:
+        queued = self._queued.get(principal_id)
+        if queued is None:
             rows = await q.list_grants_for_principal(self._conn, principal_id=principal_id)
-        grants = [grant_of(row) for row in rows]
-        self._of[principal_id] = grants
-        return list(grants)
+            grants = [grant_of(row) for row in rows]
+            self._of[principal_id] = grants
+            return list(grants)
+        # The whole batch arrived: every principal of it is known from now on.
+        of: dict[uuid.UUID, list[Grant]] = {i: [] for i in queued.principal_ids}
+        for row in await queued.pending.result():
+            of[row.principal_id].append(grant_of(row))
+        for i, grants in of.items():
+            self._queued.pop(i, None)
+            # What the unit read since (`remember`) is not older than the batch.
+            self._of.setdefault(i, grants)
+        return list(of[principal_id])
 
     async def lock_pair(
         self, principal_id: uuid.UUID, resource_kind: ResourceKind, resource_id: uuid.UUID

@@ -1010,6 +1010,10 @@ _DELETE_GRANT = """DELETE FROM grants WHERE id = %(p1)s"""
 
 _LIST_GRANTS_FOR_PRINCIPAL = """SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants WHERE principal_id = %(p1)s ORDER BY id"""
 
+_LIST_GRANTS_FOR_PRINCIPALS = """SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants
+WHERE principal_id = ANY(%(p1)s::uuid[])
+ORDER BY principal_id, id"""
+
 _LOCK_GRANT_OF_PAIR = """SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants
 WHERE principal_id = %(p1)s
   AND resource_kind = %(p2)s
@@ -2661,6 +2665,44 @@ async def start_list_grants_for_principal(
     """
     cur = conn.cursor(row_factory=args_row(GrantRow))
     await cur.execute(_LIST_GRANTS_FOR_PRINCIPAL, {"p1": principal_id})
+    return PendingMany(cur)
+
+
+async def list_grants_for_principals(
+    conn: psycopg.AsyncConnection[Any], *, principal_ids: Sequence[uuid.UUID | None]
+) -> list[GrantRow]:
+    """Run ListGrantsForPrincipals (:many, sql/queries/grants.sql).
+
+    The grants of several principals in one statement (the people a draft mentions, the
+    authors of a run's follow-ups): each principal's in the order of its own read.
+
+    SQL::
+
+        SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants
+        WHERE principal_id = ANY($1::uuid[])
+        ORDER BY principal_id, id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        principal_ids: ``$1`` (``uuid[]``).
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(GrantRow)) as cur:
+        await cur.execute(_LIST_GRANTS_FOR_PRINCIPALS, {"p1": list(principal_ids)})
+        return await cur.fetchall()
+
+
+async def start_list_grants_for_principals(
+    conn: psycopg.AsyncConnection[Any], *, principal_ids: Sequence[uuid.UUID | None]
+) -> PendingMany[GrantRow]:
+    """Queue ListGrantsForPrincipals in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `list_grants_for_principals`.
+    """
+    cur = conn.cursor(row_factory=args_row(GrantRow))
+    await cur.execute(_LIST_GRANTS_FOR_PRINCIPALS, {"p1": list(principal_ids)})
     return PendingMany(cur)
 
 
@@ -4419,8 +4461,11 @@ async def reopen_thread(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) ->
         return cur.rowcount
 
 
-async def mark_thread_restricted(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> int:
-    """Run MarkThreadRestricted (:execrows, sql/queries/threads.sql).
+async def mark_thread_restricted(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> None:
+    """Run MarkThreadRestricted (:exec, sql/queries/threads.sql).
+
+    Sent under the unit's thread row lock (the thread exists), so nothing waits for its
+    row count: it travels with the message's insert.
 
     SQL::
 
@@ -4429,14 +4474,9 @@ async def mark_thread_restricted(conn: psycopg.AsyncConnection[Any], *, id: uuid
     Args:
         conn: the connection; the statement runs in its current transaction.
         id: ``$1`` (``uuid``).
-
-    Returns:
-        The number of rows the statement affected.
     """
     async with conn.cursor() as cur:
         await cur.execute(_MARK_THREAD_RESTRICTED, {"p1": id})
-        await settled(cur)
-        return cur.rowcount
 
 
 async def list_threads_operated_by(

@@ -202,17 +202,13 @@ class PostgresThreadRepository(PostgresRepository):
         return reopened
 
     async def mark_restricted(self, thread_id: uuid.UUID) -> None:
-        """Remember that the thread holds a restricted message.
+        """Remember that the thread holds a restricted message (queued, see the port).
 
         Args:
             thread_id: the thread.
-
-        Raises:
-            MissingRow: for an unknown thread.
         """
         await self._locked.write()
-        if await q.mark_thread_restricted(self._conn, id=thread_id) != 1:
-            raise MissingRow(f"thread {thread_id}")
+        await q.mark_thread_restricted(self._conn, id=thread_id)
 
     async def operated_by(self, agent_id: uuid.UUID) -> list[uuid.UUID]:
         """Ids of the threads whose fixed operator is this agent, by id.
@@ -256,7 +252,7 @@ class PostgresThreadRepository(PostgresRepository):
         # The unit's grant repository queues (and remembers) the grants' read.
         grant_repository = self._grants or PostgresGrantRepository(self._conn)
         target_row = await q.start_get_thread_target(self._conn, id=thread_id)
-        await grant_repository.prefetch(reader_id)
+        await grant_repository.prefetch([reader_id])
         page_rows = await q.start_list_visible_messages(
             self._conn,
             thread_id=thread_id,

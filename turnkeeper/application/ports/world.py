@@ -221,7 +221,11 @@ class ThreadRepository(Protocol):
         ...
 
     async def mark_restricted(self, thread_id: uuid.UUID) -> None:
-        """Remember that the thread holds a restricted message."""
+        """Remember that the thread holds a restricted message.
+
+        Called under the unit's lock of the thread row (the thread exists); the write may
+        travel with the unit's next statement instead of waiting on its own.
+        """
         ...
 
     async def operated_by(self, agent_id: uuid.UUID) -> list[uuid.UUID]:
@@ -331,16 +335,16 @@ class GrantRepository(Protocol):
         """Every grant of a principal."""
         ...
 
-    async def prefetch(self, principal_id: uuid.UUID) -> None:
-        """Start reading a principal's grants the unit is about to need, without waiting.
+    async def prefetch(self, principal_ids: Sequence[uuid.UUID]) -> None:
+        """Start reading the grants of principals the unit is about to need, without waiting.
 
-        A later `for_principal` of it then costs no round trip of its own when the read
-        arrived with another statement's (ADR 0022); a grant written by the unit in
-        between drops the read. Without a later read it is wasted work, never a wrong
-        answer.
+        One read for all of them: a later `for_principal` of any of them then costs no
+        round trip of its own when the read arrived with another statement's (ADR 0022);
+        a grant written by the unit in between drops the read. Without a later read it
+        is wasted work, never a wrong answer.
 
         Args:
-            principal_id: the principal.
+            principal_ids: the principals (duplicates and ones already read are fine).
         """
         ...
 

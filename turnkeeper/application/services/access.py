@@ -106,7 +106,7 @@ async def authorized_thread(
         NotFound: for an unknown thread.
         AccessDenied: not_found without read, else forbidden or channel_read_only.
     """
-    await uow.grants.prefetch(principal.id)
+    await uow.grants.prefetch([principal.id])
     target = await thread_target(uow, thread_id)
     await require(uow, principal, action, target)
     return target

@@ -31,6 +31,7 @@ from turnkeeper.application.services.access import (
 from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.messages_append import (
     MessageAppender,
+    prefetch_references,
     reference_errors,
     refuse_if_limited,
     replay,
@@ -202,6 +203,7 @@ class ConversationService:
         )
 
         async def work(uow: TrackedUnit) -> CreatedThread:
+            await prefetch_references(uow, first_message)
             target = await channel_target(uow, channel_id)
             await require(uow, actor, Action.THREAD_CREATE, target)
             # The first message's digest names the channel and title: the thread id does
@@ -304,6 +306,7 @@ class ConversationService:
         digest = payload_digest(thread_id, draft.content, draft.reply_to_id, draft.restricted_to)
 
         async def work(uow: TrackedUnit) -> tuple[PostedMessage, ResolvedToken | None]:
+            await prefetch_references(uow, draft)
             authored = await authored_post_target(
                 uow,
                 actor,

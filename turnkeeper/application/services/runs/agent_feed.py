@@ -228,7 +228,7 @@ class AgentFeedService:
         # The message, the author, the agent and the author's grants arrive with the
         # thread.
         await uow.principals.prefetch([run.triggered_by, run.agent_id])
-        await uow.grants.prefetch(run.triggered_by)
+        await uow.grants.prefetch([run.triggered_by])
         await uow.messages.prefetch(run.triggering_message_id)
         target = await thread_target(uow, run.thread_id)
         message = await uow.messages.get(run.triggering_message_id)
@@ -268,7 +268,7 @@ class AgentFeedService:
             return None
         # The author, the agent and the author's grants arrive with the thread.
         await uow.principals.prefetch([message.author_id, run.agent_id])
-        await uow.grants.prefetch(message.author_id)
+        await uow.grants.prefetch([message.author_id])
         target = await thread_target(uow, run.thread_id)
         author = await uow.principals.get(message.author_id)
         agent = await uow.principals.get(run.agent_id)

@@ -131,11 +131,15 @@ class RunEnder:
         )
         if not plan.candidates:
             return
+        author_ids = list(dict.fromkeys(c.author_id for c in plan.candidates))
+        # The authors' grants arrive with the agent and the authors: one round trip
+        # however many people wrote the follow-ups.
+        await uow.grants.prefetch(author_ids)
+        if agent is None:
+            await uow.principals.prefetch([ended.agent_id])
+        authors = await uow.principals.get_many(author_ids)
         agent = agent or await uow.principals.get(ended.agent_id)
         assert agent is not None
-        authors = await uow.principals.get_many(
-            list(dict.fromkeys(c.author_id for c in plan.candidates))
-        )
         choice = choose_follow_on(
             plan.candidates,
             {

@@ -105,8 +105,15 @@ class TriggerDecision:
             audience=None if message.restricted_to is None else frozenset(message.restricted_to),
         )
         # Whether there is a candidate at all does not depend on the active run: most
-        # messages stop here without touching the run row.
-        if decide_trigger(facts).kind is OutcomeKind.NONE:
+        # messages stop here without touching the run row. Nor does a mention the channel
+        # refuses (the only failure without an active run): it changes no run either.
+        first = decide_trigger(facts)
+        if first.kind is OutcomeKind.NONE:
+            return
+        if first.kind is OutcomeKind.FAILED:
+            await self._changes.set_trigger_states(
+                uow, target, [message.id], TriggerState.FAILED, str(first.reason), known=[author]
+            )
             return
         if operator_id is not None and operator_id not in agents:
             # Read with the run row lock, in its round trip.
@@ -128,7 +135,7 @@ class TriggerDecision:
             return
         if outcome.kind is OutcomeKind.FAILED:
             await self._changes.set_trigger_states(
-                uow, target, [message.id], TriggerState.FAILED, str(outcome.reason)
+                uow, target, [message.id], TriggerState.FAILED, str(outcome.reason), known=[author]
             )
             return
         assert outcome.agent_id is not None
@@ -143,7 +150,7 @@ class TriggerDecision:
             await self._audit.record(uow, author.id, action, str(reason))
             if outcome.mentioned:
                 await self._changes.set_trigger_states(
-                    uow, target, [message.id], TriggerState.FAILED, str(reason)
+                    uow, target, [message.id], TriggerState.FAILED, str(reason), known=[author]
                 )
             return
         if outcome.kind is OutcomeKind.FOLLOWUP:
