@@ -279,6 +279,7 @@ PIPELINED = frozenset(
         "GetPostFacts",
         "GetPrincipals",
         "GetThreadTarget",
+        "InsertFollowup",
         "InsertMessage",
         "InsertMessageWithEvent",
         "InsertRun",
@@ -287,6 +288,7 @@ PIPELINED = frozenset(
         "ListVisibleMessages",
         "MarkThreadRestricted",
         "SetThreadLatestSeq",
+        "UpdateRun",
     }
 )
 

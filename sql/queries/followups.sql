@@ -1,3 +1,4 @@
+-- Queued: it travels with the unit's next statement (a duplicate is raised there).
 -- name: InsertFollowup :exec
 INSERT INTO run_followups (run_id, message_id, state, accepted_run_id, mode, created_at, updated_at)
 VALUES (sqlc.arg(run_id), sqlc.arg(message_id), 'queued', sqlc.arg(run_id), sqlc.arg(mode),

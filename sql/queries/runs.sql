@@ -31,7 +31,9 @@ FOR UPDATE;
 -- name: LockRunForAnswer :one
 SELECT id, thread_id, agent_id, state FROM runs WHERE id = sqlc.arg(id) FOR SHARE;
 
--- name: UpdateRun :execrows
+-- Sent under the unit's lock of the run row (runs are never deleted, so the row is
+-- there): nothing waits for its row count, it travels with the unit's next statement.
+-- name: UpdateRun :exec
 UPDATE runs SET
     state = sqlc.arg(state),
     state_reason = sqlc.narg(state_reason),

@@ -2279,6 +2279,8 @@ async def insert_followup(
 ) -> None:
     """Run InsertFollowup (:exec, sql/queries/followups.sql).
 
+    Queued: it travels with the unit's next statement (a duplicate is raised there).
+
     SQL::
 
         INSERT INTO run_followups (run_id, message_id, state, accepted_run_id, mode, created_at, updated_at)
@@ -2294,7 +2296,6 @@ async def insert_followup(
     """
     async with conn.cursor() as cur:
         await cur.execute(_INSERT_FOLLOWUP, {"p1": run_id, "p2": message_id, "p3": mode, "p4": at})
-        await settled(cur)
 
 
 async def list_followups(
@@ -3995,8 +3996,11 @@ async def update_run(
     invocation_jti: str | None,
     updated_at: datetime,
     id: uuid.UUID,
-) -> int:
-    """Run UpdateRun (:execrows, sql/queries/runs.sql).
+) -> None:
+    """Run UpdateRun (:exec, sql/queries/runs.sql).
+
+    Sent under the unit's lock of the run row (runs are never deleted, so the row is
+    there): nothing waits for its row count, it travels with the unit's next statement.
 
     SQL::
 
@@ -4020,9 +4024,6 @@ async def update_run(
         invocation_jti: ``$6`` (``text``).
         updated_at: ``$7`` (``timestamptz``).
         id: ``$8`` (``uuid``).
-
-    Returns:
-        The number of rows the statement affected.
     """
     async with conn.cursor() as cur:
         await cur.execute(
@@ -4038,8 +4039,6 @@ async def update_run(
                 "p8": id,
             },
         )
-        await settled(cur)
-        return cur.rowcount
 
 
 async def lock_runs_created_before(

@@ -96,12 +96,8 @@ class PostgresRunRepository(PostgresRepository):
         )
 
     async def update(self, run: Run) -> None:
-        """Store the mutable attributes of a run.
-
-        Raises:
-            MissingRow: for an unknown run.
-        """
-        changed = await q.update_run(
+        """Store the mutable attributes of a run (queued, see the port)."""
+        await q.update_run(
             self._conn,
             state=run.state.value,
             state_reason=run.state_reason,
@@ -112,8 +108,6 @@ class PostgresRunRepository(PostgresRepository):
             updated_at=run.updated_at,
             id=run.id,
         )
-        if changed != 1:
-            raise MissingRow(f"run {run.id}")
 
     async def lock_queued_before(self, before: datetime, limit: int) -> list[Run]:
         """Queued runs created before a time, FOR UPDATE SKIP LOCKED."""

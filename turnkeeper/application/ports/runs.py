@@ -43,7 +43,11 @@ class RunRepository(Protocol):
         ...
 
     async def update(self, run: Run) -> None:
-        """Store every mutable attribute of a run (state, reason, version, cancel, jti)."""
+        """Store every mutable attribute of a run (state, reason, version, cancel, jti).
+
+        Called under the unit's lock of the run row (the run exists); the write may
+        travel with the unit's next statement instead of waiting on its own.
+        """
         ...
 
     async def lock_queued_before(self, before: datetime, limit: int) -> list[Run]:
