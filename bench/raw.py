@@ -250,10 +250,11 @@ async def _target(conn: Conn, thread_id: uuid.UUID) -> _Target:
 
 @attrs.frozen
 class _Post:
-    """What a post's ``GetPostFacts`` gave: where it goes and the thread's locked latest_seq."""
+    """What a post's ``GetPostFacts`` gave: where it goes, the thread's locked frontier."""
 
     target: _Target
     latest_seq: int
+    has_restricted: bool = False
 
 
 async def _post_facts(
@@ -292,6 +293,7 @@ async def _post_facts(
             operator_agent_id=row.t_operator_agent_id,
         ),
         latest_seq=row.t_latest_seq,
+        has_restricted=bool(row.t_has_restricted),
     )
 
 
@@ -867,8 +869,8 @@ async def gated_send(
 
     The compare-and-set is decided on the latest_seq the post's facts read under the
     thread row lock, as the service decides it: no statement of its own. A held send
-    looks the client id up again, reads the frontier and the owner, and writes the
-    owner's message.held.
+    looks the client id up again with the owner's read queued beside it, takes the
+    frontier the facts read under the lock, and writes the owner's message.held.
 
     Args:
         world: the world.
@@ -886,11 +888,13 @@ async def gated_send(
         now = datetime.now(UTC)
         post = await _post_facts(conn, thread_id, agent.id, cid, now)
         if post.latest_seq != seen:
+            # The owner is queued with the replay lookup; the frontier is the one the
+            # facts read under the thread row lock.
+            pending_owner = await q.start_get_owner(conn)
             await q.get_message_by_client_id(conn, author_id=agent.id, client_msg_id=cid)
-            frontier = await q.read_thread_frontier(conn, id=thread_id)
-            if frontier is None or frontier.latest_seq <= seen or frontier.has_restricted:
+            if post.latest_seq <= seen or post.has_restricted:
                 raise RuntimeError("raw send: not a plain held send")
-            owner = await q.get_owner(conn)
+            owner = await pending_owner.result()
             assert owner is not None
             held = _event(
                 post.target,
@@ -903,13 +907,13 @@ async def gated_send(
                     "thread_id": str(thread_id),
                     "author": {"id": str(agent.id), "kind": agent.kind, "handle": agent.handle},
                     "seen_up_to_seq": seen,
-                    "latest_seq": frontier.latest_seq,
+                    "latest_seq": post.latest_seq,
                     "client_message_id": cid,
                 },
                 restricted_to=uuid_array_text([owner.id]),
             )
             await _commit(conn, [held], FIRST_EVENT, now)
-            return "held", frontier.latest_seq
+            return "held", post.latest_seq
         seq = seen + 1
         await _insert_text(conn, post, seq, agent, content, cid, now)
         await _commit(conn, [], FIRST_EVENT + 1, now)

@@ -276,6 +276,7 @@ PIPELINED = frozenset(
         "AppendEvent",
         "AppendEvents",
         "GetMessage",
+        "GetOwner",
         "GetPostFacts",
         "GetPrincipals",
         "GetThreadTarget",

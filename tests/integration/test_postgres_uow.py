@@ -784,6 +784,25 @@ async def test_prefetched_grants_are_the_principals_and_a_grant_write_drops_them
         )
 
 
+async def test_a_prefetched_owner_is_the_owner_and_a_principal_write_drops_it(
+    uow_factory: UnitOfWorkFactory,
+) -> None:
+    s = await seed(uow_factory)
+    async with uow_factory() as uow:
+        await uow.principals.prefetch_owner()
+        assert await uow.threads.target(s.thread.id) is not None
+        assert await uow.principals.owner() == s.person
+        # Read once: a second owner() reads again, and finds the same.
+        assert await uow.principals.owner() == s.person
+
+    async with uow_factory() as uow:
+        # Queued before the unit's own write: that read is older than the unit's state.
+        await uow.principals.prefetch_owner()
+        renamed = attrs.evolve(s.person, display_name="Robin R.")
+        await uow.principals.update(renamed)
+        assert await uow.principals.owner() == renamed
+
+
 async def test_a_prefetched_message_is_the_message_and_a_message_write_drops_it(
     uow_factory: UnitOfWorkFactory,
 ) -> None:

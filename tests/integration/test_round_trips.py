@@ -279,3 +279,19 @@ async def test_a_follow_up_is_accepted_without_waiting_for_its_writes(
         exchange.round_trips,
         exchange.statements,
     )
+
+
+#: A gated send held for a frontier behind its thread's: the frontier is the one read
+#: under the thread row lock, and the owner arrives with the replay lookup (3 round
+#: trips, from 5).
+HELD_ROUND_TRIPS = 3
+
+
+async def test_a_held_send_reads_the_frontier_it_holds_locked(
+    census_worlds: tuple[BenchWorld, BenchWorld],
+) -> None:
+    exchange = await on_the_wire(
+        census_worlds, _OPS["gated send, hot thread"], "service", held=True
+    )
+
+    assert exchange.round_trips <= HELD_ROUND_TRIPS, (exchange.round_trips, exchange.statements)

@@ -70,6 +70,9 @@ class MemoryPrincipalRepository:
         """Store changed attributes of an existing principal."""
         self._t.principals[principal.id] = principal
 
+    async def prefetch_owner(self) -> None:
+        """Nothing to start: the owner is read when asked for."""
+
     async def owner(self) -> Principal | None:
         """The owner principal, if one exists."""
         owners = sorted((p for p in self._t.principals.values() if p.is_owner), key=lambda p: p.id)

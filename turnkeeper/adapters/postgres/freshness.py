@@ -58,6 +58,10 @@ class PostgresFreshnessRepository(PostgresRepository):
     async def frontier(self, thread_id: uuid.UUID) -> ThreadFrontier:
         """The committed raw frontier of a thread (no lock).
 
+        Under the unit's lock of the thread row nobody else moves it: the frontier is
+        the one the unit read with the lock (with its own allocations), without a
+        round trip.
+
         Args:
             thread_id: the thread.
 
@@ -67,6 +71,10 @@ class PostgresFreshnessRepository(PostgresRepository):
         Raises:
             NotFound: for an unknown thread.
         """
+        latest = self._locked.latest(thread_id)
+        restricted = self._locked.has_restricted(thread_id)
+        if latest is not None and restricted is not None:
+            return ThreadFrontier(latest_seq=latest, has_restricted=restricted)
         await self._locked.write()
         row = await q.read_thread_frontier(self._conn, id=thread_id)
         if row is None:

@@ -28,6 +28,7 @@ class LockedThreads:
         self._conn = conn
         self._latest: dict[uuid.UUID, int] = {}
         self._state: dict[uuid.UUID, ThreadState] = {}
+        self._restricted: dict[uuid.UUID, bool] = {}
         self._unwritten: dict[uuid.UUID, int] = {}
 
     def remember_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
@@ -50,14 +51,38 @@ class LockedThreads:
         """
         return self._state.get(thread_id)
 
-    def remember(self, thread_id: uuid.UUID, latest_seq: int) -> None:
+    def remember(
+        self, thread_id: uuid.UUID, latest_seq: int, has_restricted: bool | None = None
+    ) -> None:
         """Note a thread read under its row lock.
 
         Args:
             thread_id: the thread.
             latest_seq: its latest_seq as read.
+            has_restricted: its has_restricted as read (None: not read).
         """
         self._latest[thread_id] = latest_seq
+        if has_restricted is not None:
+            self._restricted[thread_id] = has_restricted
+
+    def mark_restricted(self, thread_id: uuid.UUID) -> None:
+        """Note that the unit marked a thread it may hold locked as holding a restricted message.
+
+        Args:
+            thread_id: the thread.
+        """
+        self._restricted[thread_id] = True
+
+    def has_restricted(self, thread_id: uuid.UUID) -> bool | None:
+        """The has_restricted of a thread the unit read under its lock, or None.
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            The flag as read or as the unit set it, or None when the unit did not read it.
+        """
+        return self._restricted.get(thread_id)
 
     def latest(self, thread_id: uuid.UUID) -> int | None:
         """The thread's latest_seq, or None when the unit did not lock it this way.

@@ -9,7 +9,7 @@ import attrs
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, members_by_value
-from turnkeeper.adapters.postgres.pipelining import PendingMany
+from turnkeeper.adapters.postgres.pipelining import PendingMany, PendingOne
 from turnkeeper.domain.world import (
     BillingMode,
     Grant,
@@ -72,6 +72,7 @@ class PostgresPrincipalRepository(PostgresRepository):
         super().__init__(conn)
         self._seen: dict[uuid.UUID, Principal] = {}
         self._queued: list[PendingMany[q.PrincipalRow]] = []
+        self._owner_queued: PendingOne[q.PrincipalRow] | None = None
         # Changed by the unit after a read was queued: that read's row is older.
         self._stale: set[uuid.UUID] = set()
 
@@ -82,6 +83,8 @@ class PostgresPrincipalRepository(PostgresRepository):
     def _written(self, principal: Principal) -> None:
         if self._queued:
             self._stale.add(principal.id)
+        # A queued owner read may be older than this write (the owner, or a new one).
+        self._owner_queued = None
         self._remember(principal)
 
     def forget(self, principal_id: uuid.UUID) -> None:
@@ -91,6 +94,7 @@ class PostgresPrincipalRepository(PostgresRepository):
             principal_id: the principal.
         """
         self._seen.pop(principal_id, None)
+        self._owner_queued = None
         if self._queued:
             self._stale.add(principal_id)
 
@@ -196,13 +200,19 @@ class PostgresPrincipalRepository(PostgresRepository):
             raise MissingRow(f"principal {principal.id}")
         self._written(principal)
 
+    async def prefetch_owner(self) -> None:
+        """Queue the read of the owner (see the port)."""
+        if self._owner_queued is None:
+            self._owner_queued = await q.start_get_owner(self._conn)
+
     async def owner(self) -> Principal | None:
         """The owner principal (the first by id should there be several).
 
         Returns:
             The owner, or None before the first start.
         """
-        row = await q.get_owner(self._conn)
+        queued, self._owner_queued = self._owner_queued, None
+        row = await q.get_owner(self._conn) if queued is None else await queued.result()
         return None if row is None else principal_of(row)
 
 

@@ -3760,6 +3760,16 @@ async def get_owner(conn: psycopg.AsyncConnection[Any]) -> PrincipalRow | None:
         return await cur.fetchone()
 
 
+async def start_get_owner(conn: psycopg.AsyncConnection[Any]) -> PendingOne[PrincipalRow]:
+    """Queue GetOwner in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `get_owner`.
+    """
+    cur = conn.cursor(row_factory=args_row(PrincipalRow))
+    await cur.execute(_GET_OWNER)
+    return PendingOne(cur)
+
+
 async def take_bucket_token(
     conn: psycopg.AsyncConnection[Any],
     *,

@@ -209,6 +209,7 @@ class PostgresThreadRepository(PostgresRepository):
         """
         await self._locked.write()
         await q.mark_thread_restricted(self._conn, id=thread_id)
+        self._locked.mark_restricted(thread_id)
 
     async def operated_by(self, agent_id: uuid.UUID) -> list[uuid.UUID]:
         """Ids of the threads whose fixed operator is this agent, by id.
@@ -340,7 +341,7 @@ class PostgresThreadRepository(PostgresRepository):
         if row.t_id is None:
             return None
         thread = _thread(unprefixed(row, "t_", q.ThreadRow))
-        self._locked.remember(thread.id, thread.latest_seq)
+        self._locked.remember(thread.id, thread.latest_seq, thread.has_restricted)
         self._locked.remember_state(thread.id, thread.state)
         grants = _grants_of(author_id, row.grants, self._conn.info.timezone)
         if self._grants is not None:

@@ -63,6 +63,15 @@ class PrincipalRepository(Protocol):
         """The owner principal, if one exists."""
         ...
 
+    async def prefetch_owner(self) -> None:
+        """Start reading the owner the unit is about to need, without waiting.
+
+        As `prefetch`: a later `owner` then costs no round trip of its own when the read
+        arrived with another statement's; a principal written by the unit in between
+        drops it.
+        """
+        ...
+
 
 class SpaceRepository(Protocol):
     """Spaces."""

@@ -304,6 +304,9 @@ class AgentSendService:
         seq = await uow.freshness.compare_and_allocate(request.target, seen)
         path = SendPath.CAS
         if seq is None:
+            # A miss is mostly held: the owner its message.held goes to arrives with the
+            # replay lookup (wasted when the send goes through after all).
+            await uow.principals.prefetch_owner()
             again = await self._replay(uow, actor, request, digest, key, seen, SendPath.MISS_REPLAY)
             if again is not None:
                 return again
