@@ -254,7 +254,7 @@ class _Post:
 
     target: _Target
     latest_seq: int
-    has_restricted: bool = False
+    has_restricted: bool
 
 
 async def _post_facts(

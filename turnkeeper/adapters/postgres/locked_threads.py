@@ -51,19 +51,16 @@ class LockedThreads:
         """
         return self._state.get(thread_id)
 
-    def remember(
-        self, thread_id: uuid.UUID, latest_seq: int, has_restricted: bool | None = None
-    ) -> None:
+    def remember(self, thread_id: uuid.UUID, latest_seq: int, has_restricted: bool) -> None:
         """Note a thread read under its row lock.
 
         Args:
             thread_id: the thread.
             latest_seq: its latest_seq as read.
-            has_restricted: its has_restricted as read (None: not read).
+            has_restricted: its has_restricted as read.
         """
         self._latest[thread_id] = latest_seq
-        if has_restricted is not None:
-            self._restricted[thread_id] = has_restricted
+        self._restricted[thread_id] = has_restricted
 
     def mark_restricted(self, thread_id: uuid.UUID) -> None:
         """Note that the unit marked a thread it may hold locked as holding a restricted message.

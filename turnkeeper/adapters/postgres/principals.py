@@ -328,12 +328,9 @@ class PostgresGrantRepository(PostgresRepository):
         known = self._of.get(principal_id)
         if known is not None:
             return list(known)
-        queued = self._queued.get(principal_id)
-        if queued is None:
-            rows = await q.list_grants_for_principal(self._conn, principal_id=principal_id)
-            grants = [grant_of(row) for row in rows]
-            self._of[principal_id] = grants
-            return list(grants)
+        if principal_id not in self._queued:
+            await self.prefetch([principal_id])
+        queued = self._queued[principal_id]
         # The whole batch arrived: every principal of it is known from now on.
         of: dict[uuid.UUID, list[Grant]] = {i: [] for i in queued.principal_ids}
         for row in await queued.pending.result():

@@ -72,6 +72,11 @@ def replayed(existing: Message | None, digest: str) -> Message | None:
     return existing
 
 
+def _named(draft: MessageDraft) -> list[uuid.UUID]:
+    """The people a draft names (mentions, then the audience), each once."""
+    return list(dict.fromkeys([*draft.mentions, *(draft.restricted_to or ())]))
+
+
 async def prefetch_references(uow: UnitOfWork, draft: MessageDraft) -> None:
     """Queue the reads a draft's references cost, to arrive with the post's own facts.
 
@@ -85,7 +90,7 @@ async def prefetch_references(uow: UnitOfWork, draft: MessageDraft) -> None:
         uow: the unit of work, before the post's first read.
         draft: the request.
     """
-    named = list(dict.fromkeys([*draft.mentions, *(draft.restricted_to or ())]))
+    named = _named(draft)
     if named:
         await uow.principals.prefetch(named)
     if draft.mentions:
@@ -110,7 +115,7 @@ async def reference_errors(
         ``not_in_thread`` for a reply_to outside the thread; empty when all exist.
     """
     errors: list[FieldError] = []
-    named = list(dict.fromkeys([*draft.mentions, *(draft.restricted_to or ())]))
+    named = _named(draft)
     found = await uow.principals.get_many(named) if named else {}
     errors.extend(
         FieldError(pointer=f"{prefix}/mentions/{i}", code="unknown_principal")

@@ -111,9 +111,7 @@ class TriggerDecision:
         if first.kind is OutcomeKind.NONE:
             return
         if first.kind is OutcomeKind.FAILED:
-            await self._changes.set_trigger_states(
-                uow, target, [message.id], TriggerState.FAILED, str(first.reason), known=[author]
-            )
+            await self._refuse(uow, target, message, author, str(first.reason))
             return
         if operator_id is not None and operator_id not in agents:
             # Read with the run row lock, in its round trip.
@@ -134,9 +132,7 @@ class TriggerDecision:
         if outcome.kind is OutcomeKind.NONE:
             return
         if outcome.kind is OutcomeKind.FAILED:
-            await self._changes.set_trigger_states(
-                uow, target, [message.id], TriggerState.FAILED, str(outcome.reason), known=[author]
-            )
+            await self._refuse(uow, target, message, author, str(outcome.reason))
             return
         assert outcome.agent_id is not None
         agent = agents[outcome.agent_id]
@@ -149,15 +145,26 @@ class TriggerDecision:
             )
             await self._audit.record(uow, author.id, action, str(reason))
             if outcome.mentioned:
-                await self._changes.set_trigger_states(
-                    uow, target, [message.id], TriggerState.FAILED, str(reason), known=[author]
-                )
+                await self._refuse(uow, target, message, author, str(reason))
             return
         if outcome.kind is OutcomeKind.FOLLOWUP:
             assert active is not None
             await self._accept_followup(uow, target, active, message, author, agent)
             return
         await self._opener.open(uow, target, message.id, author, agent)
+
+    async def _refuse(
+        self,
+        uow: UnitOfWork,
+        target: AccessTarget,
+        message: Message,
+        author: Principal,
+        reason: str,
+    ) -> None:
+        """Mark the poster's message failed with the reason (its author is the poster)."""
+        await self._changes.set_trigger_states(
+            uow, target, [message.id], TriggerState.FAILED, reason, known=[author]
+        )
 
     async def _accept_followup(
         self,
