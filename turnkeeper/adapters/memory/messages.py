@@ -7,6 +7,7 @@ into the log at commit, and serves only seqs below the store's horizon.
 
 from __future__ import annotations
 
+import bisect
 import uuid
 from collections.abc import Sequence
 from typing import Protocol
@@ -14,7 +15,7 @@ from typing import Protocol
 import attrs
 
 from turnkeeper.adapters.event_seqs import check_count, first_seq
-from turnkeeper.adapters.memory.tables import Tables
+from turnkeeper.adapters.memory.tables import Tables, event_seq
 from turnkeeper.adapters.memory.world import visible_page
 from turnkeeper.application.errors import RetriableConflict
 from turnkeeper.application.ports import ReaderScope
@@ -133,16 +134,16 @@ class MemoryEventLog:
             self.xid = self._store.take_xid()
         self.pending.append(event)
 
-    def readable(self) -> list[Event]:
-        """The log's events below the horizon, in seq order."""
-        horizon = self._store.horizon()
-        return [e for e in self._t.events if e.seq < horizon]
-
     async def read(self, scope: ReaderScope, after: int, limit: int) -> list[Event]:
         """Shared events after a cursor that the scope may read, below the horizon."""
         found: list[Event] = []
-        for event in self.readable():
-            if event.seq <= after or event.audience_id is not None:
+        log = self._t.events
+        horizon = self._store.horizon()
+        for at in range(bisect.bisect_right(log, after, key=event_seq), len(log)):
+            event = log[at]
+            if event.seq >= horizon:
+                break
+            if event.audience_id is not None:
                 continue
             if not scope.everything and not self._in_scope(scope, event):
                 continue
@@ -169,11 +170,16 @@ class MemoryEventLog:
         if self.xid is None:
             return
         base = first_seq(self.xid)
+        log = self._t.events
         for number, event in enumerate(self.pending, start=1):
             values = {f.name: getattr(event, f.name) for f in attrs.fields(NewEvent)}
-            self._t.events.append(Event(seq=base + number, **values))
-        # Seqs of different units interleave: the log stays in seq order for readers.
-        self._t.events.sort(key=lambda e: e.seq)
+            numbered = Event(seq=base + number, **values)
+            # Seqs of different units interleave: the log stays in seq order for readers,
+            # by an insertion where one is needed rather than a sort of the whole log.
+            if not log or log[-1].seq < numbered.seq:
+                log.append(numbered)
+            else:
+                bisect.insort(log, numbered, key=event_seq)
         self.pending.clear()
 
     def end(self) -> None:

@@ -6,13 +6,14 @@ raise the same application errors as the partial and unique indexes of PostgreSQ
 
 from __future__ import annotations
 
+import bisect
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import attrs
 
-from turnkeeper.adapters.memory.tables import FollowupRow, Tables
+from turnkeeper.adapters.memory.tables import FollowupRow, Tables, event_seq
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import AgentCursor
 from turnkeeper.domain.events import Event
@@ -121,12 +122,18 @@ class MemoryAgentFeedRepository:
     async def read(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
         """An agent's personal events after a seq (below the horizon)."""
         bound = None if self._horizon is None else self._horizon()
-        found = [
-            e
-            for e in self._t.events
-            if e.seq > after and e.audience_id == audience_id and (bound is None or e.seq < bound)
-        ]
-        return found[:limit]
+        log = self._t.events
+        found: list[Event] = []
+        # The log is in seq order (MemoryEventLog.flush): start after the cursor.
+        for at in range(bisect.bisect_right(log, after, key=event_seq), len(log)):
+            event = log[at]
+            if bound is not None and event.seq >= bound:
+                break
+            if event.audience_id == audience_id:
+                found.append(event)
+                if len(found) >= limit:
+                    break
+        return found
 
     async def lock_cursor(self, agent_id: uuid.UUID) -> AgentCursor:
         """The agent's cursor (a new one on first use)."""

@@ -65,3 +65,15 @@ class Tables:
 
 def _copy(value: Any) -> Any:
     return list(value) if isinstance(value, list) else dict(value)
+
+
+def event_seq(event: Event) -> int:
+    """The seq of an event: the key that keeps `Tables.events` in order (for `bisect`).
+
+    Args:
+        event: an event of the log.
+
+    Returns:
+        Its seq.
+    """
+    return event.seq
