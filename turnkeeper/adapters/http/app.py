@@ -23,6 +23,7 @@ from turnkeeper.adapters.http.dependencies import (
     service_dependencies,
 )
 from turnkeeper.adapters.http.docs_page import docs_assets_router, docs_render_plugin
+from turnkeeper.adapters.http.fast_message import MessageFastPath
 from turnkeeper.adapters.http.openapi import complete_document
 from turnkeeper.adapters.http.operations import (
     Readiness,
@@ -147,6 +148,8 @@ def create_app(
         logging_config=None,
     )
     resolve_one_by_one(app.routes)
+    # The hottest route's plain requests skip Litestar's pipeline (ADR 0032).
+    app.fast_path = MessageFastPath(app, services.conversation, settings)
     # Completed now rather than on the first request, so that /openapi.json and the page
     # under /docs serve the same document.
     document_streams(complete_document(app.openapi_schema, settings))

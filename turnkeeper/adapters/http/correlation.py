@@ -21,7 +21,8 @@ import logging
 import re
 import time
 import uuid
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, cast
 
 import structlog
 from litestar import Litestar
@@ -140,6 +141,27 @@ class Exchange:
         self.status = 500
 
 
+class FastPath(Protocol):
+    """A route served without Litestar's request pipeline (ADR 0032).
+
+    Its exchanges are correlated, logged, counted and traced like every other one.
+    """
+
+    def claims(self, scope: Scope) -> bool:
+        """Whether the exchange is one of the route's (else Litestar serves it)."""
+        ...
+
+    async def serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        fallback: Callable[[Scope, Receive, Send], Awaitable[None]],
+    ) -> None:
+        """Answer a claimed exchange, or hand it to `fallback` (Litestar) unanswered."""
+        ...
+
+
 class CorrelatedApp(Litestar):
     """A Litestar application that correlates and logs every HTTP exchange.
 
@@ -147,6 +169,9 @@ class CorrelatedApp(Litestar):
     closure, one id lookup and one clock pair per request): `_handle_http` runs the
     application, `_answered` learns the outcome.
     """
+
+    #: The route served without Litestar's pipeline, when one is set (`create_app`).
+    fast_path: FastPath | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Serve one ASGI connection.
@@ -172,6 +197,13 @@ class CorrelatedApp(Litestar):
             send: the ASGI send callable (it records the status into `exchange`).
             exchange: the exchange.
         """
+        fast = self.fast_path
+        if fast is not None and fast.claims(scope):
+            await fast.serve(scope, receive, send, self._litestar)
+            return
+        await Litestar.__call__(self, scope, receive, send)
+
+    async def _litestar(self, scope: Scope, receive: Receive, send: Send) -> None:
         await Litestar.__call__(self, scope, receive, send)
 
     def _answered(self, scope: Scope, exchange: Exchange, seconds: float) -> None:

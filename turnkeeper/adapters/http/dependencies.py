@@ -106,8 +106,18 @@ def bearer_token(request: Request[Any, Any, Any]) -> str | None:
         The token, or None when the header is missing or of another scheme.
     """
     header = request.headers.get("authorization")
-    if not header:
-        return None
+    return token_of_header(header) if header else None
+
+
+def token_of_header(header: str) -> str | None:
+    """The token of an ``Authorization`` header's value.
+
+    Args:
+        header: the value (``Bearer <token>``).
+
+    Returns:
+        The token, or None when the value names another scheme or no token.
+    """
     scheme, _, token = header.strip().partition(" ")
     if scheme.lower() != _BEARER or not token.strip():
         return None
@@ -151,8 +161,18 @@ def provide_bearer(request: Request[Any, Any, Any]) -> BearerToken:
     if token is None:
         raise Unauthenticated()
     bearer = BearerToken.of(token)
-    _state(request.scope)[_UNRESOLVED_KEY] = bearer
+    mark_unresolved(request.scope, bearer)
     return bearer
+
+
+def mark_unresolved(scope: Scope, bearer: BearerToken) -> None:
+    """Note the unresolved token of a ``bearer`` route's exchange (for `refuse_unknown_bearer`).
+
+    Args:
+        scope: the exchange's ASGI scope.
+        bearer: the token, as the route passes it to its use case.
+    """
+    _state(scope)[_UNRESOLVED_KEY] = bearer
 
 
 def _state(scope: Scope) -> dict[str, Any]:
