@@ -10,10 +10,10 @@ from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from turnkeeper.adapters.http.admin import admin_router
-from turnkeeper.adapters.http.agent_send import agent_send_router
+from turnkeeper.adapters.http.agent_send import agent_send_router, send_fast_route
 from turnkeeper.adapters.http.body_guard import body_guard
 from turnkeeper.adapters.http.console import console_router
-from turnkeeper.adapters.http.conversation import conversation_router
+from turnkeeper.adapters.http.conversation import conversation_router, message_fast_route
 from turnkeeper.adapters.http.correlation import CorrelatedApp
 from turnkeeper.adapters.http.dependencies import (
     provide_bearer,
@@ -23,7 +23,7 @@ from turnkeeper.adapters.http.dependencies import (
     service_dependencies,
 )
 from turnkeeper.adapters.http.docs_page import docs_assets_router, docs_render_plugin
-from turnkeeper.adapters.http.fast_message import MessageFastPath
+from turnkeeper.adapters.http.fast_path import BearerPostFastPath
 from turnkeeper.adapters.http.openapi import complete_document
 from turnkeeper.adapters.http.operations import (
     Readiness,
@@ -148,8 +148,12 @@ def create_app(
         logging_config=None,
     )
     resolve_one_by_one(app.routes)
-    # The hottest route's plain requests skip Litestar's pipeline (ADR 0032).
-    app.fast_path = MessageFastPath(app, services.conversation, settings)
+    # The hottest routes' plain requests skip Litestar's pipeline (ADR 0032).
+    app.fast_path = BearerPostFastPath(
+        app,
+        settings,
+        [message_fast_route(services.conversation), send_fast_route(services.agent_send)],
+    )
     # Completed now rather than on the first request, so that /openapi.json and the page
     # under /docs serve the same document.
     document_streams(complete_document(app.openapi_schema, settings))

@@ -1,7 +1,8 @@
-"""The message route's fast path answers byte for byte what Litestar's route answers.
+"""The hot routes' fast path answers byte for byte what Litestar's routes answer.
 
-ADR 0032: `MessageFastPath` serves ``POST /v1/threads/{thread_id}/messages`` without
-Litestar's pipeline and hands every request it does not answer to Litestar. Each case
+ADR 0032: `BearerPostFastPath` serves ``POST /v1/threads/{thread_id}/messages`` and
+``POST /v1/agent/send`` without Litestar's pipeline and hands every request it does not
+answer to Litestar. Each case
 below is sent, in the same order, to two applications over two identical memory worlds
 (fake clock, sequential ids): one with the fast path, one without. Status, every header
 and the body must be equal, and so must the stores at the end; and each case says which
@@ -107,7 +108,9 @@ class Side:
     async def call(self, case: Case) -> Answer:
         """Send the case's exchange and collect everything the application sent."""
         thread = str(main_thread(self.world, "allgemein"))
-        path = case.path.replace("{main}", thread)
+        path = case.path.replace("{main}", thread).replace(
+            "{esk}", str(main_thread(self.world, "eskalation"))
+        )
         headers: list[tuple[bytes, bytes]] = [
             (b"host", b"turnkeeper.example.com"),
             (b"x-correlation-id", CORRELATION.encode()),
@@ -190,6 +193,20 @@ def _deep(levels: int) -> bytes:
 
 
 MESSAGES = "/v1/threads/{main}/messages"
+SEND = "/v1/agent/send"
+
+
+def _send(client_id: str | None, seen: int) -> bytes:
+    body: dict[str, object] = {
+        "target": "{esk}",
+        "content": "Done, Alex.",
+        "freshness": {"target_key": "thread:{esk}", "seen_up_to_seq": seen},
+    }
+    if client_id is not None:
+        body["client_message_id"] = client_id
+    return _json(body)
+
+
 PLAIN = _json({"client_msg_id": "m1", "content": "hello"})
 
 CASES = [
@@ -346,6 +363,52 @@ CASES = [
         chunks=[b'{"client_msg_id": "gone", '],
         disconnect=True,
     ),
+    Case("an agent's send", SEND, FAST, 200, _send("s1", 0), handle="lotse"),
+    Case("its replay (already sent)", SEND, FAST, 200, _send("s1", 0), handle="lotse"),
+    Case(
+        "a person's message in the agent's thread",
+        "/v1/threads/{esk}/messages",
+        FAST,
+        201,
+        _json({"client_msg_id": "esk1", "content": "one more thing"}),
+    ),
+    Case("a send behind the thread (held)", SEND, FAST, 200, _send("s2", 1), handle="lotse"),
+    Case("a person's send", SEND, FAST, 403, _send("s3", 2)),
+    Case("a send without a client id", SEND, FAST, 400, _send(None, 2), handle="lotse"),
+    Case(
+        "a send with an unknown token",
+        SEND,
+        FAST,
+        401,
+        _send("s4", 2),
+        handle=None,
+        headers=(("Authorization", "Bearer nope"),),
+    ),
+    Case(
+        "a send to no id",
+        SEND,
+        DECLINED,
+        400,
+        _json({"target": "nope", "content": "x"}),
+        handle="lotse",
+    ),
+    Case(
+        "a send with a string seq",
+        SEND,
+        DECLINED,
+        400,
+        _send("s5", 2).replace(b'"seen_up_to_seq": 2', b'"seen_up_to_seq": "2"'),
+        handle="lotse",
+    ),
+    Case(
+        "a send with an unknown member",
+        SEND,
+        DECLINED,
+        400,
+        _send("s6", 2).replace(b'"content"', b'"colour": 1, "content"'),
+        handle="lotse",
+    ),
+    Case("a send at a trailing slash", SEND + "/", UNCLAIMED, 200, _send("s7", 2), handle="lotse"),
 ]
 
 
@@ -355,6 +418,7 @@ def _resolved(case: Case, side: Side) -> Case:
     body = case.body
     if body is not None:
         body = body.replace(b"{lotse}", lotse.encode())
+        body = body.replace(b"{esk}", str(main_thread(side.world, "eskalation")).encode())
     # The thread's id with its four hyphens at the end: 36 characters, not canonical.
     moved = thread.replace("-", "") + "----"
     return attrs.evolve(case, body=body, path=case.path.replace("{MAIN}", moved))
