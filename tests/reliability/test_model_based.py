@@ -386,7 +386,9 @@ class Differential(RuleBasedStateMachine):
         for step in range(INITIAL_RUN_STEPS):
             if self.last["runs"][run_id][2] not in ACTIVE:
                 return
-            self._agent_action(run_id, agent, step * RANDOM_ACTION_EVERY)
+            # A choice of 1 modulo RANDOM_ACTION_EVERY takes the scripted action, in order:
+            # a multiple of it would pick at random (start, patch, answer, finish).
+            self._agent_action(run_id, agent, step * RANDOM_ACTION_EVERY + 1)
             self.same_observable_state()
 
     @rule(thread=indexes, mention=st.booleans())
