@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -23,7 +23,7 @@ from tests.support.fakes import FakeClock
 from tests.support.scenario import main_thread
 from tests.support.services import memory_services
 from turnkeeper.adapters.http import create_app
-from turnkeeper.adapters.http.correlation import CorrelatedApp, FastPath
+from turnkeeper.adapters.http.correlation import CorrelatedApp, Fallback, FastPath
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.settings import Settings
@@ -56,7 +56,7 @@ class Recording:
         scope: Scope,
         receive: Receive,
         send: Send,
-        fallback: Callable[[Scope, Receive, Send], Awaitable[None]],
+        fallback: Fallback,
     ) -> None:
         """As the wrapped fast path, noting whether it handed the exchange on."""
         declined = False

@@ -35,9 +35,9 @@ from litestar.exceptions import HTTPException, InternalServerException
 from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 
 from turnkeeper.adapters.http.decoding import (
+    duplicate_member,
     loose_member,
     pointer_token,
-    refuse_duplicate_body,
 )
 from turnkeeper.adapters.http.problems import ClientGone
 from turnkeeper.domain.errors import FieldError, ValidationFailed
@@ -150,6 +150,32 @@ def nul_member(body: bytes) -> str | None:
     return _first_nul(decoded, "")
 
 
+def hostile_member(body: bytes, max_depth: int) -> FieldError | None:
+    """The first refusal of a body before its types are looked at, if any.
+
+    In the guard's order: nesting too deep (`too_deep`), a duplicated member
+    (`turnkeeper.adapters.http.decoding.duplicate_member`), a NUL character (`nul_member`).
+
+    Args:
+        body: the raw request body.
+        max_depth: ``http.max_json_depth``.
+
+    Returns:
+        ``too_deep``, ``duplicate_member`` or ``invalid_character`` at the member's
+        pointer, or None when the body passes all three.
+    """
+    pointer = too_deep(body, max_depth)
+    if pointer is not None:
+        return FieldError(pointer=pointer, code="too_deep")
+    pointer = duplicate_member(body)
+    if pointer is not None:
+        return FieldError(pointer=pointer, code="duplicate_member")
+    pointer = nul_member(body)
+    if pointer is not None:
+        return FieldError(pointer=pointer, code="invalid_character")
+    return None
+
+
 def is_json_media_type(content_type: str | None) -> bool:
     """Whether a ``Content-Type`` header names JSON (absent: read as JSON).
 
@@ -178,7 +204,7 @@ def body_guard(max_depth: int) -> BeforeRequest:
     """The ``before_request`` hook that refuses hostile bodies before decoding.
 
     Checks, in order: the media type, nesting depth, duplicated members
-    (`turnkeeper.adapters.http.decoding.refuse_duplicate_body`), NUL characters,
+    (`turnkeeper.adapters.http.decoding.duplicate_member`), NUL characters,
     members that fit their type only by lax conversion.
 
     Args:
@@ -207,13 +233,9 @@ def body_guard(max_depth: int) -> BeforeRequest:
         except InternalServerException as exc:
             # Litestar's only error while it reads a body: the client disconnected.
             raise ClientGone() from exc
-        pointer = too_deep(body, max_depth)
-        if pointer is not None:
-            raise ValidationFailed([FieldError(pointer=pointer, code="too_deep")])
-        refuse_duplicate_body(body)
-        pointer = nul_member(body)
-        if pointer is not None:
-            raise ValidationFailed([FieldError(pointer=pointer, code="invalid_character")])
+        hostile = hostile_member(body, max_depth)
+        if hostile is not None:
+            raise ValidationFailed([hostile])
         loose = None if kind is None else loose_member(body, kind)
         if loose is not None:
             raise ValidationFailed([loose])

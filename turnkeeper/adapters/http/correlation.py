@@ -141,6 +141,10 @@ class Exchange:
         self.status = 500
 
 
+#: The ASGI application that answers a request a `FastPath` hands back (Litestar).
+Fallback = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
 class FastPath(Protocol):
     """A route served without Litestar's request pipeline (ADR 0032).
 
@@ -156,7 +160,7 @@ class FastPath(Protocol):
         scope: Scope,
         receive: Receive,
         send: Send,
-        fallback: Callable[[Scope, Receive, Send], Awaitable[None]],
+        fallback: Fallback,
     ) -> None:
         """Answer a claimed exchange, or hand it to `fallback` (Litestar) unanswered."""
         ...

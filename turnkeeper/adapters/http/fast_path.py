@@ -45,8 +45,8 @@ from litestar.routes import HTTPRoute
 from litestar.serialization import encode_json, get_serializer
 from litestar.types import HTTPScope, Receive, ReceiveMessage, Scope, Send, Serializer
 
-from turnkeeper.adapters.http.body_guard import is_json_media_type, nul_member, too_deep
-from turnkeeper.adapters.http.decoding import duplicate_member
+from turnkeeper.adapters.http.body_guard import hostile_member, is_json_media_type
+from turnkeeper.adapters.http.correlation import Fallback
 from turnkeeper.adapters.http.dependencies import mark_unresolved, token_of_header
 from turnkeeper.adapters.http.problems import handle_exception
 from turnkeeper.application.services.identity import BearerToken
@@ -57,9 +57,6 @@ _AUTHORIZATION = b"authorization"
 _CONTENT_TYPE = b"content-type"
 _CONTENT_LENGTH = b"content-length"
 _JSON_TYPE = (b"content-type", b"application/json")
-
-#: The ASGI application that answers a request the fast path hands back (Litestar).
-Fallback = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 @attrs.frozen
@@ -109,10 +106,8 @@ class _Served:
     prefix: str
     suffix: str
     parameter: str | None
-
-    @property
-    def length(self) -> int:
-        return len(self.prefix) + len(self.suffix) + (_UUID_TEXT if self.parameter else 0)
+    #: The length of a matching path (with a parameter: its id spelt in 36 characters).
+    length: int
 
     def matches(self, path: str) -> bool:
         if self.parameter is None:
@@ -142,6 +137,7 @@ def _bind(app: Litestar, route: FastRoute) -> _Served:
         prefix=prefix,
         suffix=suffix,
         parameter=parameter,
+        length=len(prefix) + len(suffix) + (_UUID_TEXT if parameter else 0),
     )
 
 
@@ -261,11 +257,7 @@ class BearerPostFastPath:
 
     def _decoded(self, body: bytes, kind: type[Any]) -> Any:
         """The body as the route's struct, or None when any body check would refuse it."""
-        if (
-            too_deep(body, self._max_depth) is not None
-            or duplicate_member(body) is not None
-            or nul_member(body) is not None
-        ):
+        if hostile_member(body, self._max_depth) is not None:
             return None
         try:
             return msgspec.json.decode(body, type=kind, strict=True)
@@ -335,4 +327,4 @@ def _replay(read: list[ReceiveMessage], receive: Receive) -> Receive:
     return replayed
 
 
-__all__ = ["BearerPostFastPath", "Fallback", "FastAnswer", "FastCall", "FastRoute"]
+__all__ = ["BearerPostFastPath", "FastAnswer", "FastCall", "FastRoute"]

@@ -15,7 +15,7 @@ from typing import Protocol
 import attrs
 
 from turnkeeper.adapters.event_seqs import check_count, first_seq
-from turnkeeper.adapters.memory.tables import Tables, event_seq
+from turnkeeper.adapters.memory.tables import Tables, event_seq, events_after
 from turnkeeper.adapters.memory.world import visible_page
 from turnkeeper.application.errors import RetriableConflict
 from turnkeeper.application.ports import ReaderScope
@@ -137,12 +137,7 @@ class MemoryEventLog:
     async def read(self, scope: ReaderScope, after: int, limit: int) -> list[Event]:
         """Shared events after a cursor that the scope may read, below the horizon."""
         found: list[Event] = []
-        log = self._t.events
-        horizon = self._store.horizon()
-        for at in range(bisect.bisect_right(log, after, key=event_seq), len(log)):
-            event = log[at]
-            if event.seq >= horizon:
-                break
+        for event in events_after(self._t.events, after, self._store.horizon()):
             if event.audience_id is not None:
                 continue
             if not scope.everything and not self._in_scope(scope, event):
@@ -173,13 +168,9 @@ class MemoryEventLog:
         log = self._t.events
         for number, event in enumerate(self.pending, start=1):
             values = {f.name: getattr(event, f.name) for f in attrs.fields(NewEvent)}
-            numbered = Event(seq=base + number, **values)
             # Seqs of different units interleave: the log stays in seq order for readers,
-            # by an insertion where one is needed rather than a sort of the whole log.
-            if not log or log[-1].seq < numbered.seq:
-                log.append(numbered)
-            else:
-                bisect.insort(log, numbered, key=event_seq)
+            # by an insertion at its place rather than a sort of the whole log.
+            bisect.insort(log, Event(seq=base + number, **values), key=event_seq)
         self.pending.clear()
 
     def end(self) -> None:

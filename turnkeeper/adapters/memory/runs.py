@@ -6,14 +6,13 @@ raise the same application errors as the partial and unique indexes of PostgreSQ
 
 from __future__ import annotations
 
-import bisect
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import attrs
 
-from turnkeeper.adapters.memory.tables import FollowupRow, Tables, event_seq
+from turnkeeper.adapters.memory.tables import FollowupRow, Tables, events_after
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
 from turnkeeper.application.ports import AgentCursor
 from turnkeeper.domain.events import Event
@@ -122,13 +121,8 @@ class MemoryAgentFeedRepository:
     async def read(self, audience_id: uuid.UUID, after: int, limit: int) -> list[Event]:
         """An agent's personal events after a seq (below the horizon)."""
         bound = None if self._horizon is None else self._horizon()
-        log = self._t.events
         found: list[Event] = []
-        # The log is in seq order (MemoryEventLog.flush): start after the cursor.
-        for at in range(bisect.bisect_right(log, after, key=event_seq), len(log)):
-            event = log[at]
-            if bound is not None and event.seq >= bound:
-                break
+        for event in events_after(self._t.events, after, bound):
             if event.audience_id == audience_id:
                 found.append(event)
                 if len(found) >= limit:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -65,6 +67,24 @@ class Tables:
 
 def _copy(value: Any) -> Any:
     return list(value) if isinstance(value, list) else dict(value)
+
+
+def events_after(events: list[Event], after: int, below: int | None) -> Iterator[Event]:
+    """The events of the log after a seq and below a bound, in seq order.
+
+    Args:
+        events: `Tables.events` (kept in seq order).
+        after: the cursor: only later seqs.
+        below: the store's horizon (None: no bound).
+
+    Yields:
+        Each such event, starting right after the cursor (found by bisection).
+    """
+    for at in range(bisect.bisect_right(events, after, key=event_seq), len(events)):
+        event = events[at]
+        if below is not None and event.seq >= below:
+            return
+        yield event
 
 
 def event_seq(event: Event) -> int:
