@@ -164,6 +164,53 @@ async def test_a_cancelled_wait_closes_the_connection(conn: Conn, pg_conninfo: s
         await link.leave()  # nothing left to wait for, and no error
 
 
+class CountingPg:
+    """A link's libpq connection that counts its flushes (every other call passes on)."""
+
+    def __init__(self, pg: object) -> None:
+        self._pg = pg
+        self.flushes = 0
+
+    def flush(self) -> int:
+        self.flushes += 1
+        return cast(int, self._pg.flush())  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._pg, name)
+
+
+async def test_a_queued_statement_runs_before_the_unit_waits_for_it(
+    conn: Conn, pg_conninfo: str
+) -> None:
+    async with await psycopg.AsyncConnection.connect(pg_conninfo, autocommit=True) as holder:
+        await holder.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+        link = PipelineLink(conn)
+        link.enter()
+        cur = await link.execute("SELECT pg_advisory_lock(%(p1)s)", {"p1": LOCK_KEY})
+        # Nothing waits for the cursor: the statement must reach the server on its own
+        # once the unit yields to the loop, and take its place in the lock's queue.
+        await wait_until_blocked(pg_conninfo, holder.info.backend_pid)
+        await holder.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+        assert await cur.fetchone() is not None
+        await link.execute("SELECT pg_advisory_unlock(%(p1)s)", {"p1": LOCK_KEY})
+        await link.leave()
+
+
+async def test_the_statements_of_one_stretch_leave_in_one_send(conn: Conn) -> None:
+    link = PipelineLink(conn)
+    counting = CountingPg(link._pg)
+    link._pg = counting  # type: ignore[assignment]
+    link.enter()
+    cursors = [await link.execute(ECHO, {"p1": value, "p2": f"v{value}"}) for value in range(3)]
+    assert counting.flushes == 0, "queued statements wait for the unit to yield"
+    await asyncio.sleep(0)  # one turn of the loop, no time window
+    assert counting.flushes == 1
+    assert [tuple(row) for c in cursors for row in await c.fetchall()] == [
+        (value, f"v{value}") for value in range(3)
+    ]
+    await link.leave()
+
+
 async def test_observers_see_every_statement_and_its_end(conn: Conn) -> None:
     seen: list[tuple[str, str | None]] = []
 

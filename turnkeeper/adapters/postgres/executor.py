@@ -21,6 +21,7 @@ unknown: the link closes the connection, and the pool replaces it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import weakref
 from collections import deque
@@ -249,6 +250,7 @@ class PipelineLink:
         self._prepared = _PREPARED.setdefault(conn, set())
         self._preparing: set[bytes] = set()
         self._entered = False
+        self._flush_due = False
         self.broken = False
 
     @property
@@ -317,10 +319,22 @@ class PipelineLink:
         if OBSERVERS:
             told = (observer(self._conn, text) for observer in OBSERVERS)
             cursor._done = [done for done in told if done is not None]
-        if flush:
-            # Sent now, as psycopg's pipeline does: the statement runs (and takes its locks
-            # and its transaction id) while the unit goes on; what the socket does not take
-            # now leaves with the Sync.
+        if flush and not self._flush_due:
+            # Sent when the unit first yields to the loop, before anything it awaits: the
+            # statement runs (and takes its locks and its transaction id) while the unit
+            # goes on, and the statements queued in one stretch of the unit's code leave
+            # in one send (a send per statement cost the server a system call and
+            # PostgreSQL a wake-up each). A wait that comes first sends them with its Sync.
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        if self.broken or self._conn.closed:
+            return
+        with contextlib.suppress(psycopg.Error):
+            # What the socket does not take now leaves with the Sync; a connection
+            # lost here is found, and reported, by the unit's next wait.
             self._pg.flush()
 
     async def sync(self) -> None:
