@@ -11,11 +11,12 @@ This module imports httptools: import it only where httptools is installed.
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from turnkeeper.adapters.http.corked import CorkedTransport
 from turnkeeper.adapters.http.guard import (
     ConnectionGuard,
     close_dropped,
@@ -36,8 +37,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     guard: ClassVar[ConnectionGuard]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Register the connection with the guard (after uvicorn's own setup)."""
-        super().connection_made(transport)
+        """Register the connection with the guard (after uvicorn's own setup).
+
+        uvicorn writes on a `CorkedTransport`: an answer's head and body in one send.
+        """
+        super().connection_made(cast("asyncio.Transport", CorkedTransport(transport, self.loop)))
         self.guard.opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -38,7 +38,7 @@ import importlib.util
 import resource
 import socket
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import h11
 import msgspec
@@ -46,6 +46,7 @@ import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from turnkeeper.adapters.http.corked import CorkedTransport
 from turnkeeper.adapters.http.correlation import CORRELATION_HEADER
 from turnkeeper.adapters.http.guard import ConnectionGuard, close_dropped, end_late_request
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
@@ -75,8 +76,11 @@ class GuardedH11Protocol(H11Protocol):
     guard: ClassVar[ConnectionGuard]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Register the connection with the guard (after uvicorn's own setup)."""
-        super().connection_made(transport)
+        """Register the connection with the guard (after uvicorn's own setup).
+
+        uvicorn writes on a `CorkedTransport`: an answer's head and body in one send.
+        """
+        super().connection_made(cast("asyncio.Transport", CorkedTransport(transport, self.loop)))
         self.guard.opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
