@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from litestar.testing import AsyncTestClient
+
 from tests.support.http import ContractClient, contract_client
+from turnkeeper.adapters.http import create_app
 from turnkeeper.application.bootstrap import Services
 
 
@@ -62,3 +67,22 @@ async def test_the_openapi_document_and_the_docs_page_are_served(client: Contrac
     page = await client.get("/docs")
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
+
+
+async def test_the_openapi_document_is_built_once_and_served_the_same(services: Services) -> None:
+    app = create_app(services, services.settings)
+    built: list[dict[str, Any]] = []
+    to_schema = app.openapi_schema.to_schema
+
+    def counted() -> dict[str, Any]:
+        built.append(to_schema())
+        return built[-1]
+
+    object.__setattr__(app.openapi_schema, "to_schema", counted)
+    async with AsyncTestClient(app=app) as client:
+        first = await client.get("/openapi.json")
+        second = await client.get("/openapi.json")
+    assert first.headers["content-type"].startswith("application/vnd.oai.openapi+json")
+    assert first.content == second.content
+    assert len(built) == 1
+    assert first.json() == built[0]
