@@ -39,6 +39,7 @@ from typing import TextIO
 
 import attrs
 
+from bench.against_floor import PLAN_WARM_EXECUTIONS
 from bench.asgi import AsgiClient
 from bench.cpu import Cpu, CpuProbe, _Reading, postmaster_pid, tree_cpu
 from bench.floor_report import Measured
@@ -87,8 +88,11 @@ class StackSize:
     concurrency: tuple[int, ...]
 
 
-#: The full run (about ten minutes on two cores).
-FULL = StackSize(ops=320, warmup=8, repeats=3, concurrency=(1, 8, 32))
+#: The full run (about ten minutes on two cores). Rounds of a few hundred requests
+#: measured start-up more than the steady state: at concurrency 8 the service took 0.30
+#: ms of CPU per message in rounds of 320 and 0.26 in rounds of 3,000, and ran 2,300 to
+#: 2,800 messages a second against 3,400 to 3,600 (2026-12-04, docs/performance.md).
+FULL = StackSize(ops=2400, warmup=8, repeats=3, concurrency=(1, 8, 32))
 #: The ``--healthz`` run: cheap requests, so more of them.
 HEALTHZ_SIZE = StackSize(ops=2000, warmup=20, repeats=3, concurrency=(1, 8, 32))
 #: The smoke size.
@@ -208,6 +212,36 @@ def _timed(size: StackSize, concurrency: int) -> int:
     return max(1, size.ops // concurrency)
 
 
+def _warm_items(run: _Run) -> int:
+    """Items per worker at the highest concurrency that warm every connection's plans.
+
+    They run each statement of the operation `PLAN_WARM_EXECUTIONS` times on every
+    connection of a pool. PostgreSQL plans a prepared statement anew at each of its
+    first executions on a connection, and the pool hands its connections out in turn:
+    without such a pass the first measurement of every server start planned at each of
+    its statements.
+
+    Args:
+        run: the run.
+
+    Returns:
+        The items per worker.
+    """
+    most = max(run.size.concurrency)
+    return math.ceil(PLAN_WARM_EXECUTIONS * (most + POOL_SPARE) / most)
+
+
+async def _warm_service(run: _Run) -> None:
+    """The in-process pool's pass of `_warm_items` (once: the pool lives for the run)."""
+    if run.healthz:
+        return
+    most = max(run.size.concurrency)
+    workers = run.world.workers["service"][:most]
+    work = await run.operation.prepare(run.world, workers, _warm_items(run) + 1)
+    service = run.operation.service
+    await drive(work, lambda item: service(run.world, run.asgi, item), _warm_items(run))
+
+
 async def _service_round(run: _Run, concurrency: int) -> Timing:
     if run.healthz:
         calls = [[None] * (_timed(run.size, concurrency) + 1) for _ in range(concurrency)]
@@ -233,6 +267,12 @@ async def _http_rounds(run: _Run, variant: Variant) -> dict[int, Timing]:
         LoadClient.start() as client,
     ):
         probe = TreeProbe(run.postmaster, server.pid)
+        if not run.healthz:
+            # Each server start has a new pool: warm its plans first (`_warm_items`).
+            most = max(run.size.concurrency)
+            count = _warm_items(run) + 1
+            warm = await run.operation.prepare(run.world, run.world.workers["http"][:most], count)
+            await client.run(server, *plan(warm, message_request), count - 1, probe)
         for concurrency in run.size.concurrency:
             count = _timed(run.size, concurrency) + run.size.warmup
             if run.healthz:
@@ -294,6 +334,7 @@ async def measure(
         )
         if settle is not None:
             settle(world.services.settings)
+        await _warm_service(run)
         for index in range(size.repeats):
             shift = index % len(sides)
             for side in sides[shift:] + sides[:shift]:
