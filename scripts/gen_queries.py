@@ -288,6 +288,8 @@ PIPELINED = frozenset(
         "ListGrantsForPrincipals",
         "ListVisibleMessages",
         "MarkThreadRestricted",
+        "MoveFollowups",
+        "SetFollowupStates",
         "SetThreadLatestSeq",
         "UpdateRun",
     }

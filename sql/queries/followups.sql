@@ -22,12 +22,15 @@ WHERE run_id = sqlc.arg(run_id) AND message_id = sqlc.arg(message_id)
 FOR UPDATE;
 
 -- One statement for any number of follow-ups (settlement stays constant in statements).
--- name: SetFollowupStates :execrows
+-- Queued in the unit's pipeline: its rows were locked by LockOpenFollowups or
+-- LockFollowup before, so it waits for nothing and costs no round trip.
+-- name: SetFollowupStates :exec
 UPDATE run_followups SET state = sqlc.arg(state), updated_at = sqlc.arg(at)
 WHERE run_id = sqlc.arg(run_id) AND message_id = ANY(sqlc.arg(message_ids)::uuid[]);
 
--- The rest of the candidates become follow-ups of the follow-on run.
--- name: MoveFollowups :execrows
+-- The rest of the candidates become follow-ups of the follow-on run (queued in the
+-- pipeline, as SetFollowupStates).
+-- name: MoveFollowups :exec
 UPDATE run_followups SET run_id = sqlc.arg(new_run_id), state = 'queued', updated_at = sqlc.arg(at)
 WHERE run_id = sqlc.arg(run_id) AND message_id = ANY(sqlc.arg(message_ids)::uuid[]);
 

@@ -2378,10 +2378,12 @@ async def set_followup_states(
     at: datetime,
     run_id: uuid.UUID,
     message_ids: Sequence[uuid.UUID | None],
-) -> int:
-    """Run SetFollowupStates (:execrows, sql/queries/followups.sql).
+) -> None:
+    """Run SetFollowupStates (:exec, sql/queries/followups.sql).
 
     One statement for any number of follow-ups (settlement stays constant in statements).
+    Queued in the unit's pipeline: its rows were locked by LockOpenFollowups or
+    LockFollowup before, so it waits for nothing and costs no round trip.
 
     SQL::
 
@@ -2394,16 +2396,11 @@ async def set_followup_states(
         at: ``$2`` (``timestamptz``).
         run_id: ``$3`` (``uuid``).
         message_ids: ``$4`` (``uuid[]``).
-
-    Returns:
-        The number of rows the statement affected.
     """
     async with conn.cursor() as cur:
         await cur.execute(
             _SET_FOLLOWUP_STATES, {"p1": state, "p2": at, "p3": run_id, "p4": list(message_ids)}
         )
-        await settled(cur)
-        return cur.rowcount
 
 
 async def move_followups(
@@ -2413,10 +2410,11 @@ async def move_followups(
     at: datetime,
     run_id: uuid.UUID,
     message_ids: Sequence[uuid.UUID | None],
-) -> int:
-    """Run MoveFollowups (:execrows, sql/queries/followups.sql).
+) -> None:
+    """Run MoveFollowups (:exec, sql/queries/followups.sql).
 
-    The rest of the candidates become follow-ups of the follow-on run.
+    The rest of the candidates become follow-ups of the follow-on run (queued in the
+    pipeline, as SetFollowupStates).
 
     SQL::
 
@@ -2429,16 +2427,11 @@ async def move_followups(
         at: ``$2`` (``timestamptz``).
         run_id: ``$3`` (``uuid``).
         message_ids: ``$4`` (``uuid[]``).
-
-    Returns:
-        The number of rows the statement affected.
     """
     async with conn.cursor() as cur:
         await cur.execute(
             _MOVE_FOLLOWUPS, {"p1": new_run_id, "p2": at, "p3": run_id, "p4": list(message_ids)}
         )
-        await settled(cur)
-        return cur.rowcount
 
 
 async def trigger_links_of_message(
