@@ -289,6 +289,7 @@ PIPELINED = frozenset(
         "ListVisibleMessages",
         "MarkThreadRestricted",
         "MoveFollowups",
+        "SaveAgentCursor",
         "SetFollowupStates",
         "SetThreadLatestSeq",
         "UpdateRun",

@@ -25,9 +25,11 @@ RETURNING latest_seq;
 
 -- Takes the thread row lock in the mode of the UPDATEs above (held until the transaction
 -- ends) and reads the state under it: an append decides whether to reopen on this state,
--- so a close either waits for the append or has committed and is seen here.
+-- so a close either waits for the append or has committed and is seen here. The
+-- latest_seq and has_restricted come with it, so that the unit allocates the thread's
+-- next seqs without another statement (AllocateThreadSeq would lock the row again).
 -- name: LockThreadState :one
-SELECT state FROM threads WHERE id = sqlc.arg(id) FOR NO KEY UPDATE;
+SELECT state, latest_seq, has_restricted FROM threads WHERE id = sqlc.arg(id) FOR NO KEY UPDATE;
 
 -- Closing records the frontier it closed at (under the row lock the UPDATE takes), so
 -- `turnkeeper check` can prove that no message followed a done state without a reopen.

@@ -57,9 +57,9 @@ from turnkeeper.domain.followups import (
     RunEnd,
     plan_run_end,
 )
-from turnkeeper.domain.messaging import MessageDraft
+from turnkeeper.domain.messaging import MessageDraft, MessageKind, Origin
 from turnkeeper.domain.runs import Run, RunState
-from turnkeeper.domain.world import Level, ResourceKind
+from turnkeeper.domain.world import Level, ResourceKind, ThreadState
 
 QUEUED, DELIVERED, ABSORBED, DEFERRED, DISCARDED = (
     "queued",
@@ -1535,3 +1535,45 @@ class TestFollowOnRunUsesThreadOrderNotIdOrder:
             followup_event(new.id, thread_id, two.id),
             followup_event(new.id, thread_id, three.id),
         ]
+
+
+class TestFollowOnRunInADoneThread:
+    """A thread closed while a run was busy: the run's end opens the follow-on run in it.
+
+    The follow-on run's anchor is a message like any other, so the thread is reopened
+    with its system line first (DESIGN section 4: posting into a done thread reopens it),
+    found by the differential model test (close, then finish with a follow-up queued).
+    """
+
+    async def test_the_thread_is_reopened_before_the_anchor(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        world = ext
+        await set_mode(services, world, "queue")
+        thread_id = main_thread(world, "allgemein")
+        run, _ = await started(services, world)
+        first = await post(services, world, "sam", thread_id, "f1")
+        closed = await services.conversation.close_thread(world.principal("alex"), thread_id)
+        assert closed.state is ThreadState.DONE
+        trail = Log(services, world)
+        await trail.mark()
+
+        ended = await finish(services, world, run.id, RunState.COMPLETED, None)
+
+        new = await follow_on(services, world, ended)
+        assert new.triggering_message_id == first.id
+        thread = await services.conversation.get_thread(world.principal("alex"), thread_id)
+        assert thread.state is ThreadState.OPEN
+        events = await trail.since()
+        kinds = [e.type for e in events]
+        reopened = kinds.index(EventType.THREAD_REOPENED)
+        page = await services.conversation.list_messages(world.principal("robin"), thread_id)
+        line, anchor = page.messages[-2:]
+        assert (line.origin, line.kind) == (Origin.SYSTEM, MessageKind.SYSTEM)
+        assert anchor.run_id == new.id
+        assert line.thread_seq + 1 == anchor.thread_seq
+        assert line.thread_seq > first.thread_seq
+        created = [e.resource_id for e in events if e.type is EventType.MESSAGE_CREATED]
+        assert created == [line.id, anchor.id]
+        first_created = kinds.index(EventType.MESSAGE_CREATED)
+        assert reopened < first_created, "the reopening comes before the line and the anchor"

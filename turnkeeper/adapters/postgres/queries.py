@@ -573,6 +573,21 @@ class ThreadRow:
 
 
 @attrs.frozen
+class LockThreadStateRow:
+    """A result row of LockThreadState.
+
+    Attributes:
+        state: ``text``.
+        latest_seq: ``int8``.
+        has_restricted: ``bool``.
+    """
+
+    state: str
+    latest_seq: int
+    has_restricted: bool
+
+
+@attrs.frozen
 class GetThreadTargetRow:
     """A result row of GetThreadTarget.
 
@@ -1318,7 +1333,9 @@ _CAS_THREAD_SEQ = """UPDATE threads SET latest_seq = latest_seq + 1
 WHERE id = %(p1)s AND latest_seq = %(p2)s
 RETURNING latest_seq"""
 
-_LOCK_THREAD_STATE = """SELECT state FROM threads WHERE id = %(p1)s FOR NO KEY UPDATE"""
+_LOCK_THREAD_STATE = (
+    """SELECT state, latest_seq, has_restricted FROM threads WHERE id = %(p1)s FOR NO KEY UPDATE"""
+)
 
 _SET_THREAD_STATE = """UPDATE threads
 SET state = %(p1)s,
@@ -1508,6 +1525,8 @@ async def save_agent_cursor(
 ) -> None:
     """Run SaveAgentCursor (:exec, sql/queries/agent_feed.sql).
 
+    Queued in the unit's pipeline: LockAgentCursor locked the row first.
+
     SQL::
 
         UPDATE agent_cursors SET acked_seq = $1, delivered_seq = $2
@@ -1523,7 +1542,6 @@ async def save_agent_cursor(
         await cur.execute(
             _SAVE_AGENT_CURSOR, {"p1": acked_seq, "p2": delivered_seq, "p3": agent_id}
         )
-        await settled(cur)
 
 
 async def set_reported_followups(
@@ -4389,16 +4407,20 @@ async def cas_thread_seq(
         return cast("int | None", await cur.fetchone())
 
 
-async def lock_thread_state(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> str | None:
+async def lock_thread_state(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> LockThreadStateRow | None:
     """Run LockThreadState (:one, sql/queries/threads.sql).
 
     Takes the thread row lock in the mode of the UPDATEs above (held until the transaction
     ends) and reads the state under it: an append decides whether to reopen on this state,
-    so a close either waits for the append or has committed and is seen here.
+    so a close either waits for the append or has committed and is seen here. The
+    latest_seq and has_restricted come with it, so that the unit allocates the thread's
+    next seqs without another statement (AllocateThreadSeq would lock the row again).
 
     SQL::
 
-        SELECT state FROM threads WHERE id = $1 FOR NO KEY UPDATE
+        SELECT state, latest_seq, has_restricted FROM threads WHERE id = $1 FOR NO KEY UPDATE
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -4407,9 +4429,9 @@ async def lock_thread_state(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
     Returns:
         The row, or None when no row matched.
     """
-    async with conn.cursor(row_factory=scalar_row) as cur:
+    async with conn.cursor(row_factory=args_row(LockThreadStateRow)) as cur:
         await cur.execute(_LOCK_THREAD_STATE, {"p1": id})
-        return cast("str | None", await cur.fetchone())
+        return await cur.fetchone()
 
 
 async def set_thread_state(conn: psycopg.AsyncConnection[Any], *, state: str, id: uuid.UUID) -> int:

@@ -163,11 +163,13 @@ class PostgresThreadRepository(PostgresRepository):
             # changes of the state are noted: no other unit changed it since.
             return known
         await self._locked.write()
-        state = await q.lock_thread_state(self._conn, id=thread_id)
-        if state is None:
+        row = await q.lock_thread_state(self._conn, id=thread_id)
+        if row is None:
             raise MissingRow(f"thread {thread_id}")
-        self._locked.remember_state(thread_id, ThreadState(state))
-        return ThreadState(state)
+        state = ThreadState(row.state)
+        self._locked.remember_state(thread_id, state)
+        self._locked.remember(thread_id, row.latest_seq, row.has_restricted)
+        return state
 
     async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
         """Open or close a thread (a close records the frontier it closed at).

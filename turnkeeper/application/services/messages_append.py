@@ -13,7 +13,7 @@ compare-and-set already allocated. A run's anchor message is stored by `store` t
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from turnkeeper.application.bus import EventBus, MessagePosted
 from turnkeeper.application.event_factory import EventFactory
@@ -242,25 +242,7 @@ class MessageAppender:
                 return pending.pop()
             return await uow.threads.allocate_seq(thread.id)
 
-        # The reopen decision is taken on the state read under the thread row lock (the
-        # state read with the target took no lock, and a close may have committed since):
-        # a close either waits for this unit or is seen here, so a message after a done
-        # state always comes after a reopen line. Of two concurrent posts into a done
-        # thread the second sees it open: exactly one writes the line.
-        locked = await uow.threads.lock_state(thread.id)
-        if locked is ThreadState.DONE and await uow.threads.reopen(thread.id):
-            await uow.events.append(self._events.thread_reopened(thread, actor, target))
-            line = Message(
-                id=self._ids.new_id(),
-                thread_id=thread.id,
-                thread_seq=await next_seq(),
-                author_id=actor.id,
-                origin=Origin.SYSTEM,
-                kind=MessageKind.SYSTEM,
-                content=SYSTEM_REOPENED_CONTENT,
-                created_at=now,
-            )
-            await self.store(uow, line, actor, target)
+        await self.reopen_if_done(uow, actor, target, next_seq)
         restricted = stored_audience(draft.restricted_to, actor.id)
         message = Message(
             id=self._ids.new_id(),
@@ -281,6 +263,45 @@ class MessageAppender:
             await uow.threads.mark_restricted(thread.id)
         await self.store(uow, message, actor, target, run_id=draft.run_id)
         return message
+
+    async def reopen_if_done(
+        self,
+        uow: UnitOfWork,
+        actor: Principal,
+        target: AccessTarget,
+        next_seq: Callable[[], Awaitable[int]] | None = None,
+    ) -> None:
+        """Before a message is stored in a done thread: reopen it with its system line.
+
+        The decision is taken on the state read under the thread row lock (the state
+        read with the target took no lock, and a close may have committed since): a
+        close either waits for this unit or is seen here, so a message after a done
+        state always comes after a reopen line. Of two concurrent writers into a done
+        thread the second sees it open: exactly one writes the line.
+
+        Args:
+            uow: the unit of work (it holds the thread row lock from here on).
+            actor: the author of the message that follows (the line's author).
+            target: the thread with its channel and space.
+            next_seq: allocates the line's seq (None: the thread's next seq).
+        """
+        thread = thread_of(target)
+        locked = await uow.threads.lock_state(thread.id)
+        if locked is not ThreadState.DONE or not await uow.threads.reopen(thread.id):
+            return
+        await uow.events.append(self._events.thread_reopened(thread, actor, target))
+        seq = await (next_seq() if next_seq is not None else uow.threads.allocate_seq(thread.id))
+        line = Message(
+            id=self._ids.new_id(),
+            thread_id=thread.id,
+            thread_seq=seq,
+            author_id=actor.id,
+            origin=Origin.SYSTEM,
+            kind=MessageKind.SYSTEM,
+            content=SYSTEM_REOPENED_CONTENT,
+            created_at=self._clock.now(),
+        )
+        await self.store(uow, line, actor, target)
 
     async def store(
         self,
