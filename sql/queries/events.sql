@@ -81,6 +81,21 @@ WHERE audience_id = sqlc.arg(audience_id) AND seq > sqlc.arg(after_seq)
 ORDER BY seq
 LIMIT sqlc.arg(max_events);
 
+-- A poll's first page: the agent's personal events after the given seq, or after its
+-- acknowledged one when none is given. Queued right after LockAgentCursor, in the same
+-- round trip: the cursor row it reads is the one that statement locked (or created) in
+-- this unit, so nobody moved it in between.
+-- name: ReadAgentEventsFromCursor :many
+SELECT * FROM events
+WHERE audience_id = sqlc.arg(agent_id)
+  AND seq > coalesce(
+      sqlc.narg(after_seq)::bigint,
+      (SELECT c.acked_seq FROM agent_cursors c WHERE c.agent_id = sqlc.arg(agent_id)),
+      0)
+  AND seq < turnkeeper_event_horizon()
+ORDER BY seq
+LIMIT sqlc.arg(max_events);
+
 -- The events that became readable after a seq, as the wake-up watch of each server
 -- process sees them: the highest readable seq and the feeds of those events ('*' for
 -- the shared feed, the audience's uuid for a personal event); 0 and '' when none. Bounded

@@ -1577,3 +1577,34 @@ class TestFollowOnRunInADoneThread:
         assert created == [line.id, anchor.id]
         first_created = kinds.index(EventType.MESSAGE_CREATED)
         assert reopened < first_created, "the reopening comes before the line and the anchor"
+
+
+class TestPollReadsItsFirstPageWithTheCursor:
+    """`AgentFeedRepository.lock_cursor_and_read`: one round trip, the two calls' answer."""
+
+    async def test_the_page_starts_where_the_cursor_or_the_caller_says(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        world = ext
+        lotse = world.principal("lotse")
+        for index in range(3):
+            thread = main_thread(world, "allgemein")
+            await post(services, world, "alex", thread, f"t{index}", content="help")
+            run = await active_run(services, thread)
+            assert run is not None
+            await services.runs.cancel(world.principal("alex"), run.id)
+        async with services.uow() as uow:
+            every = await uow.agent_feed.read(lotse.id, 0, 100)
+        assert len(every) >= 3
+        page = await services.runs.poll(lotse)
+        await services.runs.ack(lotse, every[0].seq)
+
+        async with services.uow() as uow:
+            cursor, from_ack = await uow.agent_feed.lock_cursor_and_read(lotse.id, None, 100)
+            _, from_given = await uow.agent_feed.lock_cursor_and_read(lotse.id, every[1].seq, 1)
+            _, from_zero = await uow.agent_feed.lock_cursor_and_read(lotse.id, 0, 100)
+        assert cursor.acked_seq == every[0].seq
+        assert cursor.delivered_seq >= page.next_after
+        assert [e.seq for e in from_ack] == [e.seq for e in every[1:]]
+        assert [e.seq for e in from_given] == [every[2].seq]
+        assert [e.seq for e in from_zero] == [e.seq for e in every]

@@ -133,6 +133,14 @@ class MemoryAgentFeedRepository:
         """The agent's cursor (a new one on first use)."""
         return self._t.cursors.get(agent_id, AgentCursor())
 
+    async def lock_cursor_and_read(
+        self, agent_id: uuid.UUID, after: int | None, limit: int
+    ) -> tuple[AgentCursor, list[Event]]:
+        """The cursor and the first page after it (`after`, or its acknowledged seq)."""
+        cursor = await self.lock_cursor(agent_id)
+        start = cursor.acked_seq if after is None else after
+        return cursor, await self.read(agent_id, start, limit)
+
     async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
         """Store the agent's cursor."""
         self._t.cursors[agent_id] = cursor

@@ -248,3 +248,29 @@ class PostgresEventLog(PostgresRepository):
             self._conn, audience_id=audience_id, after_seq=after, max_events=limit
         )
         return [_event(row) for row in rows]
+
+    async def start_personal_from_cursor(
+        self, agent_id: uuid.UUID, after: int | None, limit: int
+    ) -> Callable[[], Awaitable[list[Event]]]:
+        """Queue an agent's first page after its cursor (`read_personal` in the pipeline).
+
+        Queue it right after the statement that locks the agent's cursor: the page starts
+        after `after`, or after the cursor's acknowledged seq when `after` is None, as that
+        statement left it.
+
+        Args:
+            agent_id: the agent.
+            after: the cursor (exclusive), or None for the acknowledged seq.
+            limit: at most this many events.
+
+        Returns:
+            Awaits the events (waiting for them when they have not arrived yet).
+        """
+        pending = await q.start_read_agent_events_from_cursor(
+            self._conn, agent_id=agent_id, after_seq=after, max_events=limit
+        )
+
+        async def events() -> list[Event]:
+            return [_event(row) for row in await pending.result()]
+
+        return events

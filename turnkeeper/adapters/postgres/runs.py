@@ -169,6 +169,18 @@ class PostgresAgentFeedRepository(PostgresRepository):
             raise MissingRow(f"cursor of {agent_id}")
         return AgentCursor(acked_seq=row.acked_seq, delivered_seq=row.delivered_seq)
 
+    async def lock_cursor_and_read(
+        self, agent_id: uuid.UUID, after: int | None, limit: int
+    ) -> tuple[AgentCursor, list[Event]]:
+        """The cursor locked and the first page after it, in one round trip."""
+        locked = await q.start_lock_agent_cursor(self._conn, agent_id=agent_id)
+        page = await self._events.start_personal_from_cursor(agent_id, after, limit)
+        row = await locked.result()
+        if row is None:
+            raise MissingRow(f"cursor of {agent_id}")
+        cursor = AgentCursor(acked_seq=row.acked_seq, delivered_seq=row.delivered_seq)
+        return cursor, await page()
+
     async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
         """Store the agent's cursor."""
         await q.save_agent_cursor(

@@ -149,6 +149,21 @@ class AgentFeedRepository(Protocol):
         """The agent's cursor, locked for this unit (a fresh one when none is stored)."""
         ...
 
+    async def lock_cursor_and_read(
+        self, agent_id: uuid.UUID, after: int | None, limit: int
+    ) -> tuple[AgentCursor, list[Event]]:
+        """`lock_cursor`, then `read` of the first page after it, in one round trip.
+
+        Args:
+            agent_id: the agent.
+            after: the seq the page starts after; None for the cursor's acknowledged seq.
+            limit: at most this many events.
+
+        Returns:
+            The locked cursor and the page, as the two calls one after the other would.
+        """
+        ...
+
     async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
         """Store the agent's cursor."""
         ...

@@ -130,22 +130,23 @@ class AgentFeedService:
             raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
 
         async def work(uow: UnitOfWork) -> AgentEventPage:
-            cursor = await uow.agent_feed.lock_cursor(agent.id)
+            # The cursor's lock and the first page share a round trip.
+            cursor, events = await uow.agent_feed.lock_cursor_and_read(agent.id, after, size)
             position = cursor.acked_seq if after is None else after
             deliveries: list[Delivery] = []
             # Undeliverable events leave no trace in the page: read on past them, so
             # that a page is empty only when nothing deliverable is left after the
             # cursor (API.md), however many ended runs fill the feed before it.
-            while not deliveries:
-                events = await uow.agent_feed.read(agent.id, position, size)
+            while True:
                 for event in events:
                     delivery = await self._delivery(uow, event, cursor.delivered_seq)
                     if delivery is not None:
                         deliveries.append(delivery)
                 if events:
                     position = events[-1].seq
-                if len(events) < size:
+                if deliveries or len(events) < size:
                     break
+                events = await uow.agent_feed.read(agent.id, position, size)
             if position > cursor.delivered_seq:
                 await uow.agent_feed.save_cursor(
                     agent.id, attrs.evolve(cursor, delivered_seq=position)
