@@ -520,13 +520,17 @@ class _Anchor:
     Attributes:
         locked_seq: the seq before the anchor's on a thread a post's facts locked (the
             anchor then writes it and its event in one ``InsertMessageWithEvent``);
-            None to allocate (``AllocateThreadSeq``, and ``InsertMessage`` with the event
-            buffered behind the transaction's earlier ones).
+            None to lock the thread here (``LockThreadState``, which the service's reopen
+            check runs, gives the latest_seq: ``InsertMessage`` with the event buffered
+            behind the transaction's earlier ones, and the seq written before COMMIT).
         ord: the number of the anchor's event in the transaction (with `locked_seq`).
+        unwritten: where an anchor that locked the thread here notes (thread, seq) for
+            ``SetThreadLatestSeq`` before COMMIT.
     """
 
     locked_seq: int | None = None
     ord: int = FIRST_EVENT
+    unwritten: list[tuple[uuid.UUID, int]] = attrs.field(factory=list)
 
 
 async def _open_run(
@@ -562,8 +566,10 @@ async def _open_run(
     agent = await known.one(conn, agent_id)
     anchor = _ids.new_id()
     if anchor_at.locked_seq is None:
-        seq = await q.allocate_thread_seq(conn, id=target.thread_id)
-        assert seq is not None
+        locked = await q.lock_thread_state(conn, id=target.thread_id)
+        assert locked is not None
+        seq = locked.latest_seq + 1
+        anchor_at.unwritten.append((target.thread_id, seq))
     else:
         seq = anchor_at.locked_seq + 1
     doc = _message_doc(
@@ -802,6 +808,7 @@ async def finish_run(
         if trigger is not None and trigger.deleted_at is None:
             await _set_trigger_states(conn, known, target, [trigger.id], "done", events)
         follow_on: uuid.UUID | None = None
+        anchor_at = _Anchor()
         open_rows = await q.lock_open_followups(conn, run_id=run.id)
         if open_rows:
             candidates = sorted(
@@ -816,7 +823,7 @@ async def finish_run(
             await q.set_followup_states(
                 conn, state="deferred", at=now, run_id=run.id, message_ids=[first.message_id]
             )
-            # Events wait to be numbered: the anchor takes AllocateThreadSeq and InsertMessage.
+            # Events wait to be numbered: the anchor takes LockThreadState and InsertMessage.
             follow_on = await _open_run(
                 conn,
                 known,
@@ -826,7 +833,7 @@ async def finish_run(
                 run.agent_id,
                 now,
                 events,
-                _Anchor(),
+                anchor_at,
             )
             if rest:
                 await q.move_followups(
@@ -858,6 +865,8 @@ async def finish_run(
                     for r in rest
                 )
         await q.list_followups(conn, run_id=run.id)
+        for thread_id, seq in anchor_at.unwritten:
+            await q.set_thread_latest_seq(conn, id=thread_id, latest_seq=seq)
         await _commit(conn, events, FIRST_EVENT, now)
     return follow_on
 
@@ -935,11 +944,14 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
     delivered = 0
     async with _transaction(world) as conn:
         known = _Known()
-        cursor = await q.lock_agent_cursor(conn, agent_id=agent.id)
-        assert cursor is not None
-        rows = await q.read_audience_events(
-            conn, audience_id=agent.id, after_seq=after, max_events=1
+        # The cursor's lock and the first page in one round trip, as the service's.
+        locked = await q.start_lock_agent_cursor(conn, agent_id=agent.id)
+        page = await q.start_read_agent_events_from_cursor(
+            conn, agent_id=agent.id, after_seq=after, max_events=1
         )
+        cursor = await locked.result()
+        assert cursor is not None
+        rows = await page.result()
         events: list[_Event] = []
         now = datetime.now(UTC)
         for row in rows:
