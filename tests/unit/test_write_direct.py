@@ -190,3 +190,54 @@ def test_the_request_log_takes_the_direct_path_when_installed(
     log.write(method="POST", route=ROUTE, status=201, duration_ms=1.25)
     (line,) = stream.getvalue().splitlines()
     assert {k: json.loads(line)[k] for k in FIELDS} == FIELDS
+
+
+def _counted_records(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    made: list[str] = []
+    original = logging.Logger.makeRecord
+
+    def counted(self: logging.Logger, *args: object, **kwargs: object) -> logging.LogRecord:
+        made.append(self.name)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(logging.Logger, "makeRecord", counted)
+    return made
+
+
+def test_a_structlog_line_is_written_without_a_standard_library_record(
+    logger: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = io.StringIO()
+    configure_logging(level="INFO", json=True, stream=stream)
+    made = _counted_records(monkeypatch)
+    structlog.get_logger(LOGGER_NAME).info("agent_send", token="tk_secret", outcome="sent")
+    structlog.get_logger(LOGGER_NAME).debug("below_the_level")
+    logging.getLogger("uvicorn.error").warning("a foreign record")
+    first, second = stream.getvalue().splitlines()
+    record = json.loads(first)
+    assert (record["event"], record["token"], record["outcome"]) == ("agent_send", REDACTED, "sent")
+    assert (record["level"], record["logger"]) == ("info", LOGGER_NAME)
+    assert json.loads(second)["event"] == "a foreign record"
+    assert made == ["uvicorn.error"], "only the foreign record became a LogRecord"
+
+
+def test_a_structlog_line_takes_the_standard_library_when_another_handler_listens(
+    logger: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = io.StringIO()
+    configure_logging(json=True, stream=stream)
+    heard: list[logging.LogRecord] = []
+
+    class Listener(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            heard.append(record)
+
+    listener = Listener()
+    logger.addHandler(listener)
+    try:
+        structlog.get_logger(LOGGER_NAME).info("agent_send", outcome="sent")
+    finally:
+        logger.removeHandler(listener)
+    (line,) = stream.getvalue().splitlines()
+    assert json.loads(line)["event"] == "agent_send"
+    assert len(heard) == 1

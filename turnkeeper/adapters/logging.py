@@ -20,7 +20,9 @@ processors and the same renderer and writes the line to the same handler's strea
 without structlog's bound logger and without a standard library record (ADR 0028). It does
 so only while the configuration is the one `configure_logging` installed; after any other
 (a test's `structlog.testing.capture_logs`, another handler on the root logger) it
-declines and the caller logs the usual way.
+declines and the caller logs the usual way. Every other structlog line skips the record
+the same way: the chain's last processor writes the line itself when the record would
+reach the installed handler alone (ADR 0028, amended).
 """
 
 from __future__ import annotations
@@ -213,15 +215,10 @@ def write_direct(logger: logging.Logger, method_name: str, event: str, fields: E
         or without propagation): then log the usual way.
     """
     chain = _installed
-    root = logging.root
     if (
         chain is None
         or structlog.get_config()["processors"] != chain.processors
-        or root.handlers != [chain.handler]
-        or logger.disabled
-        or logger.filters
-        or chain.handler.filters
-        or not _reaches_root_alone(logger)
+        or _direct_handler(chain, logger) is None
     ):
         return False
     # The mapping structlog's `filter_by_level` decides by, so both paths agree.
@@ -232,19 +229,34 @@ def write_direct(logger: logging.Logger, method_name: str, event: str, fields: E
     record: Any = fields
     for processor in chain.shared:
         record = processor(logger, method_name, record)
-    line = chain.renderer(logger, method_name, record)
-    handler = chain.handler
+    _write_line(chain.handler, str(chain.renderer(logger, method_name, record)), event, level)
+    return True
+
+
+def _direct_handler(chain: _Chain, logger: logging.Logger) -> logging.StreamHandler[TextIO] | None:
+    """The installed handler when a record of `logger` would reach it and it alone."""
+    if (
+        logging.root.handlers != [chain.handler]
+        or logger.disabled
+        or logger.filters
+        or chain.handler.filters
+        or not _reaches_root_alone(logger)
+    ):
+        return None
+    return chain.handler
+
+
+def _write_line(handler: logging.StreamHandler[TextIO], line: str, event: Any, level: int) -> None:
     # StreamHandler.emit without its record: write, flush, never raise into the caller.
     handler.acquire()
     try:
-        # str() as LineFormatter.format does with the line structlog rendered.
-        handler.stream.write(str(line) + handler.terminator)
+        # The line as LineFormatter.format gives a line structlog rendered.
+        handler.stream.write(line + handler.terminator)
         handler.flush()
     except Exception:  # a log line must not fail the request (as StreamHandler.emit)
         handler.handleError(logging.makeLogRecord({"msg": event, "levelno": level}))
     finally:
         handler.release()
-    return True
 
 
 def _reaches_root_alone(logger: logging.Logger) -> bool:
@@ -263,7 +275,22 @@ def _rendered_for_stdlib(renderer: Processor) -> Processor:
     def render(
         logger: WrappedLogger, method_name: str, event_dict: EventDict
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        event = event_dict.get("event")
         line = renderer(logger, method_name, event_dict)
+        chain = _installed
+        level = structlog.processors.NAME_TO_LEVEL.get(method_name)
+        handler = (
+            _direct_handler(chain, logger)
+            if chain is not None and level is not None and isinstance(logger, logging.Logger)
+            else None
+        )
+        if handler is not None and level is not None:
+            # The record would reach the installed handler alone: write the line there
+            # as `write_direct` does, without a standard library record (filter_by_level
+            # already passed it), and end structlog's call.
+            if level >= handler.level:
+                _write_line(handler, str(line), event, level)
+            raise structlog.DropEvent
         # The standard library's call: logger.info(line, extra=...), no caller lookup.
         return (line,), {"extra": {RENDERED_ATTRIBUTE: True}}
 
