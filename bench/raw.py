@@ -946,8 +946,8 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
         known = _Known()
         # The cursor's lock and the first page in one round trip, as the service's.
         locked = await q.start_lock_agent_cursor(conn, agent_id=agent.id)
-        page = await q.start_read_agent_events_from_cursor(
-            conn, agent_id=agent.id, after_seq=after, max_events=1
+        page = await q.start_read_audience_events(
+            conn, audience_id=agent.id, after_seq=after, max_events=1
         )
         cursor = await locked.result()
         assert cursor is not None

@@ -290,7 +290,7 @@ PIPELINED = frozenset(
         "LockAgentCursor",
         "MarkThreadRestricted",
         "MoveFollowups",
-        "ReadAgentEventsFromCursor",
+        "ReadAudienceEvents",
         "SaveAgentCursor",
         "SetFollowupStates",
         "SetThreadLatestSeq",

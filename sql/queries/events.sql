@@ -73,24 +73,16 @@ WHERE seq > sqlc.arg(after_seq)
 ORDER BY seq
 LIMIT sqlc.arg(max_events);
 
--- One principal's personal events (agent.invocation, agent.followup, run.cancel_requested).
+-- One principal's personal events (agent.invocation, agent.followup, run.cancel_requested)
+-- after a seq, or, when none is given, after the acknowledged seq of the principal's
+-- agent cursor: a poll queues it right after LockAgentCursor, in the same round trip, so
+-- the cursor row it reads is the one that statement locked (or created) in this unit.
 -- name: ReadAudienceEvents :many
 SELECT * FROM events
-WHERE audience_id = sqlc.arg(audience_id) AND seq > sqlc.arg(after_seq)
-  AND seq < turnkeeper_event_horizon()
-ORDER BY seq
-LIMIT sqlc.arg(max_events);
-
--- A poll's first page: the agent's personal events after the given seq, or after its
--- acknowledged one when none is given. Queued right after LockAgentCursor, in the same
--- round trip: the cursor row it reads is the one that statement locked (or created) in
--- this unit, so nobody moved it in between.
--- name: ReadAgentEventsFromCursor :many
-SELECT * FROM events
-WHERE audience_id = sqlc.arg(agent_id)
+WHERE audience_id = sqlc.arg(audience_id)::uuid
   AND seq > coalesce(
       sqlc.narg(after_seq)::bigint,
-      (SELECT c.acked_seq FROM agent_cursors c WHERE c.agent_id = sqlc.arg(agent_id)),
+      (SELECT c.acked_seq FROM agent_cursors c WHERE c.agent_id = sqlc.arg(audience_id)),
       0)
   AND seq < turnkeeper_event_horizon()
 ORDER BY seq

@@ -266,8 +266,8 @@ class PostgresEventLog(PostgresRepository):
         Returns:
             Awaits the events (waiting for them when they have not arrived yet).
         """
-        pending = await q.start_read_agent_events_from_cursor(
-            self._conn, agent_id=agent_id, after_seq=after, max_events=limit
+        pending = await q.start_read_audience_events(
+            self._conn, audience_id=agent_id, after_seq=after, max_events=limit
         )
 
         async def events() -> list[Event]:

@@ -943,13 +943,7 @@ ORDER BY seq
 LIMIT %(p7)s"""
 
 _READ_AUDIENCE_EVENTS = """SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
-WHERE audience_id = %(p1)s AND seq > %(p2)s
-  AND seq < turnkeeper_event_horizon()
-ORDER BY seq
-LIMIT %(p3)s"""
-
-_READ_AGENT_EVENTS_FROM_CURSOR = """SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
-WHERE audience_id = %(p1)s
+WHERE audience_id = %(p1)s::uuid
   AND seq > coalesce(
       %(p2)s::bigint,
       (SELECT c.acked_seq FROM agent_cursors c WHERE c.agent_id = %(p1)s),
@@ -2220,18 +2214,25 @@ async def read_shared_events(
 async def read_audience_events(
     conn: psycopg.AsyncConnection[Any],
     *,
-    audience_id: uuid.UUID | None,
-    after_seq: int,
+    audience_id: uuid.UUID,
+    after_seq: int | None,
     max_events: int,
 ) -> list[EventRow]:
     """Run ReadAudienceEvents (:many, sql/queries/events.sql).
 
-    One principal's personal events (agent.invocation, agent.followup, run.cancel_requested).
+    One principal's personal events (agent.invocation, agent.followup, run.cancel_requested)
+    after a seq, or, when none is given, after the acknowledged seq of the principal's
+    agent cursor: a poll queues it right after LockAgentCursor, in the same round trip, so
+    the cursor row it reads is the one that statement locked (or created) in this unit.
 
     SQL::
 
         SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
-        WHERE audience_id = $1 AND seq > $2
+        WHERE audience_id = $1::uuid
+          AND seq > coalesce(
+              $2::bigint,
+              (SELECT c.acked_seq FROM agent_cursors c WHERE c.agent_id = $1),
+              0)
           AND seq < turnkeeper_event_horizon()
         ORDER BY seq
         LIMIT $3
@@ -2252,63 +2253,19 @@ async def read_audience_events(
         return await cur.fetchall()
 
 
-async def read_agent_events_from_cursor(
+async def start_read_audience_events(
     conn: psycopg.AsyncConnection[Any],
     *,
-    agent_id: uuid.UUID | None,
-    after_seq: int | None,
-    max_events: int,
-) -> list[EventRow]:
-    """Run ReadAgentEventsFromCursor (:many, sql/queries/events.sql).
-
-    A poll's first page: the agent's personal events after the given seq, or after its
-    acknowledged one when none is given. Queued right after LockAgentCursor, in the same
-    round trip: the cursor row it reads is the one that statement locked (or created) in
-    this unit, so nobody moved it in between.
-
-    SQL::
-
-        SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
-        WHERE audience_id = $1
-          AND seq > coalesce(
-              $2::bigint,
-              (SELECT c.acked_seq FROM agent_cursors c WHERE c.agent_id = $1),
-              0)
-          AND seq < turnkeeper_event_horizon()
-        ORDER BY seq
-        LIMIT $3
-
-    Args:
-        conn: the connection; the statement runs in its current transaction.
-        agent_id: ``$1`` (``uuid``).
-        after_seq: ``$2`` (``int8``).
-        max_events: ``$3`` (``integer``).
-
-    Returns:
-        The rows, in the order of the query.
-    """
-    async with conn.cursor(row_factory=args_row(EventRow)) as cur:
-        await cur.execute(
-            _READ_AGENT_EVENTS_FROM_CURSOR, {"p1": agent_id, "p2": after_seq, "p3": max_events}
-        )
-        return await cur.fetchall()
-
-
-async def start_read_agent_events_from_cursor(
-    conn: psycopg.AsyncConnection[Any],
-    *,
-    agent_id: uuid.UUID | None,
+    audience_id: uuid.UUID,
     after_seq: int | None,
     max_events: int,
 ) -> PendingMany[EventRow]:
-    """Queue ReadAgentEventsFromCursor in the unit's pipeline; read it with ``result()``.
+    """Queue ReadAudienceEvents in the unit's pipeline; read it with ``result()``.
 
-    The parameters and rows are those of `read_agent_events_from_cursor`.
+    The parameters and rows are those of `read_audience_events`.
     """
     cur = conn.cursor(row_factory=args_row(EventRow))
-    await cur.execute(
-        _READ_AGENT_EVENTS_FROM_CURSOR, {"p1": agent_id, "p2": after_seq, "p3": max_events}
-    )
+    await cur.execute(_READ_AUDIENCE_EVENTS, {"p1": audience_id, "p2": after_seq, "p3": max_events})
     return PendingMany(cur)
 
 
