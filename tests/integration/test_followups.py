@@ -1587,8 +1587,8 @@ class TestPollReadsItsFirstPageWithTheCursor:
     ) -> None:
         world = ext
         lotse = world.principal("lotse")
+        thread = main_thread(world, "allgemein")
         for index in range(3):
-            thread = main_thread(world, "allgemein")
             await post(services, world, "alex", thread, f"t{index}", content="help")
             run = await active_run(services, thread)
             assert run is not None

@@ -279,18 +279,15 @@ def _rendered_for_stdlib(renderer: Processor) -> Processor:
         line = renderer(logger, method_name, event_dict)
         chain = _installed
         level = structlog.processors.NAME_TO_LEVEL.get(method_name)
-        handler = (
-            _direct_handler(chain, logger)
-            if chain is not None and level is not None and isinstance(logger, logging.Logger)
-            else None
-        )
-        if handler is not None and level is not None:
-            # The record would reach the installed handler alone: write the line there
-            # as `write_direct` does, without a standard library record (filter_by_level
-            # already passed it), and end structlog's call.
-            if level >= handler.level:
-                _write_line(handler, str(line), event, level)
-            raise structlog.DropEvent
+        if chain is not None and level is not None and isinstance(logger, logging.Logger):
+            handler = _direct_handler(chain, logger)
+            if handler is not None:
+                # The record would reach the installed handler alone: write the line
+                # there as `write_direct` does, without a standard library record
+                # (filter_by_level already passed it), and end structlog's call.
+                if level >= handler.level:
+                    _write_line(handler, str(line), event, level)
+                raise structlog.DropEvent
         # The standard library's call: logger.info(line, extra=...), no caller lookup.
         return (line,), {"extra": {RENDERED_ATTRIBUTE: True}}
 

@@ -144,6 +144,13 @@ class PostgresRunRepository(PostgresRepository):
         return [_run(row) for row in rows]
 
 
+def _cursor(agent_id: uuid.UUID, row: q.LockAgentCursorRow | None) -> AgentCursor:
+    """The cursor LockAgentCursor returned (it always returns one: MissingRow else)."""
+    if row is None:
+        raise MissingRow(f"cursor of {agent_id}")
+    return AgentCursor(acked_seq=row.acked_seq, delivered_seq=row.delivered_seq)
+
+
 class PostgresAgentFeedRepository(PostgresRepository):
     """Personal events and delivery cursors; satisfies `AgentFeedRepository`.
 
@@ -164,10 +171,7 @@ class PostgresAgentFeedRepository(PostgresRepository):
 
     async def lock_cursor(self, agent_id: uuid.UUID) -> AgentCursor:
         """The agent's cursor, created on first use, locked for this unit."""
-        row = await q.lock_agent_cursor(self._conn, agent_id=agent_id)
-        if row is None:
-            raise MissingRow(f"cursor of {agent_id}")
-        return AgentCursor(acked_seq=row.acked_seq, delivered_seq=row.delivered_seq)
+        return _cursor(agent_id, await q.lock_agent_cursor(self._conn, agent_id=agent_id))
 
     async def lock_cursor_and_read(
         self, agent_id: uuid.UUID, after: int | None, limit: int
@@ -175,11 +179,7 @@ class PostgresAgentFeedRepository(PostgresRepository):
         """The cursor locked and the first page after it, in one round trip."""
         locked = await q.start_lock_agent_cursor(self._conn, agent_id=agent_id)
         page = await self._events.start_personal_from_cursor(agent_id, after, limit)
-        row = await locked.result()
-        if row is None:
-            raise MissingRow(f"cursor of {agent_id}")
-        cursor = AgentCursor(acked_seq=row.acked_seq, delivered_seq=row.delivered_seq)
-        return cursor, await page()
+        return _cursor(agent_id, await locked.result()), await page()
 
     async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
         """Store the agent's cursor."""
