@@ -18,6 +18,48 @@ SELECT * FROM runs WHERE id = sqlc.arg(id);
 -- name: LockRun :one
 SELECT * FROM runs WHERE id = sqlc.arg(id) FOR UPDATE;
 
+-- LockRun for the caller of a bearer token, read in the same round trip (ADR 0026): the
+-- live token of the hash and its principal as one JSON column (as GetPostFacts reads
+-- them: [id, kind, handle, display_name, is_owner, billing_mode, holder_id,
+-- supports_followups, enabled, reported_followups, created_at, token id, label, origin,
+-- token created_at, last_used_at]), then the run's columns, locked FOR UPDATE (NULL for
+-- an unknown run). No row at all for an unknown or revoked token, and then no run is
+-- locked.
+-- name: LockRunForToken :one
+WITH token AS (
+    SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
+    FROM api_tokens k
+    WHERE k.token_hash = sqlc.arg(token_hash)::bytea AND k.revoked_at IS NULL
+),
+caller AS (
+    SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode,
+           p.holder_id, p.supports_followups, p.enabled, p.reported_followups,
+           p.created_at
+    FROM principals p
+    WHERE p.id = (SELECT token.principal_id FROM token)
+),
+locked AS (
+    SELECT r.id, r.thread_id, r.agent_id, r.state, r.state_reason, r.trigger_kind,
+           r.triggering_message_id, r.triggered_by, r.version, r.cancel_requested,
+           r.cancel_requested_at, r.invocation_jti, r.created_at, r.updated_at
+    FROM runs r
+    WHERE r.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM caller)
+    FOR UPDATE
+)
+SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
+                        caller.is_owner, caller.billing_mode, caller.holder_id,
+                        caller.supports_followups, caller.enabled,
+                        caller.reported_followups, caller.created_at, token.id,
+                        token.label, token.origin, token.created_at,
+                        token.last_used_at)::text AS caller,
+       locked.id, locked.thread_id, locked.agent_id, locked.state, locked.state_reason,
+       locked.trigger_kind, locked.triggering_message_id, locked.triggered_by,
+       locked.version, locked.cancel_requested, locked.cancel_requested_at,
+       locked.invocation_jti, locked.created_at, locked.updated_at
+FROM caller
+JOIN token ON true
+LEFT JOIN locked ON true;
+
 -- Taken by the acceptance after the thread row lock (lock order: thread, then run), so
 -- the active run stays a fact until the message commits, also against its end.
 -- name: LockActiveRunInThread :one

@@ -37,6 +37,9 @@ HTTP_TARGETS = {
     "gated send, hot thread": 2,
     "gated send, many threads": 2,
 }
+#: Over HTTP an agent's finish reads its token in the round trip that locks the run
+#: (ADR 0026): the request costs what the service costs, authentication included.
+HTTP_FINISHES = ("finish, 0 follow-ups", "finish, 10 follow-ups")
 #: Finishing a run with follow-ups: the same round trips whatever their number and mode.
 FINISHES = ("finish, 10 follow-ups", "finish, 100 follow-ups", "finish, 100 follow-ups, steer")
 _OPS = {op.name: op for op in OPERATIONS}
@@ -72,6 +75,21 @@ async def test_a_message_over_http_is_authenticated_in_the_round_trips_of_its_po
     service = await on_the_wire(census_worlds, op, "service")
     assert exchange.round_trips <= HTTP_TARGETS[name], (exchange.round_trips, exchange.statements)
     # Not one statement more than the service's own: no token read of its own.
+    assert (exchange.round_trips, exchange.statements) == (
+        service.round_trips,
+        service.statements,
+    )
+
+
+@pytest.mark.parametrize("name", HTTP_FINISHES)
+async def test_a_finish_over_http_is_authenticated_in_the_round_trip_of_its_lock(
+    census_worlds: tuple[BenchWorld, BenchWorld], name: str
+) -> None:
+    op = _OPS[name]
+    exchange = await on_the_wire(census_worlds, op, "http")
+
+    service = await on_the_wire(census_worlds, op, "service")
+    # The service's statements with LockRunForToken in place of LockRun: no more.
     assert (exchange.round_trips, exchange.statements) == (
         service.round_trips,
         service.statements,

@@ -127,7 +127,9 @@ def build_services(
     bus.subscribe(MessagePosted, check_named_run)
     bus.subscribe(MessagePosted, trigger.on_message_posted)
     agent_feed = AgentFeedService(tx, ender, changes, audit, clock, ids, settings, signer)
-    run_lifecycle = RunLifecycleService(tx, ender, changes, events, clock, signer)
+    run_lifecycle = RunLifecycleService(
+        tx, ender, changes, events, clock, signer, settings.token_last_used_interval
+    )
     run_patch = RunPatchService(tx, changes, clock)
     run_jobs = RunJobsService(tx, ender, clock, settings)
     runs = RunsService(agent_feed, run_lifecycle, run_patch, run_jobs)

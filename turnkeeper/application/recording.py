@@ -22,6 +22,7 @@ from turnkeeper.application.ports import (
     FollowupRepository,
     ReaderScope,
     RunRepository,
+    TokenRun,
 )
 from turnkeeper.application.ports.audit import DeniedAction
 from turnkeeper.application.telemetry import CommittedChanges, DenialFact, FollowupChange
@@ -115,6 +116,10 @@ class RecordingRuns:
     async def lock(self, run_id: uuid.UUID) -> Run | None:
         """The unit's own lock."""
         return await self._inner.lock(run_id)
+
+    async def lock_for_token(self, run_id: uuid.UUID, token_hash: bytes) -> TokenRun | None:
+        """The unit's own lock."""
+        return await self._inner.lock_for_token(run_id, token_hash)
 
     async def lock_active_in_thread(self, thread_id: uuid.UUID) -> Run | None:
         """The unit's own lock."""

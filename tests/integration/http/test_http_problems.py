@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.support.http import ContractClient, bearer, contract_client
+from tests.support.scenario import main_thread, post, runs_of
 from tests.support.services import memory_services
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
@@ -72,6 +73,69 @@ async def test_a_message_with_an_unknown_token_is_401_whatever_its_body_and_path
     )
     assert_problem(response, 401, "unauthenticated")
     assert response.headers["www-authenticate"] == "Bearer"
+
+
+#: An agent's moves of its run, each with a valid body and two it fails to decode.
+RUN_MOVES = {
+    "start": {
+        "valid": b'{"invocation_token": "not-a-token"}',
+        "unknown member": b'{"invocation_token": "not-a-token", "colour": "red"}',
+        "wrong type": b'{"invocation_token": 7}',
+    },
+    "await-input": {
+        "valid": b'{"question": "Sam, which week?"}',
+        "unknown member": b'{"colour": "red"}',
+        "wrong type": b'{"question": 7}',
+    },
+    "resume": {
+        "valid": b'{"invocation_token": "not-a-token"}',
+        "unknown member": b'{"colour": "red"}',
+        "wrong type": b'{"invocation_token": []}',
+    },
+    "finish": {
+        "valid": b'{"state": "completed"}',
+        "unknown member": b'{"state": "completed", "colour": "red"}',
+        "wrong type": b'{"state": "done"}',
+    },
+}
+
+
+@pytest.mark.parametrize("body", ["valid", "unknown member", "wrong type"])
+@pytest.mark.parametrize("move", sorted(RUN_MOVES))
+@pytest.mark.parametrize("path_id", ["known", "malformed", "unknown"])
+async def test_a_run_move_with_an_unknown_token_is_401_whatever_its_body_and_path(
+    client: ContractClient,
+    world: DemoWorld,
+    services: Services,
+    body: str,
+    move: str,
+    path_id: str,
+) -> None:
+    # The agent's moves resolve their token in the round trip of the run's lock (ADR
+    # 0026); a request that fails to decode before it still answers 401 first.
+    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
+    (run,) = await runs_of(services, main_thread(world, "allgemein"))
+    run_id = {"known": str(run.id), "malformed": "not-a-uuid", "unknown": str(uuid.uuid4())}
+    response = await client.post(
+        f"/v1/runs/{run_id[path_id]}/{move}",
+        content=RUN_MOVES[move][body],
+        headers={**bearer("tk_unknown"), "content-type": "application/json"},
+    )
+    assert_problem(response, 401, "unauthenticated")
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert (await runs_of(services, main_thread(world, "allgemein"))) == [run]
+
+
+@pytest.mark.parametrize("move", sorted(RUN_MOVES))
+async def test_a_run_move_with_a_live_token_gets_its_decoding_error(
+    client: ContractClient, world: DemoWorld, move: str
+) -> None:
+    response = await client.post(
+        f"/v1/runs/{uuid.uuid4()}/{move}",
+        content=RUN_MOVES[move]["wrong type"],
+        headers={**bearer(world.agents["lotse"].token), "content-type": "application/json"},
+    )
+    assert_problem(response, 400, "validation_failed")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
 """Routes of runs and of the agent runtime (API.md, sections Runs and Agent runtime).
 
 Thin controllers: decode, call the runs service, encode. Invocation tokens appear only in
-the agent feed's answers, never in logs or problems.
+the agent feed's answers, never in logs or problems. An agent's moves of its own run
+(start, await-input, resume, finish) take the bearer token unresolved: the use case reads
+it in the round trip that locks the run (ADR 0026).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from turnkeeper.adapters.http.requests import (
     given,
 )
 from turnkeeper.adapters.http.run_answers import AgentEventPage, Run
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.services.runs import RunsService, RunView
 from turnkeeper.domain.runs import RunState
@@ -64,44 +67,44 @@ async def cancel_run(
 async def start_run(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[InvocationTokenBody],
-    principal: NamedDependency[Principal],
+    bearer: NamedDependency[BearerToken],
     runs: NamedDependency[RunsService],
 ) -> Response[Run]:
     """Queued -> running, with the token of the invocation's delivery."""
-    return _run(await runs.start(principal, run_id, data.invocation_token))
+    return _run(await runs.start(bearer, run_id, data.invocation_token))
 
 
 @post("/runs/{run_id:str}/await-input", status_code=HTTP_200_OK, responses=problems(403, 409))
 async def await_input(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[AwaitInputBody],
-    principal: NamedDependency[Principal],
+    bearer: NamedDependency[BearerToken],
     runs: NamedDependency[RunsService],
 ) -> Response[Run]:
     """Running -> waiting_input (the question is shown by the agent, not stored)."""
-    return _run(await runs.await_input(principal, run_id))
+    return _run(await runs.await_input(bearer, run_id))
 
 
 @post("/runs/{run_id:str}/resume", status_code=HTTP_200_OK, responses=problems(403, 409))
 async def resume_run(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[InvocationTokenBody],
-    principal: NamedDependency[Principal],
+    bearer: NamedDependency[BearerToken],
     runs: NamedDependency[RunsService],
 ) -> Response[Run]:
     """waiting_input -> running, only with the token of the latest delivery."""
-    return _run(await runs.resume(principal, run_id, data.invocation_token))
+    return _run(await runs.resume(bearer, run_id, data.invocation_token))
 
 
 @post("/runs/{run_id:str}/finish", status_code=HTTP_200_OK, responses=problems(403, 409))
 async def finish_run(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[FinishBody],
-    principal: NamedDependency[Principal],
+    bearer: NamedDependency[BearerToken],
     runs: NamedDependency[RunsService],
 ) -> Response[Run]:
     """End the run (a repeated identical finish is a no-op)."""
-    view = await runs.finish(principal, run_id, RunState(data.state), given(data.reason))
+    view = await runs.finish(bearer, run_id, RunState(data.state), given(data.reason))
     return _run(view)
 
 

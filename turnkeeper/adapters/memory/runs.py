@@ -13,8 +13,9 @@ from datetime import datetime
 import attrs
 
 from turnkeeper.adapters.memory.tables import FollowupRow, Tables, events_after
+from turnkeeper.adapters.memory.tokens import MemoryTokenRepository
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
-from turnkeeper.application.ports import AgentCursor
+from turnkeeper.application.ports import AgentCursor, TokenRun
 from turnkeeper.domain.events import Event
 from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run, RunState
@@ -48,6 +49,13 @@ class MemoryRunRepository:
     async def lock(self, run_id: uuid.UUID) -> Run | None:
         """The run, or None (units are serialized: no lock to take)."""
         return self._t.runs.get(run_id)
+
+    async def lock_for_token(self, run_id: uuid.UUID, token_hash: bytes) -> TokenRun | None:
+        """The caller of a live token and the run, or None for an unknown or revoked token."""
+        caller = await MemoryTokenRepository(self._t).resolve(token_hash)
+        if caller is None:
+            return None
+        return TokenRun(caller=caller, run=self._t.runs.get(run_id))
 
     async def lock_active_in_thread(self, thread_id: uuid.UUID) -> Run | None:
         """The active run of a thread, or None."""

@@ -504,6 +504,45 @@ class RunRow:
 
 
 @attrs.frozen
+class LockRunForTokenRow:
+    """A result row of LockRunForToken.
+
+    Attributes:
+        caller: ``text``.
+        id: ``uuid`` or NULL.
+        thread_id: ``uuid`` or NULL.
+        agent_id: ``uuid`` or NULL.
+        state: ``text`` or NULL.
+        state_reason: ``text`` or NULL.
+        trigger_kind: ``text`` or NULL.
+        triggering_message_id: ``uuid`` or NULL.
+        triggered_by: ``uuid`` or NULL.
+        version: ``int8`` or NULL.
+        cancel_requested: ``bool`` or NULL.
+        cancel_requested_at: ``timestamptz`` or NULL.
+        invocation_jti: ``text`` or NULL.
+        created_at: ``timestamptz`` or NULL.
+        updated_at: ``timestamptz`` or NULL.
+    """
+
+    caller: str
+    id: uuid.UUID | None
+    thread_id: uuid.UUID | None
+    agent_id: uuid.UUID | None
+    state: str | None
+    state_reason: str | None
+    trigger_kind: str | None
+    triggering_message_id: uuid.UUID | None
+    triggered_by: uuid.UUID | None
+    version: int | None
+    cancel_requested: bool | None
+    cancel_requested_at: datetime | None
+    invocation_jti: str | None
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+@attrs.frozen
 class LockRunForAnswerRow:
     """A result row of LockRunForAnswer.
 
@@ -1264,6 +1303,40 @@ _INSERT_RUN = """INSERT INTO runs (
 _GET_RUN = """SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs WHERE id = %(p1)s"""
 
 _LOCK_RUN = """SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs WHERE id = %(p1)s FOR UPDATE"""
+
+_LOCK_RUN_FOR_TOKEN = """WITH token AS (
+    SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
+    FROM api_tokens k
+    WHERE k.token_hash = %(p1)s::bytea AND k.revoked_at IS NULL
+),
+caller AS (
+    SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode,
+           p.holder_id, p.supports_followups, p.enabled, p.reported_followups,
+           p.created_at
+    FROM principals p
+    WHERE p.id = (SELECT token.principal_id FROM token)
+),
+locked AS (
+    SELECT r.id, r.thread_id, r.agent_id, r.state, r.state_reason, r.trigger_kind,
+           r.triggering_message_id, r.triggered_by, r.version, r.cancel_requested,
+           r.cancel_requested_at, r.invocation_jti, r.created_at, r.updated_at
+    FROM runs r
+    WHERE r.id = %(p2)s AND EXISTS (SELECT 1 FROM caller)
+    FOR UPDATE
+)
+SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
+                        caller.is_owner, caller.billing_mode, caller.holder_id,
+                        caller.supports_followups, caller.enabled,
+                        caller.reported_followups, caller.created_at, token.id,
+                        token.label, token.origin, token.created_at,
+                        token.last_used_at)::text AS caller,
+       locked.id, locked.thread_id, locked.agent_id, locked.state, locked.state_reason,
+       locked.trigger_kind, locked.triggering_message_id, locked.triggered_by,
+       locked.version, locked.cancel_requested, locked.cancel_requested_at,
+       locked.invocation_jti, locked.created_at, locked.updated_at
+FROM caller
+JOIN token ON true
+LEFT JOIN locked ON true"""
 
 _LOCK_ACTIVE_RUN_IN_THREAD = """SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs
 WHERE thread_id = %(p1)s AND state IN ('queued', 'running', 'waiting_input')
@@ -3991,6 +4064,68 @@ async def lock_run(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> RunR
     """
     async with conn.cursor(row_factory=args_row(RunRow)) as cur:
         await cur.execute(_LOCK_RUN, {"p1": id})
+        return await cur.fetchone()
+
+
+async def lock_run_for_token(
+    conn: psycopg.AsyncConnection[Any], *, token_hash: bytes, id: uuid.UUID
+) -> LockRunForTokenRow | None:
+    """Run LockRunForToken (:one, sql/queries/runs.sql).
+
+    LockRun for the caller of a bearer token, read in the same round trip (ADR 0026): the
+    live token of the hash and its principal as one JSON column (as GetPostFacts reads
+    them: [id, kind, handle, display_name, is_owner, billing_mode, holder_id,
+    supports_followups, enabled, reported_followups, created_at, token id, label, origin,
+    token created_at, last_used_at]), then the run's columns, locked FOR UPDATE (NULL for
+    an unknown run). No row at all for an unknown or revoked token, and then no run is
+    locked.
+
+    SQL::
+
+        WITH token AS (
+            SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
+            FROM api_tokens k
+            WHERE k.token_hash = $1::bytea AND k.revoked_at IS NULL
+        ),
+        caller AS (
+            SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode,
+                   p.holder_id, p.supports_followups, p.enabled, p.reported_followups,
+                   p.created_at
+            FROM principals p
+            WHERE p.id = (SELECT token.principal_id FROM token)
+        ),
+        locked AS (
+            SELECT r.id, r.thread_id, r.agent_id, r.state, r.state_reason, r.trigger_kind,
+                   r.triggering_message_id, r.triggered_by, r.version, r.cancel_requested,
+                   r.cancel_requested_at, r.invocation_jti, r.created_at, r.updated_at
+            FROM runs r
+            WHERE r.id = $2 AND EXISTS (SELECT 1 FROM caller)
+            FOR UPDATE
+        )
+        SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
+                                caller.is_owner, caller.billing_mode, caller.holder_id,
+                                caller.supports_followups, caller.enabled,
+                                caller.reported_followups, caller.created_at, token.id,
+                                token.label, token.origin, token.created_at,
+                                token.last_used_at)::text AS caller,
+               locked.id, locked.thread_id, locked.agent_id, locked.state, locked.state_reason,
+               locked.trigger_kind, locked.triggering_message_id, locked.triggered_by,
+               locked.version, locked.cancel_requested, locked.cancel_requested_at,
+               locked.invocation_jti, locked.created_at, locked.updated_at
+        FROM caller
+        JOIN token ON true
+        LEFT JOIN locked ON true
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        token_hash: ``$1`` (``bytea``).
+        id: ``$2`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(LockRunForTokenRow)) as cur:
+        await cur.execute(_LOCK_RUN_FOR_TOKEN, {"p1": token_hash, "p2": id})
         return await cur.fetchone()
 
 

@@ -11,10 +11,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+import attrs
+
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, members_by_value
 from turnkeeper.adapters.postgres.events import PostgresEventLog
-from turnkeeper.application.ports import AgentCursor
+from turnkeeper.adapters.postgres.tokens import caller_of
+from turnkeeper.application.ports import AgentCursor, TokenRun
 from turnkeeper.domain.events import Event
 from turnkeeper.domain.followups import FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run, RunState, TriggerKind
@@ -77,6 +80,17 @@ class PostgresRunRepository(PostgresRepository):
         """The run under FOR UPDATE, or None."""
         row = await q.lock_run(self._conn, id=run_id)
         return None if row is None else _run(row)
+
+    async def lock_for_token(self, run_id: uuid.UUID, token_hash: bytes) -> TokenRun | None:
+        """``LockRunForToken``: the token's caller and the run under FOR UPDATE."""
+        row = await q.lock_run_for_token(self._conn, token_hash=token_hash, id=run_id)
+        if row is None:
+            return None
+        caller = caller_of(row.caller, self._conn.info.timezone)
+        if row.id is None:
+            return TokenRun(caller=caller, run=None)
+        # The run's columns follow the caller's in the order of the runs table (RunRow).
+        return TokenRun(caller=caller, run=_run(q.RunRow(*attrs.astuple(row, recurse=False)[1:])))
 
     async def lock_active_in_thread(self, thread_id: uuid.UUID) -> Run | None:
         """The thread's active run under FOR UPDATE, or None."""

@@ -24,6 +24,7 @@ from turnkeeper.application.ports.runs import (
     AgentFeedRepository,
     FollowupRepository,
     RunRepository,
+    TokenRun,
 )
 from turnkeeper.application.ports.system import Clock, IdGenerator, InvocationClaims, TokenSigner
 from turnkeeper.application.ports.tokens import ResolvedToken, TokenRepository
@@ -70,6 +71,7 @@ __all__ = [
     "ThreadRepository",
     "TokenPostFacts",
     "TokenRepository",
+    "TokenRun",
     "TokenSigner",
     "UnitOfWork",
     "UnitOfWorkFactory",

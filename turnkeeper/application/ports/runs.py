@@ -9,10 +9,24 @@ from typing import Protocol
 
 import attrs
 
+from turnkeeper.application.ports.tokens import ResolvedToken
 from turnkeeper.domain.events import Event
 from turnkeeper.domain.followups import FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run
 from turnkeeper.domain.trigger_report import TriggerLinks
+
+
+@attrs.frozen(kw_only=True)
+class TokenRun:
+    """A run locked for a caller known by a bearer token only (`RunRepository.lock_for_token`).
+
+    Attributes:
+        caller: the live token and its principal.
+        run: the run, locked FOR UPDATE until the unit ends, or None for an unknown run.
+    """
+
+    caller: ResolvedToken
+    run: Run | None
 
 
 class RunRepository(Protocol):
@@ -32,6 +46,22 @@ class RunRepository(Protocol):
 
     async def lock(self, run_id: uuid.UUID) -> Run | None:
         """The run, locked FOR UPDATE until the unit ends, or None."""
+        ...
+
+    async def lock_for_token(self, run_id: uuid.UUID, token_hash: bytes) -> TokenRun | None:
+        """`lock` for the caller of a live token, resolved in the same round trip.
+
+        The caller is read as `TokenRepository.resolve` reads it (committed rows only: a
+        revoked token is refused from the moment its revocation committed); for an
+        unknown or revoked token no run is locked (ADR 0026).
+
+        Args:
+            run_id: the run.
+            token_hash: the stored form of the request's bearer token.
+
+        Returns:
+            The caller and the locked run, or None for an unknown or revoked token.
+        """
         ...
 
     async def lock_active_in_thread(self, thread_id: uuid.UUID) -> Run | None:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import uuid
 
-from turnkeeper.application.ports import UnitOfWork
+import attrs
+
+from turnkeeper.application.errors import Unauthenticated
+from turnkeeper.application.ports import ResolvedToken, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import authorized_thread
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.authorization import AccessTarget, Action
 from turnkeeper.domain.errors import NotFound
@@ -51,22 +55,50 @@ async def readable_target(uow: UnitOfWork, actor: Principal, run: Run) -> Access
     return await authorized_thread(uow, actor, Action.THREAD_READ, run.thread_id)
 
 
-async def own_run(uow: UnitOfWork, agent: Principal, run_id: uuid.UUID) -> Run:
+@attrs.frozen(kw_only=True)
+class OwnedRun:
+    """A run locked for its own agent (`own_run`).
+
+    Attributes:
+        agent: the caller, as given or as read by its token.
+        run: the run, locked FOR UPDATE until the unit ends.
+        token: the token the agent was read by (its use to be recorded after the unit),
+            or None when the agent was given.
+    """
+
+    agent: Principal
+    run: Run
+    token: ResolvedToken | None = None
+
+
+async def own_run(uow: UnitOfWork, actor: Principal | BearerToken, run_id: uuid.UUID) -> OwnedRun:
     """The run, locked FOR UPDATE, when the caller is its agent.
+
+    A caller known by its bearer token only is read in the round trip of the lock
+    (ADR 0026), and the answers keep the order of a request authenticated first: 401
+    for an unknown or revoked token, then 404 and 403.
 
     Args:
         uow: the unit of work.
-        agent: the caller.
+        actor: the caller, or the request's bearer token.
         run_id: the run.
 
     Returns:
-        The locked run.
+        The caller, the locked run and the token the caller was read by.
 
     Raises:
+        Unauthenticated: for an unknown or revoked token.
         NotFound: for an unknown run (or one whose thread the caller may not read).
         AccessDenied: forbidden / not_run_agent for a reader who is not its agent.
     """
-    run = await uow.runs.lock(run_id)
+    token: ResolvedToken | None = None
+    if isinstance(actor, Principal):
+        agent, run = actor, await uow.runs.lock(run_id)
+    else:
+        found = await uow.runs.lock_for_token(run_id, actor.digest)
+        if found is None:
+            raise Unauthenticated()
+        agent, run, token = found.caller.principal, found.run, found.caller
     if run is None:
         raise NotFound()
     if run.agent_id != agent.id:
@@ -77,7 +109,7 @@ async def own_run(uow: UnitOfWork, agent: Principal, run_id: uuid.UUID) -> Run:
             principal_id=agent.id,
             action=AuditAction.RUN_UPDATE,
         )
-    return run
+    return OwnedRun(agent=agent, run=run, token=token)
 
 
-__all__ = ["own_run", "readable_target", "require_agent"]
+__all__ = ["OwnedRun", "own_run", "readable_target", "require_agent"]

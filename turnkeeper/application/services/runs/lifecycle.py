@@ -8,13 +8,22 @@ trigger on the thread cancels. Every end goes through `RunEnder.end`.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 import attrs
 
 from turnkeeper.application.errors import InvalidToken
 from turnkeeper.application.event_factory import EventFactory
-from turnkeeper.application.ports import Clock, InvocationClaims, TokenSigner, UnitOfWork
+from turnkeeper.application.ports import (
+    Clock,
+    InvocationClaims,
+    ResolvedToken,
+    TokenSigner,
+    UnitOfWork,
+)
 from turnkeeper.application.services.access import authorized_thread, thread_target
+from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.runs.changes import RunChanges
 from turnkeeper.application.services.runs.guards import own_run, readable_target
 from turnkeeper.application.services.runs.run_end import RunEnder
@@ -46,6 +55,7 @@ class RunLifecycleService:
         events: the event factory.
         clock: the time.
         signer: verifies invocation tokens.
+        token_interval: ``auth.token_last_used_interval`` (a bearer token's use).
     """
 
     def __init__(
@@ -56,6 +66,7 @@ class RunLifecycleService:
         events: EventFactory,
         clock: Clock,
         signer: TokenSigner,
+        token_interval: timedelta,
     ) -> None:
         self._tx = tx
         self._ender = ender
@@ -63,6 +74,7 @@ class RunLifecycleService:
         self._events = events
         self._clock = clock
         self._signer = signer
+        self._token_interval = token_interval
 
     async def get(self, actor: Principal, run_id: uuid.UUID) -> RunView:
         """The run document for a reader of its thread.
@@ -87,13 +99,13 @@ class RunLifecycleService:
 
         return await self._tx.read(work)
 
-    async def start(self, agent: Principal, run_id: uuid.UUID, token: str) -> RunView:
+    async def start(self, actor: Principal | BearerToken, run_id: uuid.UUID, token: str) -> RunView:
         """Queued -> running with the token of the invocation's delivery.
 
         A repeated start with the same token is a no-op.
 
         Args:
-            agent: the run's agent.
+            actor: the run's agent, or the request's bearer token (see `_as_run_agent`).
             run_id: the run.
             token: the invocation token.
 
@@ -101,12 +113,12 @@ class RunLifecycleService:
             The run after the change.
 
         Raises:
+            Unauthenticated: for a bearer token that is unknown or revoked.
             InvalidToken: malformed, expired, or for another run.
             InvalidStateTransition: when the run is not queued.
         """
 
-        async def work(uow: UnitOfWork) -> RunView:
-            run = await own_run(uow, agent, run_id)
+        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
             claims = self._claims(token, run)
             if claims.trigger_kind is not TriggerKind.MESSAGE or claims.sub != run.triggered_by:
                 raise InvalidToken("run_mismatch")
@@ -117,24 +129,24 @@ class RunLifecycleService:
             )
             return await self._store(uow, run, changed, agent)
 
-        return await self._tx.run(work)
+        return await self._as_run_agent(actor, run_id, work)
 
-    async def await_input(self, agent: Principal, run_id: uuid.UUID) -> RunView:
+    async def await_input(self, actor: Principal | BearerToken, run_id: uuid.UUID) -> RunView:
         """Running -> waiting_input.
 
         Args:
-            agent: the run's agent.
+            actor: the run's agent, or the request's bearer token (see `_as_run_agent`).
             run_id: the run.
 
         Returns:
             The run after the change.
 
         Raises:
+            Unauthenticated: for a bearer token that is unknown or revoked.
             InvalidStateTransition: when the run is not running.
         """
 
-        async def work(uow: UnitOfWork) -> RunView:
-            run = await own_run(uow, agent, run_id)
+        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
             # No token resumes the run until a follow-up is delivered while it waits:
             # the start token (or an earlier answer's) was consumed by its own move.
             changed = attrs.evolve(
@@ -142,9 +154,11 @@ class RunLifecycleService:
             )
             return await self._store(uow, run, changed, agent)
 
-        return await self._tx.run(work)
+        return await self._as_run_agent(actor, run_id, work)
 
-    async def resume(self, agent: Principal, run_id: uuid.UUID, token: str) -> RunView:
+    async def resume(
+        self, actor: Principal | BearerToken, run_id: uuid.UUID, token: str
+    ) -> RunView:
         """waiting_input -> running, only with the token of the latest delivery.
 
         Only the token of a follow-up delivered while the run waits resumes it: the
@@ -152,7 +166,7 @@ class RunLifecycleService:
         consumed (``superseded``), also when no follow-up came since.
 
         Args:
-            agent: the run's agent.
+            actor: the run's agent, or the request's bearer token (see `_as_run_agent`).
             run_id: the run.
             token: the token of the follow-up delivered while the run waited.
 
@@ -160,28 +174,32 @@ class RunLifecycleService:
             The run after the change.
 
         Raises:
+            Unauthenticated: for a bearer token that is unknown or revoked.
             InvalidToken: superseded for an older or consumed token (the start token
                 among them); run_mismatch for another run's.
             InvalidStateTransition: when the run is not waiting for input.
         """
 
-        async def work(uow: UnitOfWork) -> RunView:
-            run = await own_run(uow, agent, run_id)
+        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
             claims = self._claims(token, run)
             changed = move(run, Transition.RESUME, self._clock.now())
             if claims.trigger_kind is not TriggerKind.FOLLOWUP or claims.jti != run.invocation_jti:
                 raise InvalidToken("superseded")
             return await self._store(uow, run, changed, agent)
 
-        return await self._tx.run(work)
+        return await self._as_run_agent(actor, run_id, work)
 
     async def finish(
-        self, agent: Principal, run_id: uuid.UUID, state: RunState, reason: str | None
+        self,
+        actor: Principal | BearerToken,
+        run_id: uuid.UUID,
+        state: RunState,
+        reason: str | None,
     ) -> RunView:
         """The agent ends its run; repeating the same end is a no-op.
 
         Args:
-            agent: the run's agent.
+            actor: the run's agent, or the request's bearer token (see `_as_run_agent`).
             run_id: the run.
             state: completed, failed or cancelled.
             reason: optional reason.
@@ -190,11 +208,11 @@ class RunLifecycleService:
             The ended run.
 
         Raises:
+            Unauthenticated: for a bearer token that is unknown or revoked.
             InvalidStateTransition: from queued, or to another end than the stored one.
         """
 
-        async def work(uow: UnitOfWork) -> RunView:
-            run = await own_run(uow, agent, run_id)
+        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
             if finish(run, state, reason, self._clock.now()) is None:
                 return await run_view(uow, run, agent.id)
             # The triggering message, its author (its message.updated) and the agent
@@ -208,7 +226,28 @@ class RunLifecycleService:
             ended = await self._ender.end(uow, run, target, state, stored_reason, actor=agent)
             return await run_view(uow, ended, agent.id)
 
-        return await self._tx.run(work)
+        return await self._as_run_agent(actor, run_id, work)
+
+    async def _as_run_agent(
+        self,
+        actor: Principal | BearerToken,
+        run_id: uuid.UUID,
+        step: Callable[[UnitOfWork, Principal, Run], Awaitable[RunView]],
+    ) -> RunView:
+        """Run an agent's move of its run in one unit, the run locked first (`own_run`).
+
+        A bearer token is resolved in the round trip of the run's lock, and its last use
+        recorded after the unit as `IdentityService.authenticate` records it (ADR 0026).
+        """
+
+        async def work(uow: UnitOfWork) -> tuple[RunView, ResolvedToken | None]:
+            owned = await own_run(uow, actor, run_id)
+            return await step(uow, owned.agent, owned.run), owned.token
+
+        view, caller = await self._tx.run(work)
+        if caller is not None:
+            await record_use(self._tx, caller, self._clock, self._token_interval)
+        return view
 
     async def cancel(self, person: Principal, run_id: uuid.UUID) -> RunView:
         """A person with trigger stops a run.

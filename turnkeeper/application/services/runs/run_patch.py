@@ -78,7 +78,7 @@ class RunPatchService:
         """
 
         async def work(uow: UnitOfWork) -> RunView:
-            run = await own_run(uow, agent, run_id)
+            run = (await own_run(uow, agent, run_id)).run
             if base_version != run.version:
                 raise BaseVersionConflict(run_document(await run_view(uow, run, agent.id)))
             if not run.state.active:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.runs.agent_feed import AgentEventPage, AgentFeedService
 from turnkeeper.application.services.runs.lifecycle import RunLifecycleService
 from turnkeeper.application.services.runs.run_jobs import RunJobsService
@@ -59,20 +60,26 @@ class RunsService:
         """`RunLifecycleService.get`."""
         return await self._lifecycle.get(actor, run_id)
 
-    async def start(self, agent: Principal, run_id: uuid.UUID, token: str) -> RunView:
+    async def start(self, agent: Principal | BearerToken, run_id: uuid.UUID, token: str) -> RunView:
         """`RunLifecycleService.start`."""
         return await self._lifecycle.start(agent, run_id, token)
 
-    async def await_input(self, agent: Principal, run_id: uuid.UUID) -> RunView:
+    async def await_input(self, agent: Principal | BearerToken, run_id: uuid.UUID) -> RunView:
         """`RunLifecycleService.await_input`."""
         return await self._lifecycle.await_input(agent, run_id)
 
-    async def resume(self, agent: Principal, run_id: uuid.UUID, token: str) -> RunView:
+    async def resume(
+        self, agent: Principal | BearerToken, run_id: uuid.UUID, token: str
+    ) -> RunView:
         """`RunLifecycleService.resume`."""
         return await self._lifecycle.resume(agent, run_id, token)
 
     async def finish(
-        self, agent: Principal, run_id: uuid.UUID, state: RunState, reason: str | None
+        self,
+        agent: Principal | BearerToken,
+        run_id: uuid.UUID,
+        state: RunState,
+        reason: str | None,
     ) -> RunView:
         """`RunLifecycleService.finish`."""
         return await self._lifecycle.finish(agent, run_id, state, reason)

@@ -1,0 +1,163 @@
+"""An agent moving its run by bearer token: authenticated in the round trip of the run's lock.
+
+Run on both adapters. Start, await-input, resume and finish take the request's token
+unresolved (ADR 0026): the use case answers what a request authenticated first would
+(401 for an unknown or revoked token, then 404 and 403), reads the token in its own unit
+(no separate read-only unit) and records its last use once per
+``auth.token_last_used_interval``, as `authenticate` does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from tests.support.fakes import FakeClock
+from tests.support.scenario import get_run, invocations, main_thread, post
+from tests.support.services import CountingFactory, services_over
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.errors import Unauthenticated
+from turnkeeper.application.ports import UnitOfWorkFactory
+from turnkeeper.application.services.identity import BearerToken
+from turnkeeper.application.settings import Settings
+from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.domain.errors import NotFound
+from turnkeeper.domain.runs import Run, RunState
+
+#: ``auth.token_last_used_interval`` of these tests, in seconds.
+INTERVAL = 60
+
+
+async def _setup(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> tuple[Services, DemoWorld, CountingFactory]:
+    counting = CountingFactory(uow_factory)
+    settings = Settings(token_last_used_interval=timedelta(seconds=INTERVAL))
+    services = services_over(counting, settings, clock)
+    return services, await build_demo_world(services), counting
+
+
+def _bearer(world: DemoWorld, handle: str) -> BearerToken:
+    return BearerToken.of((world.people.get(handle) or world.agents[handle]).token)
+
+
+async def _delivered(services: Services, world: DemoWorld) -> tuple[Run, str]:
+    """Alex writes in Allgemein; Lotse polls the invocation (the run is queued)."""
+    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
+    (delivery,) = await invocations(services, world.principal("lotse"))
+    assert delivery.invocation_token is not None
+    run = await get_run(services, uuid.UUID(delivery.event.payload["run_id"]))
+    return run, delivery.invocation_token
+
+
+async def _last_used(services: Services, world: DemoWorld, handle: str) -> object:
+    (token,) = await services.tokens.list_tokens(world.owner.principal, world.principal(handle).id)
+    return token.last_used_at
+
+
+async def test_an_agent_moves_its_run_by_token_in_one_unit_each(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, counting = await _setup(uow_factory, clock)
+    run, invocation = await _delivered(services, world)
+    lotse = _bearer(world, "lotse")
+    reads, writes = counting.reads, counting.writes
+
+    started = await services.runs.start(lotse, run.id, invocation)
+
+    assert started.run.state is RunState.RUNNING
+    # The token was read in the start's unit; its first use was recorded in one more.
+    assert (counting.reads, counting.writes) == (reads, writes + 2)
+    waiting = await services.runs.await_input(lotse, run.id)
+    assert waiting.run.state is RunState.WAITING_INPUT
+    ended = await services.runs.finish(lotse, run.id, RunState.COMPLETED, "done")
+    assert (ended.run.state, ended.run.state_reason) == (RunState.COMPLETED, "done")
+    # Within the interval the later moves record nothing: one unit each.
+    assert (counting.reads, counting.writes) == (reads, writes + 4)
+    assert await _last_used(services, world, "lotse") == clock.now()
+    assert (await get_run(services, run.id)).state is RunState.COMPLETED
+
+
+async def test_the_last_use_of_a_moving_token_is_written_once_per_interval(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, counting = await _setup(uow_factory, clock)
+    run, invocation = await _delivered(services, world)
+    lotse = _bearer(world, "lotse")
+    await services.runs.start(lotse, run.id, invocation)
+    first = await _last_used(services, world, "lotse")
+    clock.advance(timedelta(seconds=INTERVAL + 1))
+    writes = counting.writes
+
+    await services.runs.await_input(lotse, run.id)
+
+    # The move's unit, then the use recorded in one more.
+    assert counting.writes == writes + 2
+    later = await _last_used(services, world, "lotse")
+    assert later == clock.now()
+    assert later != first
+
+
+async def test_an_unknown_token_is_refused_before_anything_else_and_changes_nothing(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, _ = await _setup(uow_factory, clock)
+    run, invocation = await _delivered(services, world)
+    unknown = BearerToken.of("tk_unknown")
+    for where in (run.id, uuid.uuid4()):
+        with pytest.raises(Unauthenticated):
+            await services.runs.start(unknown, where, invocation)
+        with pytest.raises(Unauthenticated):
+            await services.runs.await_input(unknown, where)
+        with pytest.raises(Unauthenticated):
+            await services.runs.resume(unknown, where, invocation)
+        with pytest.raises(Unauthenticated):
+            await services.runs.finish(unknown, where, RunState.FAILED, None)
+    assert await get_run(services, run.id) == run
+
+
+async def test_a_revoked_token_cannot_finish(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, _ = await _setup(uow_factory, clock)
+    run, invocation = await _delivered(services, world)
+    lotse = world.principal("lotse")
+    issued = await services.tokens.issue_token(world.owner.principal, lotse.id, label="worker")
+    started = await services.runs.start(BearerToken.of(issued.secret), run.id, invocation)
+    assert started.run.state is RunState.RUNNING
+    await services.tokens.revoke_token(world.owner.principal, lotse.id, issued.token.id)
+
+    with pytest.raises(Unauthenticated):
+        await services.runs.finish(BearerToken.of(issued.secret), run.id, RunState.COMPLETED, None)
+
+    assert (await get_run(services, run.id)).state is RunState.RUNNING
+
+
+async def test_a_known_token_gets_not_found_then_access_as_its_principal_would(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, _ = await _setup(uow_factory, clock)
+    run, invocation = await _delivered(services, world)
+    with pytest.raises(NotFound):
+        await services.runs.finish(_bearer(world, "lotse"), uuid.uuid4(), RunState.FAILED, None)
+    # Alex reads the thread but is not the run's agent; the other agent cannot read it.
+    by_token, by_principal = [], []
+    for handle in ("alex", "texter"):
+        with pytest.raises((AccessDenied, NotFound)) as token_denied:
+            await services.runs.start(_bearer(world, handle), run.id, invocation)
+        with pytest.raises((AccessDenied, NotFound)) as principal_denied:
+            await services.runs.start(world.principal(handle), run.id, invocation)
+        by_token.append(_answer(token_denied.value))
+        by_principal.append(_answer(principal_denied.value))
+    assert by_token == by_principal
+    assert by_token[0] == ("AccessDenied", "forbidden", "not_run_agent")
+    assert (await get_run(services, run.id)).state is RunState.QUEUED
+
+
+def _answer(error: BaseException) -> tuple[str, str | None, str | None]:
+    if isinstance(error, AccessDenied):
+        return ("AccessDenied", error.code, error.reason)
+    return (type(error).__name__, None, None)
