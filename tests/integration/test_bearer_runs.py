@@ -1,7 +1,7 @@
 """An agent moving its run by bearer token: authenticated in the round trip of the run's lock.
 
 Run on both adapters. Start, await-input, resume and finish take the request's token
-unresolved (ADR 0026): the use case answers what a request authenticated first would
+unresolved (ADR 0026), and so does the patch: the use case answers what a request authenticated first would
 (401 for an unknown or revoked token, then 404 and 403), reads the token in its own unit
 (no separate read-only unit) and records its last use once per
 ``auth.token_last_used_interval``, as `authenticate` does.
@@ -19,12 +19,14 @@ from tests.support.scenario import get_run, invocations, main_thread, post
 from tests.support.services import CountingFactory, services_over
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
-from turnkeeper.application.errors import Unauthenticated
+from turnkeeper.application.errors import BaseVersionConflict, Unauthenticated
 from turnkeeper.application.ports import UnitOfWorkFactory
 from turnkeeper.application.services.identity import BearerToken
+from turnkeeper.application.services.runs import FollowupOp
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import AccessDenied
-from turnkeeper.domain.errors import NotFound
+from turnkeeper.domain.errors import NotFound, ValidationFailed
+from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.runs import Run, RunState
 
 #: ``auth.token_last_used_interval`` of these tests, in seconds.
@@ -81,6 +83,28 @@ async def test_an_agent_moves_its_run_by_token_in_one_unit_each(
     assert (await get_run(services, run.id)).state is RunState.COMPLETED
 
 
+async def test_an_agent_patches_its_run_by_token_as_its_principal_would(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, counting = await _setup(uow_factory, clock)
+    run, invocation = await _delivered(services, world)
+    lotse = _bearer(world, "lotse")
+    started = await services.runs.start(lotse, run.id, invocation)
+    writes = counting.writes
+    with pytest.raises(BaseVersionConflict):
+        await services.runs.patch(lotse, run.id, started.run.version + 1, [])
+    same = await services.runs.patch(lotse, run.id, started.run.version, [])
+    assert same.run == started.run
+    assert counting.writes == writes + 2
+    with pytest.raises(ValidationFailed):
+        await services.runs.patch(
+            lotse,
+            run.id,
+            started.run.version,
+            [FollowupOp(message_id=uuid.uuid4(), value=FollowupState.DELIVERED)],
+        )
+
+
 async def test_the_last_use_of_a_moving_token_is_written_once_per_interval(
     uow_factory: UnitOfWorkFactory, clock: FakeClock
 ) -> None:
@@ -116,6 +140,8 @@ async def test_an_unknown_token_is_refused_before_anything_else_and_changes_noth
             await services.runs.resume(unknown, where, invocation)
         with pytest.raises(Unauthenticated):
             await services.runs.finish(unknown, where, RunState.FAILED, None)
+        with pytest.raises(Unauthenticated):
+            await services.runs.patch(unknown, where, run.version + 1, [])
     assert await get_run(services, run.id) == run
 
 

@@ -130,7 +130,7 @@ def build_services(
     run_lifecycle = RunLifecycleService(
         tx, ender, changes, events, clock, signer, settings.token_last_used_interval
     )
-    run_patch = RunPatchService(tx, changes, clock)
+    run_patch = RunPatchService(tx, changes, clock, settings.token_last_used_interval)
     run_jobs = RunJobsService(tx, ender, clock, settings)
     runs = RunsService(agent_feed, run_lifecycle, run_patch, run_jobs)
     conversation = ConversationService(tx, appender, events, clock, ids, settings)

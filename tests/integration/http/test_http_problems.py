@@ -126,6 +126,32 @@ async def test_a_run_move_with_an_unknown_token_is_401_whatever_its_body_and_pat
     assert (await runs_of(services, main_thread(world, "allgemein"))) == [run]
 
 
+#: Bodies of PATCH /v1/runs/{run_id}: a valid one and two it fails to decode.
+RUN_PATCHES = {
+    "valid": b'{"base_version": 1, "ops": []}',
+    "unknown member": b'{"base_version": 1, "ops": [], "colour": "red"}',
+    "wrong type": b'{"base_version": 1, "ops": [{"op": "add", "path": "/x", "value": 1}]}',
+}
+
+
+@pytest.mark.parametrize("body", sorted(RUN_PATCHES))
+@pytest.mark.parametrize("path_id", ["known", "malformed", "unknown"])
+async def test_a_run_patch_with_an_unknown_token_is_401_whatever_its_body_and_path(
+    client: ContractClient, world: DemoWorld, services: Services, body: str, path_id: str
+) -> None:
+    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
+    (run,) = await runs_of(services, main_thread(world, "allgemein"))
+    run_id = {"known": str(run.id), "malformed": "not-a-uuid", "unknown": str(uuid.uuid4())}
+    response = await client.request(
+        "PATCH",
+        f"/v1/runs/{run_id[path_id]}",
+        content=RUN_PATCHES[body],
+        headers={**bearer("tk_unknown"), "content-type": "application/json"},
+    )
+    assert_problem(response, 401, "unauthenticated")
+    assert (await runs_of(services, main_thread(world, "allgemein"))) == [run]
+
+
 @pytest.mark.parametrize("move", sorted(RUN_MOVES))
 async def test_a_run_move_with_a_live_token_gets_its_decoding_error(
     client: ContractClient, world: DemoWorld, move: str

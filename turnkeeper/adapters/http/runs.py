@@ -2,7 +2,7 @@
 
 Thin controllers: decode, call the runs service, encode. Invocation tokens appear only in
 the agent feed's answers, never in logs or problems. An agent's moves of its own run
-(start, await-input, resume, finish) take the bearer token unresolved: the use case reads
+(start, await-input, resume, finish, the patch) take the bearer token unresolved: the use case reads
 it in the round trip that locks the run (ADR 0026).
 """
 
@@ -112,11 +112,11 @@ async def finish_run(
 async def patch_run(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[RunPatch],
-    principal: NamedDependency[Principal],
+    bearer: NamedDependency[BearerToken],
     runs: NamedDependency[RunsService],
 ) -> Response[Run]:
     """Acknowledge follow-ups (delivered, absorbed): forward only, all or nothing."""
-    return _run(await runs.patch(principal, run_id, data.base_version, data.followup_ops()))
+    return _run(await runs.patch(bearer, run_id, data.base_version, data.followup_ops()))
 
 
 @get("/agent/events", responses=problems(403))

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 
 import attrs
 
 from turnkeeper.application.errors import BaseVersionConflict
-from turnkeeper.application.ports import Clock, UnitOfWork
+from turnkeeper.application.ports import Clock, ResolvedToken, UnitOfWork
 from turnkeeper.application.services.access import thread_target
+from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.runs.changes import RunChanges
 from turnkeeper.application.services.runs.guards import own_run
 from turnkeeper.application.services.runs.views import RunView, run_document, run_view
@@ -21,7 +23,7 @@ from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.errors import Conflict, FieldError, ValidationFailed
 from turnkeeper.domain.followups import FollowupState, advance_followup
 from turnkeeper.domain.messaging import TriggerState
-from turnkeeper.domain.runs import bump_version
+from turnkeeper.domain.runs import Run, bump_version
 from turnkeeper.domain.world import Principal
 
 
@@ -45,16 +47,20 @@ class RunPatchService:
         tx: the transactor.
         changes: stores the run change and the trigger states.
         clock: the time.
+        token_interval: ``auth.token_last_used_interval`` (a bearer token's use).
     """
 
-    def __init__(self, tx: Transactor, changes: RunChanges, clock: Clock) -> None:
+    def __init__(
+        self, tx: Transactor, changes: RunChanges, clock: Clock, token_interval: timedelta
+    ) -> None:
         self._tx = tx
         self._changes = changes
         self._clock = clock
+        self._token_interval = token_interval
 
     async def patch(
         self,
-        agent: Principal,
+        actor: Principal | BearerToken,
         run_id: uuid.UUID,
         base_version: int,
         ops: Sequence[FollowupOp],
@@ -62,7 +68,8 @@ class RunPatchService:
         """The adapter acknowledges follow-ups: all or nothing, forward only.
 
         Args:
-            agent: the run's agent.
+            actor: the run's agent, or the request's bearer token (resolved in the round
+                trip of the run's lock, its last use recorded after the unit: ADR 0026).
             run_id: the run.
             base_version: the version the adapter saw.
             ops: the replacements, in order.
@@ -71,14 +78,18 @@ class RunPatchService:
             The run after the patch.
 
         Raises:
+            Unauthenticated: for a bearer token that is unknown or revoked.
             BaseVersionConflict: when the run moved on (carries the current document).
             Conflict: run_not_active for an ended run.
             ValidationFailed: patch_target_missing for a message that is no follow-up.
             FollowupTransitionError: for a change that is not forward (409).
         """
 
-        async def work(uow: UnitOfWork) -> RunView:
-            run = (await own_run(uow, agent, run_id)).run
+        async def work(uow: UnitOfWork) -> tuple[RunView, ResolvedToken | None]:
+            owned = await own_run(uow, actor, run_id)
+            return await step(uow, owned.agent, owned.run), owned.token
+
+        async def step(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
             if base_version != run.version:
                 raise BaseVersionConflict(run_document(await run_view(uow, run, agent.id)))
             if not run.state.active:
@@ -110,7 +121,10 @@ class RunPatchService:
             await self._changes.store(uow, run, changed, agent, target)
             return await run_view(uow, changed, agent.id)
 
-        return await self._tx.run(work)
+        view, caller = await self._tx.run(work)
+        if caller is not None:
+            await record_use(self._tx, caller, self._clock, self._token_interval)
+        return view
 
 
 __all__ = ["FollowupOp", "RunPatchService"]

@@ -90,7 +90,7 @@ class RunsService:
 
     async def patch(
         self,
-        agent: Principal,
+        agent: Principal | BearerToken,
         run_id: uuid.UUID,
         base_version: int,
         ops: Sequence[FollowupOp],
