@@ -1,9 +1,9 @@
 """An agent moving its run by bearer token: authenticated in the round trip of the run's lock.
 
-Run on both adapters. Start, await-input, resume and finish take the request's token
-unresolved (ADR 0026), and so does the patch: the use case answers what a request authenticated first would
-(401 for an unknown or revoked token, then 404 and 403), reads the token in its own unit
-(no separate read-only unit) and records its last use once per
+Run on both adapters. Start, await-input, resume, finish and the patch take the
+request's token unresolved (ADR 0026): the use case answers what a request authenticated
+first would (401 for an unknown or revoked token, then 404 and 403), reads the token in
+its own unit (no separate read-only unit) and records its last use once per
 ``auth.token_last_used_interval``, as `authenticate` does.
 """
 
