@@ -947,7 +947,7 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
         # The cursor's lock and the first page in one round trip, as the service's.
         locked = await q.start_lock_agent_cursor(conn, agent_id=agent.id)
         page = await q.start_read_audience_events(
-            conn, audience_id=agent.id, after_seq=after, max_events=1
+            conn, audience_id=agent.id, token_hash=None, after_seq=after, max_events=1
         )
         cursor = await locked.result()
         assert cursor is not None

@@ -371,10 +371,14 @@ def report_details(rows: list[Row], out: TextIO) -> None:
         if row.http is None or row.operation in added:
             continue
         added.add(row.operation)
-        extra = collections.Counter(row.statement_list("http")) - collections.Counter(
-            row.statement_list("service")
-        )
-        print(f"  {row.operation}: {' '.join(extra.elements()) or 'nothing'}", file=out)
+        http = collections.Counter(row.statement_list("http"))
+        service = collections.Counter(row.statement_list("service"))
+        extra, replaced = http - service, service - http
+        added_text = " ".join(extra.elements()) or "nothing"
+        if replaced:
+            # A statement that reads the token itself stands in for the service's own.
+            added_text += f" (in place of {' '.join(replaced.elements())})"
+        print(f"  {row.operation}: {added_text}", file=out)
 
 
 __all__ = [

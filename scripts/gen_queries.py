@@ -288,6 +288,7 @@ PIPELINED = frozenset(
         "ListGrantsForPrincipals",
         "ListVisibleMessages",
         "LockAgentCursor",
+        "LockAgentCursorForToken",
         "MarkThreadRestricted",
         "MoveFollowups",
         "ReadAudienceEvents",

@@ -75,14 +75,23 @@ LIMIT sqlc.arg(max_events);
 
 -- One principal's personal events (agent.invocation, agent.followup, run.cancel_requested)
 -- after a seq, or, when none is given, after the acknowledged seq of the principal's
--- agent cursor: a poll queues it right after LockAgentCursor, in the same round trip, so
--- the cursor row it reads is the one that statement locked (or created) in this unit.
+-- agent cursor: a poll queues it right after LockAgentCursor (or
+-- LockAgentCursorForToken), in the same round trip, so the cursor row it reads is the one
+-- that statement locked (or created) in this unit. The principal is given by id, or by
+-- the hash of its live token (a poll by bearer token, ADR 0026).
 -- name: ReadAudienceEvents :many
+WITH audience AS (
+    SELECT coalesce(
+        sqlc.narg(audience_id)::uuid,
+        (SELECT k.principal_id FROM api_tokens k
+         WHERE k.token_hash = sqlc.narg(token_hash)::bytea AND k.revoked_at IS NULL)) AS id
+)
 SELECT * FROM events
-WHERE audience_id = sqlc.arg(audience_id)::uuid
+WHERE audience_id = (SELECT audience.id FROM audience)
   AND seq > coalesce(
       sqlc.narg(after_seq)::bigint,
-      (SELECT c.acked_seq FROM agent_cursors c WHERE c.agent_id = sqlc.arg(audience_id)),
+      (SELECT c.acked_seq FROM agent_cursors c
+       WHERE c.agent_id = (SELECT audience.id FROM audience)),
       0)
   AND seq < turnkeeper_event_horizon()
 ORDER BY seq

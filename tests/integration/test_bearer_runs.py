@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 
 from tests.support.fakes import FakeClock
-from tests.support.scenario import get_run, invocations, main_thread, post
+from tests.support.scenario import denials, get_run, invocations, main_thread, post
 from tests.support.services import CountingFactory, services_over
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
@@ -187,3 +187,67 @@ def _answer(error: BaseException) -> tuple[str, str | None, str | None]:
     if isinstance(error, AccessDenied):
         return ("AccessDenied", error.code, error.reason)
     return (type(error).__name__, None, None)
+
+
+# -- the poll ------------------------------------------------------------------------------
+
+
+async def test_an_agents_poll_by_token_delivers_as_its_principals_would_in_one_unit(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, counting = await _setup(uow_factory, clock)
+    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
+    reads, writes = counting.reads, counting.writes
+
+    polled = await services.runs.poll_as(_bearer(world, "lotse"))
+
+    assert polled.agent == world.principal("lotse")
+    (delivery,) = polled.page.deliveries
+    assert delivery.invocation_token is not None
+    assert not delivery.redelivered
+    # The token was read in the poll's unit; its first use was recorded in one more.
+    assert (counting.reads, counting.writes) == (reads, writes + 2)
+    # The same cursor as a poll by the principal: the delivery comes again, redelivered.
+    again = await services.runs.poll(world.principal("lotse"))
+    assert [(d.event.seq, d.redelivered) for d in again.deliveries] == [(delivery.event.seq, True)]
+    assert again.next_after == polled.page.next_after
+    assert await _last_used(services, world, "lotse") == clock.now()
+
+
+@pytest.mark.parametrize(("after", "limit"), [(None, None), (-1, None), (None, 0)])
+async def test_a_poll_by_an_unknown_token_is_401_whatever_its_cursor_and_limit(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock, after: int | None, limit: int | None
+) -> None:
+    services, world, _ = await _setup(uow_factory, clock)
+    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
+    with pytest.raises(Unauthenticated):
+        await services.runs.poll(BearerToken.of("tk_unknown"), after=after, limit=limit)
+    page = await services.runs.poll(world.principal("lotse"))
+    assert [d.redelivered for d in page.deliveries] == [False]
+
+
+async def test_a_persons_poll_by_token_is_agents_only_and_audited_as_by_principal(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, _ = await _setup(uow_factory, clock)
+    alex = world.principal("alex")
+    with pytest.raises(AccessDenied) as by_token:
+        await services.runs.poll(_bearer(world, "alex"), after=-1)
+    with pytest.raises(AccessDenied) as by_principal:
+        await services.runs.poll(alex, after=-1)
+    assert _answer(by_token.value) == _answer(by_principal.value)
+    assert _answer(by_token.value) == ("AccessDenied", "forbidden", "agents_only")
+    assert await denials(services, alex) == [("agent.events.consume", "agents_only", 2)]
+
+
+async def test_an_agents_poll_by_token_with_a_bad_cursor_delivers_nothing(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, _ = await _setup(uow_factory, clock)
+    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
+    for after, limit, pointer in ((-1, None, "/after"), (None, 0, "/limit")):
+        with pytest.raises(ValidationFailed) as refused:
+            await services.runs.poll(_bearer(world, "lotse"), after=after, limit=limit)
+        assert [e.pointer for e in refused.value.errors] == [pointer]
+    page = await services.runs.poll(world.principal("lotse"))
+    assert [d.redelivered for d in page.deliveries] == [False]

@@ -156,7 +156,8 @@ async def test_quick_suite_measures_every_operation_on_every_side(pg_conninfo: s
     added = out.getvalue().split("what HTTP adds per request")[1].splitlines()[1:]
     with_http = {row.operation for row in rows if row.http is not None}
     assert {line.strip().split(":")[0] for line in added if line.startswith("  ")} == with_http
-    assert any("ResolveApiToken" in line for line in added), added
+    # The run's moves read their token in the statement that locks the run (ADR 0026).
+    assert any("LockRunForToken (in place of LockRun)" in line for line in added), added
 
 
 @pytest.mark.parametrize(

@@ -37,9 +37,10 @@ HTTP_TARGETS = {
     "gated send, hot thread": 2,
     "gated send, many threads": 2,
 }
-#: Over HTTP an agent's finish reads its token in the round trip that locks the run
-#: (ADR 0026): the request costs what the service costs, authentication included.
-HTTP_FINISHES = ("finish, 0 follow-ups", "finish, 10 follow-ups")
+#: Over HTTP an agent's finish reads its token in the round trip that locks the run, and
+#: its poll in the round trip that locks its cursor (ADR 0026): the request costs what the
+#: service costs, authentication included.
+HTTP_AGENT_OPS = ("agent poll + delivery", "finish, 0 follow-ups", "finish, 10 follow-ups")
 #: Finishing a run with follow-ups: the same round trips whatever their number and mode.
 FINISHES = ("finish, 10 follow-ups", "finish, 100 follow-ups", "finish, 100 follow-ups, steer")
 _OPS = {op.name: op for op in OPERATIONS}
@@ -81,15 +82,16 @@ async def test_a_message_over_http_is_authenticated_in_the_round_trips_of_its_po
     )
 
 
-@pytest.mark.parametrize("name", HTTP_FINISHES)
-async def test_a_finish_over_http_is_authenticated_in_the_round_trip_of_its_lock(
+@pytest.mark.parametrize("name", HTTP_AGENT_OPS)
+async def test_an_agent_request_is_authenticated_in_the_round_trip_of_its_lock(
     census_worlds: tuple[BenchWorld, BenchWorld], name: str
 ) -> None:
     op = _OPS[name]
     exchange = await on_the_wire(census_worlds, op, "http")
 
     service = await on_the_wire(census_worlds, op, "service")
-    # The service's statements with LockRunForToken in place of LockRun: no more.
+    # The service's statements with LockRunForToken in place of LockRun (or
+    # LockAgentCursorForToken in place of LockAgentCursor): no more.
     assert (exchange.round_trips, exchange.statements) == (
         service.round_trips,
         service.statements,

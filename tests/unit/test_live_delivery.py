@@ -23,7 +23,9 @@ from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.application.bootstrap import Services, build_services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.services.conversation import EventPage
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import HEARTBEAT, LiveStream
 from turnkeeper.application.services.runs import AgentEventPage
 from turnkeeper.application.settings import Settings
@@ -199,6 +201,53 @@ async def test_an_agent_long_poll_is_woken_by_its_invocation_only() -> None:
     page = await asyncio.wait_for(waiting, BOUND_SECONDS)
     assert [d.event.type for d in page.deliveries] == [EventType.AGENT_INVOCATION]
     assert page.deliveries[0].invocation_token
+
+
+async def test_an_agent_long_poll_by_token_is_woken_by_its_invocation() -> None:
+    # The token is read by the first page (ADR 0026); an empty one waits as the agent.
+    live = await _live(instant=False)
+    lotse = live.world.principal("lotse")
+    bearer = BearerToken.of(live.world.agents["lotse"].token)
+    end = (await live.services.live.wait_agent_events(lotse)).next_after
+    waiting = asyncio.create_task(
+        live.services.live.wait_agent_events(bearer, after=end, wait=MAX_WAIT_SECONDS)
+    )
+    await listening(live, 1)
+    await live.post("alex", "eskalation", mention="lotse")
+    page = await asyncio.wait_for(waiting, BOUND_SECONDS)
+    assert [d.event.type for d in page.deliveries] == [EventType.AGENT_INVOCATION]
+    assert page.deliveries[0].invocation_token
+
+
+async def test_an_agent_long_poll_by_token_with_a_page_waits_for_nothing(live: Live) -> None:
+    await live.post("alex", "eskalation", mention="lotse")
+    bearer = BearerToken.of(live.world.agents["lotse"].token)
+    page = await live.services.live.wait_agent_events(bearer, after=0, wait=MAX_WAIT_SECONDS)
+    assert [d.event.type for d in page.deliveries] == [EventType.AGENT_INVOCATION]
+    assert live.waker.waits == 0
+    assert live.factory.waker.listeners == 0
+
+
+@pytest.mark.parametrize("wait", [-1, MAX_WAIT_SECONDS + 0.5])
+async def test_a_long_poll_by_token_answers_401_then_403_then_its_wait(
+    live: Live, wait: float
+) -> None:
+    await live.post("alex", "eskalation", mention="lotse")
+    with pytest.raises(Unauthenticated):
+        await live.services.live.wait_agent_events(BearerToken.of("tk_unknown"), wait=wait)
+    alex = BearerToken.of(live.world.people["alex"].token)
+    with pytest.raises(AccessDenied) as denied:
+        await live.services.live.wait_agent_events(alex, wait=wait)
+    assert (denied.value.code, denied.value.reason) == ("forbidden", "agents_only")
+    lotse = BearerToken.of(live.world.agents["lotse"].token)
+    with pytest.raises(ValidationFailed) as refused:
+        await live.services.live.wait_agent_events(lotse, wait=wait)
+    assert [(e.pointer, e.code) for e in refused.value.errors] == [("/wait", "out_of_range")]
+    # Refused before anything was delivered: the invocation comes as a first delivery.
+    page = await live.services.live.wait_agent_events(lotse)
+    assert [(d.event.type, d.redelivered) for d in page.deliveries] == [
+        (EventType.AGENT_INVOCATION, False)
+    ]
 
 
 # -- streams -----------------------------------------------------------------------------

@@ -152,6 +152,35 @@ async def test_a_run_patch_with_an_unknown_token_is_401_whatever_its_body_and_pa
     assert (await runs_of(services, main_thread(world, "allgemein"))) == [run]
 
 
+#: Queries of GET /v1/agent/events: none, and ones the poll refuses (decoding, the
+#: cursor, the limit, the wait).
+POLL_QUERIES = ["", "?after=abc", "?after=-1", "?limit=0", "?wait=-1", "?wait=9999"]
+
+
+@pytest.mark.parametrize("query", POLL_QUERIES)
+async def test_a_poll_with_an_unknown_token_is_401_whatever_its_query(
+    client: ContractClient, world: DemoWorld, query: str
+) -> None:
+    response = await client.get(f"/v1/agent/events{query}", headers=bearer("tk_unknown"))
+    assert_problem(response, 401, "unauthenticated")
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize("query", POLL_QUERIES[1:])
+async def test_a_poll_by_a_person_is_403_whatever_its_query(
+    client: ContractClient, world: DemoWorld, query: str
+) -> None:
+    response = await client.get(
+        f"/v1/agent/events{query}", headers=bearer(world.people["alex"].token)
+    )
+    if query == "?after=abc":
+        # Litestar's decoding comes before the use case, as on every route.
+        assert_problem(response, 400, "validation_failed")
+    else:
+        body = assert_problem(response, 403, "forbidden")
+        assert body["reason"] == "agents_only"
+
+
 @pytest.mark.parametrize("move", sorted(RUN_MOVES))
 async def test_a_run_move_with_a_live_token_gets_its_decoding_error(
     client: ContractClient, world: DemoWorld, move: str

@@ -2,8 +2,9 @@
 
 Thin controllers: decode, call the runs service, encode. Invocation tokens appear only in
 the agent feed's answers, never in logs or problems. An agent's moves of its own run
-(start, await-input, resume, finish, the patch) take the bearer token unresolved: the use case reads
-it in the round trip that locks the run (ADR 0026).
+(start, await-input, resume, finish, the patch) and its poll take the bearer token
+unresolved: the use case reads it in the round trip that locks the run, or the cursor
+(ADR 0026).
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ async def patch_run(
 
 @get("/agent/events", responses=problems(403))
 async def poll_agent_events(
-    principal: NamedDependency[Principal],
+    bearer: NamedDependency[BearerToken],
     live: NamedDependency[LiveDelivery],
     after: Annotated[
         int | None,
@@ -136,7 +137,7 @@ async def poll_agent_events(
     ] = None,
 ) -> AgentEventPage:
     """The agent's personal events, with a fresh invocation token per delivery."""
-    page = await live.wait_agent_events(principal, after=after, limit=limit, wait=wait)
+    page = await live.wait_agent_events(bearer, after=after, limit=limit, wait=wait)
     return AgentEventPage.of(page)
 
 

@@ -15,7 +15,7 @@ import attrs
 from turnkeeper.adapters.memory.tables import FollowupRow, Tables, events_after
 from turnkeeper.adapters.memory.tokens import MemoryTokenRepository
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict
-from turnkeeper.application.ports import AgentCursor, TokenRun
+from turnkeeper.application.ports import AgentCursor, TokenFeed, TokenRun
 from turnkeeper.domain.events import Event
 from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run, RunState
@@ -148,6 +148,18 @@ class MemoryAgentFeedRepository:
         cursor = await self.lock_cursor(agent_id)
         start = cursor.acked_seq if after is None else after
         return cursor, await self.read(agent_id, start, limit)
+
+    async def lock_cursor_and_read_for_token(
+        self, token_hash: bytes, after: int | None, limit: int
+    ) -> TokenFeed | None:
+        """The caller of a live token, its cursor and first page (an agent's only)."""
+        caller = await MemoryTokenRepository(self._t).resolve(token_hash)
+        if caller is None:
+            return None
+        if not caller.principal.is_agent:
+            return TokenFeed(caller=caller, cursor=None, events=[])
+        cursor, events = await self.lock_cursor_and_read(caller.principal.id, after, limit)
+        return TokenFeed(caller=caller, cursor=cursor, events=events)
 
     async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
         """Store the agent's cursor."""

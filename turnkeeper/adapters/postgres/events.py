@@ -245,12 +245,17 @@ class PostgresEventLog(PostgresRepository):
             The events.
         """
         rows = await q.read_audience_events(
-            self._conn, audience_id=audience_id, after_seq=after, max_events=limit
+            self._conn, audience_id=audience_id, token_hash=None, after_seq=after, max_events=limit
         )
         return [_event(row) for row in rows]
 
     async def start_personal_from_cursor(
-        self, agent_id: uuid.UUID, after: int | None, limit: int
+        self,
+        agent_id: uuid.UUID | None,
+        after: int | None,
+        limit: int,
+        *,
+        token_hash: bytes | None = None,
     ) -> Callable[[], Awaitable[list[Event]]]:
         """Queue an agent's first page after its cursor (`read_personal` in the pipeline).
 
@@ -259,15 +264,20 @@ class PostgresEventLog(PostgresRepository):
         statement left it.
 
         Args:
-            agent_id: the agent.
+            agent_id: the agent, or None to name it by `token_hash`.
             after: the cursor (exclusive), or None for the acknowledged seq.
             limit: at most this many events.
+            token_hash: the stored form of the agent's live token (with no `agent_id`).
 
         Returns:
             Awaits the events (waiting for them when they have not arrived yet).
         """
         pending = await q.start_read_audience_events(
-            self._conn, audience_id=agent_id, after_seq=after, max_events=limit
+            self._conn,
+            audience_id=agent_id,
+            token_hash=token_hash,
+            after_seq=after,
+            max_events=limit,
         )
 
         async def events() -> list[Event]:

@@ -38,6 +38,21 @@ class LockAgentCursorRow:
 
 
 @attrs.frozen
+class LockAgentCursorForTokenRow:
+    """A result row of LockAgentCursorForToken.
+
+    Attributes:
+        caller: ``text``.
+        acked_seq: ``int8`` or NULL.
+        delivered_seq: ``int8`` or NULL.
+    """
+
+    caller: str
+    acked_seq: int | None
+    delivered_seq: int | None
+
+
+@attrs.frozen
 class AuditDenialRow:
     """A row of table ``audit_denials``.
 
@@ -882,6 +897,35 @@ _LOCK_AGENT_CURSOR = """INSERT INTO agent_cursors (agent_id) VALUES (%(p1)s)
 ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id
 RETURNING acked_seq, delivered_seq"""
 
+_LOCK_AGENT_CURSOR_FOR_TOKEN = """WITH token AS (
+    SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
+    FROM api_tokens k
+    WHERE k.token_hash = %(p1)s::bytea AND k.revoked_at IS NULL
+),
+caller AS (
+    SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode,
+           p.holder_id, p.supports_followups, p.enabled, p.reported_followups,
+           p.created_at
+    FROM principals p
+    WHERE p.id = (SELECT token.principal_id FROM token)
+),
+locked AS (
+    INSERT INTO agent_cursors (agent_id)
+    SELECT caller.id FROM caller WHERE caller.kind = 'agent'
+    ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id
+    RETURNING acked_seq, delivered_seq
+)
+SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
+                        caller.is_owner, caller.billing_mode, caller.holder_id,
+                        caller.supports_followups, caller.enabled,
+                        caller.reported_followups, caller.created_at, token.id,
+                        token.label, token.origin, token.created_at,
+                        token.last_used_at)::text AS caller,
+       locked.acked_seq, locked.delivered_seq
+FROM caller
+JOIN token ON true
+LEFT JOIN locked ON true"""
+
 _SAVE_AGENT_CURSOR = """UPDATE agent_cursors SET acked_seq = %(p1)s, delivered_seq = %(p2)s
 WHERE agent_id = %(p3)s"""
 
@@ -981,15 +1025,22 @@ WHERE seq > %(p1)s
 ORDER BY seq
 LIMIT %(p7)s"""
 
-_READ_AUDIENCE_EVENTS = """SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
-WHERE audience_id = %(p1)s::uuid
+_READ_AUDIENCE_EVENTS = """WITH audience AS (
+    SELECT coalesce(
+        %(p3)s::uuid,
+        (SELECT k.principal_id FROM api_tokens k
+         WHERE k.token_hash = %(p4)s::bytea AND k.revoked_at IS NULL)) AS id
+)
+SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
+WHERE audience_id = (SELECT audience.id FROM audience)
   AND seq > coalesce(
-      %(p2)s::bigint,
-      (SELECT c.acked_seq FROM agent_cursors c WHERE c.agent_id = %(p1)s),
+      %(p1)s::bigint,
+      (SELECT c.acked_seq FROM agent_cursors c
+       WHERE c.agent_id = (SELECT audience.id FROM audience)),
       0)
   AND seq < turnkeeper_event_horizon()
 ORDER BY seq
-LIMIT %(p3)s"""
+LIMIT %(p2)s"""
 
 _READ_READABLE_SINCE = """SELECT coalesce(max(r.seq), 0)::bigint AS top_seq,
        coalesce(string_agg(DISTINCT coalesce(r.audience_id::text, '*'), ' '), '')::text AS feeds,
@@ -1606,6 +1657,72 @@ async def start_lock_agent_cursor(
     """
     cur = conn.cursor(row_factory=args_row(LockAgentCursorRow))
     await cur.execute(_LOCK_AGENT_CURSOR, {"p1": agent_id})
+    return PendingOne(cur)
+
+
+async def lock_agent_cursor_for_token(
+    conn: psycopg.AsyncConnection[Any], *, token_hash: bytes
+) -> LockAgentCursorForTokenRow | None:
+    """Run LockAgentCursorForToken (:one, sql/queries/agent_feed.sql).
+
+    LockAgentCursor for the caller of a bearer token, read in the same round trip (ADR
+    0026): the live token of the hash and its principal as one JSON column (as
+    GetPostFacts reads them), then the cursor, created and locked only for an agent (NULL
+    columns for a person or an app, whose poll is refused). No row at all for an unknown or
+    revoked token, and then nothing is written.
+
+    SQL::
+
+        WITH token AS (
+            SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
+            FROM api_tokens k
+            WHERE k.token_hash = $1::bytea AND k.revoked_at IS NULL
+        ),
+        caller AS (
+            SELECT p.id, p.kind, p.handle, p.display_name, p.is_owner, p.billing_mode,
+                   p.holder_id, p.supports_followups, p.enabled, p.reported_followups,
+                   p.created_at
+            FROM principals p
+            WHERE p.id = (SELECT token.principal_id FROM token)
+        ),
+        locked AS (
+            INSERT INTO agent_cursors (agent_id)
+            SELECT caller.id FROM caller WHERE caller.kind = 'agent'
+            ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id
+            RETURNING acked_seq, delivered_seq
+        )
+        SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
+                                caller.is_owner, caller.billing_mode, caller.holder_id,
+                                caller.supports_followups, caller.enabled,
+                                caller.reported_followups, caller.created_at, token.id,
+                                token.label, token.origin, token.created_at,
+                                token.last_used_at)::text AS caller,
+               locked.acked_seq, locked.delivered_seq
+        FROM caller
+        JOIN token ON true
+        LEFT JOIN locked ON true
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        token_hash: ``$1`` (``bytea``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(LockAgentCursorForTokenRow)) as cur:
+        await cur.execute(_LOCK_AGENT_CURSOR_FOR_TOKEN, {"p1": token_hash})
+        return await cur.fetchone()
+
+
+async def start_lock_agent_cursor_for_token(
+    conn: psycopg.AsyncConnection[Any], *, token_hash: bytes
+) -> PendingOne[LockAgentCursorForTokenRow]:
+    """Queue LockAgentCursorForToken in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `lock_agent_cursor_for_token`.
+    """
+    cur = conn.cursor(row_factory=args_row(LockAgentCursorForTokenRow))
+    await cur.execute(_LOCK_AGENT_CURSOR_FOR_TOKEN, {"p1": token_hash})
     return PendingOne(cur)
 
 
@@ -2287,41 +2404,53 @@ async def read_shared_events(
 async def read_audience_events(
     conn: psycopg.AsyncConnection[Any],
     *,
-    audience_id: uuid.UUID,
     after_seq: int | None,
     max_events: int,
+    audience_id: uuid.UUID | None,
+    token_hash: bytes | None,
 ) -> list[EventRow]:
     """Run ReadAudienceEvents (:many, sql/queries/events.sql).
 
     One principal's personal events (agent.invocation, agent.followup, run.cancel_requested)
     after a seq, or, when none is given, after the acknowledged seq of the principal's
-    agent cursor: a poll queues it right after LockAgentCursor, in the same round trip, so
-    the cursor row it reads is the one that statement locked (or created) in this unit.
+    agent cursor: a poll queues it right after LockAgentCursor (or
+    LockAgentCursorForToken), in the same round trip, so the cursor row it reads is the one
+    that statement locked (or created) in this unit. The principal is given by id, or by
+    the hash of its live token (a poll by bearer token, ADR 0026).
 
     SQL::
 
+        WITH audience AS (
+            SELECT coalesce(
+                $3::uuid,
+                (SELECT k.principal_id FROM api_tokens k
+                 WHERE k.token_hash = $4::bytea AND k.revoked_at IS NULL)) AS id
+        )
         SELECT seq, type, actor_id, actor_kind, space_id, channel_id, thread_id, resource_kind, resource_id, resource_version, audience_id, restricted_to, payload, created_at FROM events
-        WHERE audience_id = $1::uuid
+        WHERE audience_id = (SELECT audience.id FROM audience)
           AND seq > coalesce(
-              $2::bigint,
-              (SELECT c.acked_seq FROM agent_cursors c WHERE c.agent_id = $1),
+              $1::bigint,
+              (SELECT c.acked_seq FROM agent_cursors c
+               WHERE c.agent_id = (SELECT audience.id FROM audience)),
               0)
           AND seq < turnkeeper_event_horizon()
         ORDER BY seq
-        LIMIT $3
+        LIMIT $2
 
     Args:
         conn: the connection; the statement runs in its current transaction.
-        audience_id: ``$1`` (``uuid``).
-        after_seq: ``$2`` (``int8``).
-        max_events: ``$3`` (``integer``).
+        after_seq: ``$1`` (``int8``).
+        max_events: ``$2`` (``integer``).
+        audience_id: ``$3`` (``uuid``).
+        token_hash: ``$4`` (``bytea``).
 
     Returns:
         The rows, in the order of the query.
     """
     async with conn.cursor(row_factory=args_row(EventRow)) as cur:
         await cur.execute(
-            _READ_AUDIENCE_EVENTS, {"p1": audience_id, "p2": after_seq, "p3": max_events}
+            _READ_AUDIENCE_EVENTS,
+            {"p1": after_seq, "p2": max_events, "p3": audience_id, "p4": token_hash},
         )
         return await cur.fetchall()
 
@@ -2329,16 +2458,20 @@ async def read_audience_events(
 async def start_read_audience_events(
     conn: psycopg.AsyncConnection[Any],
     *,
-    audience_id: uuid.UUID,
     after_seq: int | None,
     max_events: int,
+    audience_id: uuid.UUID | None,
+    token_hash: bytes | None,
 ) -> PendingMany[EventRow]:
     """Queue ReadAudienceEvents in the unit's pipeline; read it with ``result()``.
 
     The parameters and rows are those of `read_audience_events`.
     """
     cur = conn.cursor(row_factory=args_row(EventRow))
-    await cur.execute(_READ_AUDIENCE_EVENTS, {"p1": audience_id, "p2": after_seq, "p3": max_events})
+    await cur.execute(
+        _READ_AUDIENCE_EVENTS,
+        {"p1": after_seq, "p2": max_events, "p3": audience_id, "p4": token_hash},
+    )
     return PendingMany(cur)
 
 

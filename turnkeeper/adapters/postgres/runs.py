@@ -17,7 +17,7 @@ from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, PostgresRepository, members_by_value
 from turnkeeper.adapters.postgres.events import PostgresEventLog
 from turnkeeper.adapters.postgres.tokens import caller_of
-from turnkeeper.application.ports import AgentCursor, TokenRun
+from turnkeeper.application.ports import AgentCursor, TokenFeed, TokenRun
 from turnkeeper.domain.events import Event
 from turnkeeper.domain.followups import FollowupMode, FollowupState, OpenFollowup
 from turnkeeper.domain.runs import AnswerRun, Run, RunState, TriggerKind
@@ -194,6 +194,24 @@ class PostgresAgentFeedRepository(PostgresRepository):
         locked = await q.start_lock_agent_cursor(self._conn, agent_id=agent_id)
         page = await self._events.start_personal_from_cursor(agent_id, after, limit)
         return _cursor(agent_id, await locked.result()), await page()
+
+    async def lock_cursor_and_read_for_token(
+        self, token_hash: bytes, after: int | None, limit: int
+    ) -> TokenFeed | None:
+        """``LockAgentCursorForToken`` and the first page, in one round trip."""
+        locked = await q.start_lock_agent_cursor_for_token(self._conn, token_hash=token_hash)
+        page = await self._events.start_personal_from_cursor(
+            None, after, limit, token_hash=token_hash
+        )
+        row = await locked.result()
+        events = await page()
+        if row is None:
+            return None
+        caller = caller_of(row.caller, self._conn.info.timezone)
+        if row.acked_seq is None or row.delivered_seq is None:
+            return TokenFeed(caller=caller, cursor=None, events=[])
+        cursor = AgentCursor(acked_seq=row.acked_seq, delivered_seq=row.delivered_seq)
+        return TokenFeed(caller=caller, cursor=cursor, events=events)
 
     async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
         """Store the agent's cursor."""

@@ -24,6 +24,7 @@ from turnkeeper.application.ports.runs import (
     AgentFeedRepository,
     FollowupRepository,
     RunRepository,
+    TokenFeed,
     TokenRun,
 )
 from turnkeeper.application.ports.system import Clock, IdGenerator, InvocationClaims, TokenSigner
@@ -69,6 +70,7 @@ __all__ = [
     "SpaceRepository",
     "ThreadFrontier",
     "ThreadRepository",
+    "TokenFeed",
     "TokenPostFacts",
     "TokenRepository",
     "TokenRun",

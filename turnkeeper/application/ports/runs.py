@@ -168,6 +168,22 @@ class AgentCursor:
     delivered_seq: int = 0
 
 
+@attrs.frozen(kw_only=True)
+class TokenFeed:
+    """A poll's first round trip for a caller known by a bearer token only.
+
+    Attributes:
+        caller: the live token and its principal.
+        cursor: the caller's cursor, locked for the unit; None when the caller is not an
+            agent (nothing was created or locked for it).
+        events: the caller's first page (empty when it is not an agent).
+    """
+
+    caller: ResolvedToken
+    cursor: AgentCursor | None
+    events: list[Event]
+
+
 class AgentFeedRepository(Protocol):
     """Personal events of agents and their delivery cursors."""
 
@@ -191,6 +207,25 @@ class AgentFeedRepository(Protocol):
 
         Returns:
             The locked cursor and the page, as the two calls one after the other would.
+        """
+        ...
+
+    async def lock_cursor_and_read_for_token(
+        self, token_hash: bytes, after: int | None, limit: int
+    ) -> TokenFeed | None:
+        """`lock_cursor_and_read` for the caller of a live token, in the same round trip.
+
+        The caller is read as `TokenRepository.resolve` reads it (ADR 0026); the cursor is
+        created and locked only when the caller is an agent.
+
+        Args:
+            token_hash: the stored form of the request's bearer token.
+            after: the seq the page starts after; None for the cursor's acknowledged seq.
+            limit: at most this many events.
+
+        Returns:
+            The caller, its cursor and its first page, or None for an unknown or revoked
+            token.
         """
         ...
 

@@ -26,6 +26,7 @@ import attrs
 
 from turnkeeper.application.ports import Clock
 from turnkeeper.application.services.conversation import ConversationService, EventPage
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.runs import AgentEventPage, RunsService
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.wakeup import SHARED_FEED, EventWaker, Feed, WakeListener
@@ -260,7 +261,7 @@ class LiveDelivery:
 
     async def wait_agent_events(
         self,
-        agent: Principal,
+        actor: Principal | BearerToken,
         *,
         after: int | None = None,
         limit: int | None = None,
@@ -268,11 +269,30 @@ class LiveDelivery:
     ) -> AgentEventPage:
         """A page of the agent's feed, waiting up to `wait` seconds for one delivery.
 
+        A bearer token is resolved by the first read (`RunsService.poll_as`, ADR 0026),
+        which answers 401, then 403, then the 400 of the cursor, the limit or the wait,
+        as a request authenticated first would. A page with deliveries, or a request
+        without a wait, is answered from that read; an empty one waits as the agent's
+        listener, registered before the next read so that no wake-up is missed.
+
         Raises:
+            Unauthenticated: for a bearer token that is unknown or revoked.
             AccessDenied: when the caller is not an agent.
             ValidationFailed: for a bad cursor, limit or wait.
         """
-        waited = self.wait_time(wait)
+        if isinstance(actor, Principal):
+            agent = actor
+            waited = self.wait_time(wait)
+        else:
+
+            def check(_: Principal) -> None:
+                self.wait_time(wait)
+
+            first = await self._runs.poll_as(actor, after=after, limit=limit, check=check)
+            agent, waited = first.agent, self.wait_time(wait)
+            if not waited or _size(first.page):
+                return first.page
+            after = first.page.next_after
 
         async def read(cursor: int | None) -> AgentEventPage:
             return await self._runs.poll(agent, after=cursor, limit=limit)

@@ -9,9 +9,17 @@
 The names below are the ones callers use; each is defined in its module.
 """
 
-from turnkeeper.application.services.runs.agent_feed import AgentEventPage, Delivery
+from turnkeeper.application.services.runs.agent_feed import AgentEventPage, Delivery, PolledPage
 from turnkeeper.application.services.runs.run_patch import FollowupOp
 from turnkeeper.application.services.runs.service import RunsService
 from turnkeeper.application.services.runs.views import RunView, run_document
 
-__all__ = ["AgentEventPage", "Delivery", "FollowupOp", "RunView", "RunsService", "run_document"]
+__all__ = [
+    "AgentEventPage",
+    "Delivery",
+    "FollowupOp",
+    "PolledPage",
+    "RunView",
+    "RunsService",
+    "run_document",
+]

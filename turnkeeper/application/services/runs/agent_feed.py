@@ -9,26 +9,30 @@ the message failed (and ends a queued run).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import attrs
 
 from turnkeeper.application.audit import DenialAudit
+from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import (
     AgentCursor,
     Clock,
     IdGenerator,
     InvocationClaims,
+    ResolvedToken,
     TokenSigner,
     UnitOfWork,
 )
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import thread_target
+from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.runs.changes import RunChanges
 from turnkeeper.application.services.runs.guards import require_agent
 from turnkeeper.application.services.runs.invoke import invoke_denial
 from turnkeeper.application.services.runs.run_end import RunEnder
 from turnkeeper.application.settings import Settings
-from turnkeeper.application.transactions import Transactor
+from turnkeeper.application.transactions import AccessDenied, Transactor
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 from turnkeeper.domain.events import Event, EventType
 from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState
@@ -68,6 +72,19 @@ class AgentEventPage:
     next_after: int
 
 
+@attrs.frozen(kw_only=True)
+class PolledPage:
+    """A page of an agent's feed with the agent who polled (`AgentFeedService.poll_as`).
+
+    Attributes:
+        agent: the agent, as given or as read by its bearer token.
+        page: the page.
+    """
+
+    agent: Principal
+    page: AgentEventPage
+
+
 class AgentFeedService:
     """GET /v1/agent/events, its ack, and the heartbeat.
 
@@ -103,7 +120,11 @@ class AgentFeedService:
         self._signer = signer
 
     async def poll(
-        self, agent: Principal, *, after: int | None = None, limit: int | None = None
+        self,
+        actor: Principal | BearerToken,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
     ) -> AgentEventPage:
         """Deliver an agent's personal events with fresh invocation tokens.
 
@@ -113,7 +134,7 @@ class AgentFeedService:
         deliverable and are skipped.
 
         Args:
-            agent: the polling agent.
+            actor: the polling agent, or the request's bearer token (see `poll_as`).
             after: cursor; the acknowledged position when None.
             limit: page size (``page.default_limit`` when None, at most ``page.max_limit``).
 
@@ -121,39 +142,123 @@ class AgentFeedService:
             The deliveries and the next cursor.
 
         Raises:
-            AccessDenied: when the caller is not an agent.
+            Unauthenticated: for a bearer token that is unknown or revoked.
+            AccessDenied: when the caller is not an agent (audited).
             ValidationFailed: for a bad cursor or limit.
         """
-        require_agent(agent, AuditAction.AGENT_EVENTS_CONSUME)
+        return (await self.poll_as(actor, after=after, limit=limit)).page
+
+    async def poll_as(
+        self,
+        actor: Principal | BearerToken,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
+        check: Callable[[Principal], None] | None = None,
+    ) -> PolledPage:
+        """`poll`, answering with the agent who polled too.
+
+        A bearer token is resolved in the round trip that locks the cursor and reads the
+        first page (ADR 0026), and the answers keep the order of a request authenticated
+        first: 401, then 403 agents_only, then the cursor's and the limit's 400, then
+        what `check` raises; the token's last use is recorded after the unit, as
+        `IdentityService.authenticate` records it.
+
+        Args:
+            actor: the polling agent, or the request's bearer token.
+            after: as `poll`'s.
+            limit: as `poll`'s.
+            check: the caller's own checks of the request (a long poll's wait), run on
+                the agent before anything is delivered.
+
+        Returns:
+            The agent (as given, or as read by its token) and the page.
+        """
+        invalid: ValidationFailed | None = None
+        if isinstance(actor, Principal):
+            if not actor.is_agent:
+                await self._refuse_non_agent(actor)
+            size = self._page_size(after, limit)
+        else:
+            try:
+                size = self._page_size(after, limit)
+            except ValidationFailed as exc:
+                # Answered once the token is known to be live and an agent's.
+                size, invalid = self._settings.page_size(None), exc
+
+        async def work(uow: UnitOfWork) -> tuple[PolledPage, ResolvedToken | None]:
+            token: ResolvedToken | None = None
+            if isinstance(actor, Principal):
+                agent = actor
+                # The cursor's lock and the first page share a round trip.
+                cursor, events = await uow.agent_feed.lock_cursor_and_read(agent.id, after, size)
+            else:
+                start = after if invalid is None else None
+                found = await uow.agent_feed.lock_cursor_and_read_for_token(
+                    actor.digest, start, size
+                )
+                if found is None:
+                    raise Unauthenticated()
+                agent, token = found.caller.principal, found.caller
+                require_agent(agent, AuditAction.AGENT_EVENTS_CONSUME)
+                if invalid is not None:
+                    raise invalid
+                if found.cursor is None:
+                    raise RuntimeError("the store locked no cursor for an agent")
+                cursor, events = found.cursor, found.events
+            if check is not None:
+                check(agent)
+            page = await self._deliver(uow, agent, cursor, events, after, size)
+            return PolledPage(agent=agent, page=page), token
+
+        polled, caller = await self._tx.run(work)
+        if caller is not None:
+            await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
+        return polled
+
+    async def _refuse_non_agent(self, principal: Principal) -> None:
+        """Refuse (and audit, as a refusal inside a unit is) a poll by a person or app."""
+        try:
+            require_agent(principal, AuditAction.AGENT_EVENTS_CONSUME)
+        except AccessDenied as denied:
+            await self._tx.record_denial(denied)
+            raise
+
+    def _page_size(self, after: int | None, limit: int | None) -> int:
+        """The page size of a poll, after checking its cursor."""
         size = self._settings.page_size(limit)
         if after is not None and after < 0:
             raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
+        return size
 
-        async def work(uow: UnitOfWork) -> AgentEventPage:
-            # The cursor's lock and the first page share a round trip.
-            cursor, events = await uow.agent_feed.lock_cursor_and_read(agent.id, after, size)
-            position = cursor.acked_seq if after is None else after
-            deliveries: list[Delivery] = []
-            # Undeliverable events leave no trace in the page: read on past them, so
-            # that a page is empty only when nothing deliverable is left after the
-            # cursor (API.md), however many ended runs fill the feed before it.
-            while True:
-                for event in events:
-                    delivery = await self._delivery(uow, event, cursor.delivered_seq)
-                    if delivery is not None:
-                        deliveries.append(delivery)
-                if events:
-                    position = events[-1].seq
-                if deliveries or len(events) < size:
-                    break
-                events = await uow.agent_feed.read(agent.id, position, size)
-            if position > cursor.delivered_seq:
-                await uow.agent_feed.save_cursor(
-                    agent.id, attrs.evolve(cursor, delivered_seq=position)
-                )
-            return AgentEventPage(deliveries=deliveries, next_after=position)
-
-        return await self._tx.run(work)
+    async def _deliver(
+        self,
+        uow: UnitOfWork,
+        agent: Principal,
+        cursor: AgentCursor,
+        events: list[Event],
+        after: int | None,
+        size: int,
+    ) -> AgentEventPage:
+        """The page of a poll from its first events, the cursor moved past what it read."""
+        position = cursor.acked_seq if after is None else after
+        deliveries: list[Delivery] = []
+        # Undeliverable events leave no trace in the page: read on past them, so that a
+        # page is empty only when nothing deliverable is left after the cursor (API.md),
+        # however many ended runs fill the feed before it.
+        while True:
+            for event in events:
+                delivery = await self._delivery(uow, event, cursor.delivered_seq)
+                if delivery is not None:
+                    deliveries.append(delivery)
+            if events:
+                position = events[-1].seq
+            if deliveries or len(events) < size:
+                break
+            events = await uow.agent_feed.read(agent.id, position, size)
+        if position > cursor.delivered_seq:
+            await uow.agent_feed.save_cursor(agent.id, attrs.evolve(cursor, delivered_seq=position))
+        return AgentEventPage(deliveries=deliveries, next_after=position)
 
     async def _delivery(self, uow: UnitOfWork, event: Event, delivered_seq: int) -> Delivery | None:
         """One event as delivered now, or None when it is not deliverable any more."""
@@ -310,4 +415,4 @@ class AgentFeedService:
         return token, jti
 
 
-__all__ = ["AgentEventPage", "AgentFeedService", "Delivery"]
+__all__ = ["AgentEventPage", "AgentFeedService", "Delivery", "PolledPage"]

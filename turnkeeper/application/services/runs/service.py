@@ -8,10 +8,14 @@ command line, tests, embedding programs). The HTTP adapter takes each service al
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from turnkeeper.application.services.identity import BearerToken
-from turnkeeper.application.services.runs.agent_feed import AgentEventPage, AgentFeedService
+from turnkeeper.application.services.runs.agent_feed import (
+    AgentEventPage,
+    AgentFeedService,
+    PolledPage,
+)
 from turnkeeper.application.services.runs.lifecycle import RunLifecycleService
 from turnkeeper.application.services.runs.run_jobs import RunJobsService
 from turnkeeper.application.services.runs.run_patch import FollowupOp, RunPatchService
@@ -43,10 +47,25 @@ class RunsService:
         self._jobs = jobs
 
     async def poll(
-        self, agent: Principal, *, after: int | None = None, limit: int | None = None
+        self,
+        agent: Principal | BearerToken,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
     ) -> AgentEventPage:
         """`AgentFeedService.poll`."""
         return await self._feed.poll(agent, after=after, limit=limit)
+
+    async def poll_as(
+        self,
+        agent: Principal | BearerToken,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
+        check: Callable[[Principal], None] | None = None,
+    ) -> PolledPage:
+        """`AgentFeedService.poll_as`."""
+        return await self._feed.poll_as(agent, after=after, limit=limit, check=check)
 
     async def ack(self, agent: Principal, through_seq: int) -> None:
         """`AgentFeedService.ack`."""
