@@ -251,3 +251,42 @@ async def test_an_agents_poll_by_token_with_a_bad_cursor_delivers_nothing(
         assert [e.pointer for e in refused.value.errors] == [pointer]
     page = await services.runs.poll(world.principal("lotse"))
     assert [d.redelivered for d in page.deliveries] == [False]
+
+
+async def test_an_agents_ack_by_token_moves_its_cursor_in_one_unit(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, counting = await _setup(uow_factory, clock)
+    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
+    lotse = world.principal("lotse")
+    (delivery,) = (await services.runs.poll(lotse)).deliveries
+    reads, writes = counting.reads, counting.writes
+
+    await services.runs.ack(_bearer(world, "lotse"), delivery.event.seq)
+
+    # The token was read in the ack's unit; its first use was recorded in one more.
+    assert (counting.reads, counting.writes) == (reads, writes + 2)
+    assert (await services.runs.poll(lotse)).deliveries == []
+
+
+async def test_an_ack_by_token_answers_401_then_403_then_its_seq(
+    uow_factory: UnitOfWorkFactory, clock: FakeClock
+) -> None:
+    services, world, _ = await _setup(uow_factory, clock)
+    await post(services, world, "alex", main_thread(world, "allgemein"), "trigger")
+    lotse = world.principal("lotse")
+    (delivery,) = (await services.runs.poll(lotse)).deliveries
+    with pytest.raises(Unauthenticated):
+        await services.runs.ack(BearerToken.of("tk_unknown"), -1)
+    with pytest.raises(AccessDenied) as denied:
+        await services.runs.ack(_bearer(world, "alex"), -1)
+    assert _answer(denied.value) == ("AccessDenied", "forbidden", "agents_only")
+    assert await denials(services, world.principal("alex")) == [
+        ("agent.events.consume", "agents_only", 1)
+    ]
+    with pytest.raises(ValidationFailed) as refused:
+        await services.runs.ack(_bearer(world, "lotse"), -1)
+    assert [e.pointer for e in refused.value.errors] == ["/through_seq"]
+    # Nothing was acknowledged: the delivery comes again.
+    again = await services.runs.poll(lotse)
+    assert [(d.event.seq, d.redelivered) for d in again.deliveries] == [(delivery.event.seq, True)]

@@ -181,6 +181,20 @@ async def test_a_poll_by_a_person_is_403_whatever_its_query(
         assert body["reason"] == "agents_only"
 
 
+@pytest.mark.parametrize(
+    "body", [b'{"through_seq": 1}', b'{"through_seq": -1}', b'{"through_seq": 1, "x": 1}']
+)
+async def test_an_ack_with_an_unknown_token_is_401_whatever_its_body(
+    client: ContractClient, world: DemoWorld, body: bytes
+) -> None:
+    response = await client.post(
+        "/v1/agent/events/ack",
+        content=body,
+        headers={**bearer("tk_unknown"), "content-type": "application/json"},
+    )
+    assert_problem(response, 401, "unauthenticated")
+
+
 @pytest.mark.parametrize("move", sorted(RUN_MOVES))
 async def test_a_run_move_with_a_live_token_gets_its_decoding_error(
     client: ContractClient, world: DemoWorld, move: str

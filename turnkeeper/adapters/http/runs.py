@@ -2,9 +2,9 @@
 
 Thin controllers: decode, call the runs service, encode. Invocation tokens appear only in
 the agent feed's answers, never in logs or problems. An agent's moves of its own run
-(start, await-input, resume, finish, the patch) and its poll take the bearer token
-unresolved: the use case reads it in the round trip that locks the run, or the cursor
-(ADR 0026).
+(start, await-input, resume, finish, the patch), its poll and its acknowledgement take
+the bearer token unresolved: the use case reads it in the round trip that locks the run,
+or the cursor (ADR 0026).
 """
 
 from __future__ import annotations
@@ -144,11 +144,11 @@ async def poll_agent_events(
 @post("/agent/events/ack", status_code=HTTP_204_NO_CONTENT, responses=problems(403))
 async def ack_agent_events(
     data: JSONBody[AckBody],
-    principal: NamedDependency[Principal],
+    bearer: NamedDependency[BearerToken],
     runs: NamedDependency[RunsService],
 ) -> None:
     """Acknowledge the feed through a seq."""
-    await runs.ack(principal, data.through_seq)
+    await runs.ack(bearer, data.through_seq)
 
 
 @put("/agent/heartbeat", status_code=HTTP_204_NO_CONTENT, responses=problems(403))

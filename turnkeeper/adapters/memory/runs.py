@@ -161,6 +161,16 @@ class MemoryAgentFeedRepository:
         cursor, events = await self.lock_cursor_and_read(caller.principal.id, after, limit)
         return TokenFeed(caller=caller, cursor=cursor, events=events)
 
+    async def lock_cursor_for_token(self, token_hash: bytes) -> TokenFeed | None:
+        """The caller of a live token and its cursor (an agent's only)."""
+        caller = await MemoryTokenRepository(self._t).resolve(token_hash)
+        if caller is None:
+            return None
+        if not caller.principal.is_agent:
+            return TokenFeed(caller=caller, cursor=None, events=[])
+        cursor = await self.lock_cursor(caller.principal.id)
+        return TokenFeed(caller=caller, cursor=cursor, events=[])
+
     async def save_cursor(self, agent_id: uuid.UUID, cursor: AgentCursor) -> None:
         """Store the agent's cursor."""
         self._t.cursors[agent_id] = cursor

@@ -204,7 +204,16 @@ class PostgresAgentFeedRepository(PostgresRepository):
             None, after, limit, token_hash=token_hash
         )
         row = await locked.result()
-        events = await page()
+        return self._token_feed(row, await page())
+
+    async def lock_cursor_for_token(self, token_hash: bytes) -> TokenFeed | None:
+        """``LockAgentCursorForToken`` alone."""
+        locked = await q.start_lock_agent_cursor_for_token(self._conn, token_hash=token_hash)
+        return self._token_feed(await locked.result(), [])
+
+    def _token_feed(
+        self, row: q.LockAgentCursorForTokenRow | None, events: list[Event]
+    ) -> TokenFeed | None:
         if row is None:
             return None
         caller = caller_of(row.caller, self._conn.info.timezone)

@@ -176,7 +176,8 @@ class TokenFeed:
         caller: the live token and its principal.
         cursor: the caller's cursor, locked for the unit; None when the caller is not an
             agent (nothing was created or locked for it).
-        events: the caller's first page (empty when it is not an agent).
+        events: the caller's first page (empty when it is not an agent, or when no page
+            was read: `AgentFeedRepository.lock_cursor_for_token`).
     """
 
     caller: ResolvedToken
@@ -226,6 +227,18 @@ class AgentFeedRepository(Protocol):
         Returns:
             The caller, its cursor and its first page, or None for an unknown or revoked
             token.
+        """
+        ...
+
+    async def lock_cursor_for_token(self, token_hash: bytes) -> TokenFeed | None:
+        """`lock_cursor` for the caller of a live token, in one round trip (no page).
+
+        Args:
+            token_hash: the stored form of the request's bearer token.
+
+        Returns:
+            The caller and its cursor (None when it is not an agent), or None for an
+            unknown or revoked token.
         """
         ...
 

@@ -273,7 +273,7 @@ class AgentFeedService:
                 return None
         return Delivery(event=event, invocation_token=token, redelivered=event.seq <= delivered_seq)
 
-    async def ack(self, agent: Principal, through_seq: int) -> None:
+    async def ack(self, actor: Principal | BearerToken, through_seq: int) -> None:
         """Acknowledge the feed through a seq (the cursor never moves back).
 
         The cursor never passes what was delivered: an acknowledgement beyond the last
@@ -282,27 +282,53 @@ class AgentFeedService:
         gets every event that comes later.
 
         Args:
-            agent: the agent.
+            actor: the agent, or the request's bearer token (resolved in the round trip
+                that locks the cursor, its last use recorded after the unit: ADR 0026;
+                401, then 403, then 400, as a request authenticated first).
             through_seq: the last event it processed.
 
         Raises:
-            AccessDenied: when the caller is not an agent.
+            Unauthenticated: for a bearer token that is unknown or revoked.
+            AccessDenied: when the caller is not an agent (audited).
             ValidationFailed: for a negative seq.
         """
-        require_agent(agent, AuditAction.AGENT_EVENTS_CONSUME)
-        if through_seq < 0:
-            raise ValidationFailed([FieldError(pointer="/through_seq", code="out_of_range")])
+        invalid = (
+            ValidationFailed([FieldError(pointer="/through_seq", code="out_of_range")])
+            if through_seq < 0
+            else None
+        )
+        if isinstance(actor, Principal):
+            if not actor.is_agent:
+                await self._refuse_non_agent(actor)
+            if invalid is not None:
+                raise invalid
 
-        async def work(uow: UnitOfWork) -> None:
-            cursor = await uow.agent_feed.lock_cursor(agent.id)
+        async def work(uow: UnitOfWork) -> ResolvedToken | None:
+            token: ResolvedToken | None = None
+            if isinstance(actor, Principal):
+                agent, cursor = actor, await uow.agent_feed.lock_cursor(actor.id)
+            else:
+                found = await uow.agent_feed.lock_cursor_for_token(actor.digest)
+                if found is None:
+                    raise Unauthenticated()
+                agent, token = found.caller.principal, found.caller
+                require_agent(agent, AuditAction.AGENT_EVENTS_CONSUME)
+                if invalid is not None:
+                    raise invalid
+                if found.cursor is None:
+                    raise RuntimeError("the store locked no cursor for an agent")
+                cursor = found.cursor
             through = min(through_seq, cursor.delivered_seq)
             if through > cursor.acked_seq:
                 await uow.agent_feed.save_cursor(
                     agent.id,
                     AgentCursor(acked_seq=through, delivered_seq=cursor.delivered_seq),
                 )
+            return token
 
-        await self._tx.run(work)
+        caller = await self._tx.run(work)
+        if caller is not None:
+            await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
 
     async def heartbeat(self, agent: Principal, followups: str | None) -> None:
         """Store the capabilities an agent reports.

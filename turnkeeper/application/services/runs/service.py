@@ -67,7 +67,7 @@ class RunsService:
         """`AgentFeedService.poll_as`."""
         return await self._feed.poll_as(agent, after=after, limit=limit, check=check)
 
-    async def ack(self, agent: Principal, through_seq: int) -> None:
+    async def ack(self, agent: Principal | BearerToken, through_seq: int) -> None:
         """`AgentFeedService.ack`."""
         await self._feed.ack(agent, through_seq)
 
