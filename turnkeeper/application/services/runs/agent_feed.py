@@ -21,6 +21,7 @@ from turnkeeper.application.ports import (
     IdGenerator,
     InvocationClaims,
     ResolvedToken,
+    TokenFeed,
     TokenSigner,
     UnitOfWork,
 )
@@ -197,15 +198,8 @@ class AgentFeedService:
                 found = await uow.agent_feed.lock_cursor_and_read_for_token(
                     actor.digest, start, size
                 )
-                if found is None:
-                    raise Unauthenticated()
-                agent, token = found.caller.principal, found.caller
-                require_agent(agent, AuditAction.AGENT_EVENTS_CONSUME)
-                if invalid is not None:
-                    raise invalid
-                if found.cursor is None:
-                    raise RuntimeError("the store locked no cursor for an agent")
-                cursor, events = found.cursor, found.events
+                agent, token, cursor = _token_agent(found, invalid)
+                events = found.events if found is not None else []
             if check is not None:
                 check(agent)
             page = await self._deliver(uow, agent, cursor, events, after, size)
@@ -309,15 +303,7 @@ class AgentFeedService:
                 agent, cursor = actor, await uow.agent_feed.lock_cursor(actor.id)
             else:
                 found = await uow.agent_feed.lock_cursor_for_token(actor.digest)
-                if found is None:
-                    raise Unauthenticated()
-                agent, token = found.caller.principal, found.caller
-                require_agent(agent, AuditAction.AGENT_EVENTS_CONSUME)
-                if invalid is not None:
-                    raise invalid
-                if found.cursor is None:
-                    raise RuntimeError("the store locked no cursor for an agent")
-                cursor = found.cursor
+                agent, token, cursor = _token_agent(found, invalid)
             through = min(through_seq, cursor.delivered_seq)
             if through > cursor.acked_seq:
                 await uow.agent_feed.save_cursor(
@@ -439,6 +425,27 @@ class AgentFeedService:
             )
         )
         return token, jti
+
+
+def _token_agent(
+    found: TokenFeed | None, invalid: ValidationFailed | None
+) -> tuple[Principal, ResolvedToken, AgentCursor]:
+    """The agent a token's feed read found, in the order of a request authenticated first.
+
+    Raises:
+        Unauthenticated: no live token (`found` is None).
+        AccessDenied: agents_only for a person or app (audited by the transactor).
+        ValidationFailed: `invalid`, the request's own refusal, once the caller may hear it.
+    """
+    if found is None:
+        raise Unauthenticated()
+    agent = found.caller.principal
+    require_agent(agent, AuditAction.AGENT_EVENTS_CONSUME)
+    if invalid is not None:
+        raise invalid
+    if found.cursor is None:
+        raise RuntimeError("the store locked no cursor for an agent")
+    return agent, found.caller, found.cursor
 
 
 __all__ = ["AgentEventPage", "AgentFeedService", "Delivery", "PolledPage"]
