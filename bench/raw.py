@@ -864,10 +864,12 @@ async def finish_run(
                     )
                     for r in rest
                 )
-        await q.list_followups(conn, run_id=run.id)
+        # The run's view, read with the COMMIT (as `Transactor.run_then` reads it).
+        view = await q.start_list_followups(conn, run_id=run.id)
         for thread_id, seq in anchor_at.unwritten:
             await q.set_thread_latest_seq(conn, id=thread_id, latest_seq=seq)
         await _commit(conn, events, FIRST_EVENT, now)
+        await view.result()
     return follow_on
 
 

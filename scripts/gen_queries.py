@@ -284,6 +284,7 @@ PIPELINED = frozenset(
         "InsertMessage",
         "InsertMessageWithEvent",
         "InsertRun",
+        "ListFollowups",
         "ListGrantsForPrincipal",
         "ListGrantsForPrincipals",
         "ListVisibleMessages",

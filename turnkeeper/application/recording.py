@@ -11,7 +11,7 @@ change that did not happen.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from turnkeeper.application.ports import (
@@ -194,6 +194,12 @@ class RecordingFollowups:
     async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
         """The unit's own read."""
         return await self._inner.states(run_id)
+
+    async def start_states(
+        self, run_id: uuid.UUID
+    ) -> Callable[[], Awaitable[dict[uuid.UUID, FollowupState]]]:
+        """The unit's own read."""
+        return await self._inner.start_states(run_id)
 
     async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
         """The unit's own lock."""

@@ -30,6 +30,27 @@ from turnkeeper.application.tracking import TrackedUnit
 
 T = TypeVar("T")
 
+#: What reads a unit's answer once it committed (`Transactor.run_then`): it only reads
+#: what the COMMIT's round trip brought, so it neither fails nor retries.
+Later = Callable[[], Awaitable[T]]
+
+
+def _now(
+    work: Callable[[TrackedUnit], Awaitable[T]],
+) -> Callable[[TrackedUnit], Awaitable[Later[T]]]:
+    """`work` as `run_then` takes it: its answer, known before the commit."""
+
+    async def answered(uow: TrackedUnit) -> Later[T]:
+        result = await work(uow)
+
+        async def known() -> T:
+            return result
+
+        return known
+
+    return answered
+
+
 _log = structlog.get_logger("turnkeeper.tx")
 
 
@@ -92,12 +113,19 @@ class Transactor:
         self._audit = DenialAudit(clock, settings)
         self.telemetry = telemetry if telemetry is not None else TelemetryHub()
 
-    async def run(self, work: Callable[[TrackedUnit], Awaitable[T]]) -> T:
+    async def run(
+        self,
+        work: Callable[[TrackedUnit], Awaitable[T]],
+        *,
+        named: Callable[..., object] | None = None,
+    ) -> T:
         """Run `work` in a unit of work and commit it.
 
         Args:
             work: the use case; it may run more than once, so it must do everything
                 through the unit it is given (which remembers what it wrote).
+            named: the function whose method names the span (`use_case_name`), when
+                `work` is defined by a helper of the use case; `work` itself when None.
 
         Returns:
             What `work` returned in the attempt that committed.
@@ -107,21 +135,56 @@ class Transactor:
             AccessDenied: after the denial was audited.
             DomainError: whatever the work raised (nothing is stored).
         """
+        return await self._spanned(named or work, _now(work))
+
+    async def run_then(
+        self,
+        work: Callable[[TrackedUnit], Awaitable[Later[T]]],
+        *,
+        named: Callable[..., object] | None = None,
+    ) -> T:
+        """`run`, for work whose answer is read after the commit, in the same unit.
+
+        The work returns what reads its answer (a pending read it queued in the unit's
+        pipeline, such as `FollowupRepository.start_states`): it is awaited once the
+        COMMIT succeeded, before the unit lets its connection go, so that a read queued
+        last leaves with the COMMIT instead of waiting on its own.
+
+        Args:
+            work: as `run`'s, returning the reader of its answer.
+            named: as `run`'s.
+
+        Returns:
+            What the reader returned in the attempt that committed.
+
+        Raises:
+            RetriableConflict: when every retry failed too.
+            AccessDenied: after the denial was audited.
+            DomainError: whatever the work raised (nothing is stored).
+        """
+        return await self._spanned(named or work, work)
+
+    async def _spanned(
+        self,
+        named: Callable[..., object],
+        work: Callable[[TrackedUnit], Awaitable[Later[T]]],
+    ) -> T:
         telemetry = self.telemetry
         if not telemetry.records_spans:
             return await self._attempts(work)
-        with telemetry.span(use_case_name(work)):
+        with telemetry.span(use_case_name(named)):
             return await self._attempts(work)
 
-    async def _attempts(self, work: Callable[[TrackedUnit], Awaitable[T]]) -> T:
+    async def _attempts(self, work: Callable[[TrackedUnit], Awaitable[Later[T]]]) -> T:
         attempt = 0
         telemetry = self.telemetry
         while True:
             try:
                 async with self._uow() as uow:
                     tracked = TrackedUnit(uow)
-                    result = await work(tracked)
+                    later = await work(tracked)
                     await uow.commit()
+                    result = await later()
                 # Reported only now: the commit succeeded, and an attempt that raised
                 # above took its records with it.
                 telemetry.committed(tracked.changes)

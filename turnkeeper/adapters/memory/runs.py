@@ -7,7 +7,7 @@ raise the same application errors as the partial and unique indexes of PostgreSQ
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 import attrs
@@ -223,6 +223,17 @@ class MemoryFollowupRepository:
             for message_id, row in sorted(self._t.followups.items())
             if row.run_id == run_id
         }
+
+    async def start_states(
+        self, run_id: uuid.UUID
+    ) -> Callable[[], Awaitable[dict[uuid.UUID, FollowupState]]]:
+        """The states as of now (units of the memory store run one at a time)."""
+        found = await self.states(run_id)
+
+        async def states() -> dict[uuid.UUID, FollowupState]:
+            return found
+
+        return states
 
     async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
         """The state of one follow-up of a run, or None."""

@@ -2582,6 +2582,18 @@ async def list_followups(
         return await cur.fetchall()
 
 
+async def start_list_followups(
+    conn: psycopg.AsyncConnection[Any], *, run_id: uuid.UUID
+) -> PendingMany[ListFollowupsRow]:
+    """Queue ListFollowups in the unit's pipeline; read it with ``result()``.
+
+    The parameters and rows are those of `list_followups`.
+    """
+    cur = conn.cursor(row_factory=args_row(ListFollowupsRow))
+    await cur.execute(_LIST_FOLLOWUPS, {"p1": run_id})
+    return PendingMany(cur)
+
+
 async def lock_open_followups(
     conn: psycopg.AsyncConnection[Any], *, run_id: uuid.UUID
 ) -> list[LockOpenFollowupsRow]:

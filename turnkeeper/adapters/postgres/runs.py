@@ -8,7 +8,7 @@ runs capability: the thread row (taken by the message append) before the run row
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 import attrs
@@ -279,6 +279,17 @@ class PostgresFollowupRepository(PostgresRepository):
         """Every follow-up of a run by message id."""
         rows = await q.list_followups(self._conn, run_id=run_id)
         return {row.message_id: _FOLLOWUP_STATE_OF[row.state] for row in rows}
+
+    async def start_states(
+        self, run_id: uuid.UUID
+    ) -> Callable[[], Awaitable[dict[uuid.UUID, FollowupState]]]:
+        """``ListFollowups`` queued in the pipeline."""
+        pending = await q.start_list_followups(self._conn, run_id=run_id)
+
+        async def states() -> dict[uuid.UUID, FollowupState]:
+            return {row.message_id: _FOLLOWUP_STATE_OF[row.state] for row in await pending.result()}
+
+        return states
 
     async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:
         """One follow-up's state under FOR UPDATE, or None."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -124,6 +124,22 @@ class FollowupRepository(Protocol):
 
     async def states(self, run_id: uuid.UUID) -> dict[uuid.UUID, FollowupState]:
         """Every follow-up of a run by message id (for the run document)."""
+        ...
+
+    async def start_states(
+        self, run_id: uuid.UUID
+    ) -> Callable[[], Awaitable[dict[uuid.UUID, FollowupState]]]:
+        """`states`, queued in the unit's pipeline as of now; read with what it returns.
+
+        Awaiting the reader waits for the read (with the unit's next round trip): queued
+        last and read after the commit (`Transactor.run_then`), it leaves with the COMMIT.
+
+        Args:
+            run_id: the run.
+
+        Returns:
+            The reader of the states, as `states` would have returned them here.
+        """
         ...
 
     async def lock(self, run_id: uuid.UUID, message_id: uuid.UUID) -> FollowupState | None:

@@ -205,7 +205,7 @@ class AgentFeedService:
             page = await self._deliver(uow, agent, cursor, events, after, size)
             return PolledPage(agent=agent, page=page), token
 
-        polled, caller = await self._tx.run(work)
+        polled, caller = await self._tx.run(work, named=self.poll)
         if caller is not None:
             await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
         return polled

@@ -27,8 +27,8 @@ from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.runs.changes import RunChanges
 from turnkeeper.application.services.runs.guards import own_run, readable_target
 from turnkeeper.application.services.runs.run_end import RunEnder
-from turnkeeper.application.services.runs.views import RunView, run_view
-from turnkeeper.application.transactions import Transactor
+from turnkeeper.application.services.runs.views import RunView, agent_view_later, run_view
+from turnkeeper.application.transactions import Later, Transactor
 from turnkeeper.domain.authorization import Action
 from turnkeeper.domain.errors import InvalidStateTransition, NotFound
 from turnkeeper.domain.runs import (
@@ -118,12 +118,12 @@ class RunLifecycleService:
             InvalidStateTransition: when the run is not queued.
         """
 
-        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
+        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
             claims = self._claims(token, run)
             if claims.trigger_kind is not TriggerKind.MESSAGE or claims.sub != run.triggered_by:
                 raise InvalidToken("run_mismatch")
             if run.state is RunState.RUNNING and run.invocation_jti == claims.jti:
-                return await run_view(uow, run, agent.id)
+                return await agent_view_later(uow, run)
             changed = attrs.evolve(
                 move(run, Transition.START, self._clock.now()), invocation_jti=claims.jti
             )
@@ -146,7 +146,7 @@ class RunLifecycleService:
             InvalidStateTransition: when the run is not running.
         """
 
-        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
+        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
             # No token resumes the run until a follow-up is delivered while it waits:
             # the start token (or an earlier answer's) was consumed by its own move.
             changed = attrs.evolve(
@@ -180,7 +180,7 @@ class RunLifecycleService:
             InvalidStateTransition: when the run is not waiting for input.
         """
 
-        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
+        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
             claims = self._claims(token, run)
             changed = move(run, Transition.RESUME, self._clock.now())
             if claims.trigger_kind is not TriggerKind.FOLLOWUP or claims.jti != run.invocation_jti:
@@ -212,9 +212,9 @@ class RunLifecycleService:
             InvalidStateTransition: from queued, or to another end than the stored one.
         """
 
-        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
+        async def work(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
             if finish(run, state, reason, self._clock.now()) is None:
-                return await run_view(uow, run, agent.id)
+                return await agent_view_later(uow, run)
             # The triggering message, its author (its message.updated) and the agent
             # (the settlement's follow-on choice) arrive with the thread.
             await uow.principals.prefetch([run.triggered_by, run.agent_id])
@@ -224,7 +224,7 @@ class RunLifecycleService:
             # reads the agent as stored now (its reported follow-up mode, its status).
             stored_reason = finish_reason(run, state, reason)
             ended = await self._ender.end(uow, run, target, state, stored_reason, actor=agent)
-            return await run_view(uow, ended, agent.id)
+            return await agent_view_later(uow, ended)
 
         return await self._as_run_agent(actor, run_id, work)
 
@@ -232,19 +232,25 @@ class RunLifecycleService:
         self,
         actor: Principal | BearerToken,
         run_id: uuid.UUID,
-        step: Callable[[UnitOfWork, Principal, Run], Awaitable[RunView]],
+        step: Callable[[UnitOfWork, Principal, Run], Awaitable[Later[RunView]]],
     ) -> RunView:
         """Run an agent's move of its run in one unit, the run locked first (`own_run`).
 
         A bearer token is resolved in the round trip of the run's lock, and its last use
         recorded after the unit as `IdentityService.authenticate` records it (ADR 0026).
+        The run's view (its follow-ups) is read with the COMMIT (`Transactor.run_then`).
         """
 
-        async def work(uow: UnitOfWork) -> tuple[RunView, ResolvedToken | None]:
+        async def work(uow: UnitOfWork) -> Later[tuple[RunView, ResolvedToken | None]]:
             owned = await own_run(uow, actor, run_id)
-            return await step(uow, owned.agent, owned.run), owned.token
+            view = await step(uow, owned.agent, owned.run)
 
-        view, caller = await self._tx.run(work)
+            async def answer() -> tuple[RunView, ResolvedToken | None]:
+                return await view(), owned.token
+
+            return answer
+
+        view, caller = await self._tx.run_then(work, named=step)
         if caller is not None:
             await record_use(self._tx, caller, self._clock, self._token_interval)
         return view
@@ -296,11 +302,13 @@ class RunLifecycleService:
 
         return await self._tx.run(work)
 
-    async def _store(self, uow: UnitOfWork, run: Run, changed: Run, agent: Principal) -> RunView:
+    async def _store(
+        self, uow: UnitOfWork, run: Run, changed: Run, agent: Principal
+    ) -> Later[RunView]:
         """Store an agent's move of its run (the target is read once, here)."""
         target = await thread_target(uow, run.thread_id)
         await self._changes.store(uow, run, changed, agent, target)
-        return await run_view(uow, changed, agent.id)
+        return await agent_view_later(uow, changed)
 
     def _claims(self, token: str, run: Run) -> InvocationClaims:
         """The claims of a valid token for this run."""

@@ -18,8 +18,13 @@ from turnkeeper.application.services.access import thread_target
 from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.runs.changes import RunChanges
 from turnkeeper.application.services.runs.guards import own_run
-from turnkeeper.application.services.runs.views import RunView, run_document, run_view
-from turnkeeper.application.transactions import Transactor
+from turnkeeper.application.services.runs.views import (
+    RunView,
+    agent_view_later,
+    run_document,
+    run_view,
+)
+from turnkeeper.application.transactions import Later, Transactor
 from turnkeeper.domain.errors import Conflict, FieldError, ValidationFailed
 from turnkeeper.domain.followups import FollowupState, advance_followup
 from turnkeeper.domain.messaging import TriggerState
@@ -85,11 +90,16 @@ class RunPatchService:
             FollowupTransitionError: for a change that is not forward (409).
         """
 
-        async def work(uow: UnitOfWork) -> tuple[RunView, ResolvedToken | None]:
+        async def work(uow: UnitOfWork) -> Later[tuple[RunView, ResolvedToken | None]]:
             owned = await own_run(uow, actor, run_id)
-            return await step(uow, owned.agent, owned.run), owned.token
+            view = await step(uow, owned.agent, owned.run)
 
-        async def step(uow: UnitOfWork, agent: Principal, run: Run) -> RunView:
+            async def answer() -> tuple[RunView, ResolvedToken | None]:
+                return await view(), owned.token
+
+            return answer
+
+        async def step(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
             if base_version != run.version:
                 raise BaseVersionConflict(run_document(await run_view(uow, run, agent.id)))
             if not run.state.active:
@@ -116,12 +126,12 @@ class RunPatchService:
                         uow, target, [op.message_id], TriggerState.FOLLOWUP_DELIVERED, None
                     )
             if not changed_any:
-                return await run_view(uow, run, agent.id)
+                return await agent_view_later(uow, run)
             changed = bump_version(run, now)
             await self._changes.store(uow, run, changed, agent, target)
-            return await run_view(uow, changed, agent.id)
+            return await agent_view_later(uow, changed)
 
-        view, caller = await self._tx.run(work)
+        view, caller = await self._tx.run_then(work)
         if caller is not None:
             await record_use(self._tx, caller, self._clock, self._token_interval)
         return view

@@ -16,6 +16,7 @@ import attrs
 
 from turnkeeper.application.documents import Document, rfc3339
 from turnkeeper.application.ports import UnitOfWork
+from turnkeeper.application.transactions import Later
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.messaging import visible_to
 from turnkeeper.domain.runs import Run
@@ -50,6 +51,24 @@ async def run_view(uow: UnitOfWork, run: Run, reader_id: uuid.UUID) -> RunView:
     if reader_id != run.agent_id:
         states = await _visible(uow, states, reader_id)
     return RunView(run=run, followups={k: v.value for k, v in states.items()})
+
+
+async def agent_view_later(uow: UnitOfWork, run: Run) -> Later[RunView]:
+    """`run_view` for the run's own agent, read with the unit's COMMIT (`Transactor.run_then`).
+
+    Args:
+        uow: the unit of work, after its last write of the run's follow-ups.
+        run: the run (as the caller just read or changed it).
+
+    Returns:
+        The reader of the view, with every follow-up.
+    """
+    states = await uow.followups.start_states(run.id)
+
+    async def view() -> RunView:
+        return RunView(run=run, followups={k: v.value for k, v in (await states()).items()})
+
+    return view
 
 
 async def _visible(
@@ -94,4 +113,4 @@ def run_document(view: RunView) -> Document:
     return doc
 
 
-__all__ = ["RunView", "run_document", "run_view"]
+__all__ = ["RunView", "agent_view_later", "run_document", "run_view"]
