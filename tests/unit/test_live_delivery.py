@@ -250,6 +250,17 @@ async def test_a_long_poll_by_token_answers_401_then_403_then_its_wait(
     ]
 
 
+@pytest.mark.parametrize("by_token", [False, True])
+async def test_a_persons_long_poll_is_agents_only_whatever_its_wait(
+    live: Live, by_token: bool
+) -> None:
+    alex = live.world.principal("alex")
+    actor = BearerToken.of(live.world.people["alex"].token) if by_token else alex
+    with pytest.raises(AccessDenied) as denied:
+        await live.services.live.wait_agent_events(actor, wait=-1)
+    assert (denied.value.code, denied.value.reason) == ("forbidden", "agents_only")
+
+
 # -- streams -----------------------------------------------------------------------------
 
 

@@ -282,6 +282,9 @@ class LiveDelivery:
         """
         if isinstance(actor, Principal):
             agent = actor
+            if not agent.is_agent:
+                # Refused (403, audited) before its wait is judged, as a poll by token.
+                return await self._runs.poll(agent, after=after, limit=limit)
             waited = self.wait_time(wait)
         else:
 
