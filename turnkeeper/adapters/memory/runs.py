@@ -153,13 +153,11 @@ class MemoryAgentFeedRepository:
         self, token_hash: bytes, after: int | None, limit: int
     ) -> TokenFeed | None:
         """The caller of a live token, its cursor and first page (an agent's only)."""
-        caller = await MemoryTokenRepository(self._t).resolve(token_hash)
-        if caller is None:
-            return None
-        if not caller.principal.is_agent:
-            return TokenFeed(caller=caller, cursor=None, events=[])
-        cursor, events = await self.lock_cursor_and_read(caller.principal.id, after, limit)
-        return TokenFeed(caller=caller, cursor=cursor, events=events)
+        found = await self.lock_cursor_for_token(token_hash)
+        if found is None or found.cursor is None:
+            return found
+        start = found.cursor.acked_seq if after is None else after
+        return attrs.evolve(found, events=await self.read(found.caller.principal.id, start, limit))
 
     async def lock_cursor_for_token(self, token_hash: bytes) -> TokenFeed | None:
         """The caller of a live token and its cursor (an agent's only)."""

@@ -7,15 +7,18 @@ read is not_found, like an unknown id.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 import attrs
 
 from turnkeeper.application.errors import Unauthenticated
-from turnkeeper.application.ports import ResolvedToken, UnitOfWork
+from turnkeeper.application.ports import Clock, ResolvedToken, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import authorized_thread
-from turnkeeper.application.services.identity import BearerToken
-from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.application.services.identity import BearerToken, record_use
+from turnkeeper.application.services.runs.views import RunView
+from turnkeeper.application.transactions import AccessDenied, Later, Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action
 from turnkeeper.domain.errors import NotFound
 from turnkeeper.domain.runs import Run
@@ -112,4 +115,63 @@ async def own_run(uow: UnitOfWork, actor: Principal | BearerToken, run_id: uuid.
     return OwnedRun(agent=agent, run=run, token=token)
 
 
-__all__ = ["OwnedRun", "own_run", "readable_target", "require_agent"]
+#: An agent's move of its run, given the unit, the agent and the run locked for it: what
+#: reads the run's view once the unit committed.
+MoveStep = Callable[[UnitOfWork, Principal, Run], Awaitable[Later[RunView]]]
+
+
+async def move_own_run(
+    tx: Transactor,
+    actor: Principal | BearerToken,
+    run_id: uuid.UUID,
+    step: MoveStep,
+    *,
+    clock: Clock,
+    token_interval: timedelta,
+) -> RunView:
+    """Run an agent's move of its run in one unit, the run locked first (`own_run`).
+
+    A bearer token is resolved in the round trip of the run's lock, and its last use
+    recorded after the unit as `IdentityService.authenticate` records it (ADR 0026). The
+    run's view (its follow-ups) is read with the COMMIT (`Transactor.run_then`, ADR 0034).
+
+    Args:
+        tx: the transactor.
+        actor: the run's agent, or the request's bearer token.
+        run_id: the run.
+        step: the move; its use case names the unit's span.
+        clock: the time of the token's use.
+        token_interval: ``auth.token_last_used_interval``.
+
+    Returns:
+        The run's view after the move.
+
+    Raises:
+        Unauthenticated: for a bearer token that is unknown or revoked.
+        NotFound: for an unknown run (or one whose thread the caller may not read).
+        AccessDenied: forbidden / not_run_agent for a reader who is not its agent.
+    """
+
+    async def work(uow: UnitOfWork) -> Later[tuple[RunView, ResolvedToken | None]]:
+        owned = await own_run(uow, actor, run_id)
+        view = await step(uow, owned.agent, owned.run)
+
+        async def answer() -> tuple[RunView, ResolvedToken | None]:
+            return await view(), owned.token
+
+        return answer
+
+    view, caller = await tx.run_then(work, named=step)
+    if caller is not None:
+        await record_use(tx, caller, clock, token_interval)
+    return view
+
+
+__all__ = [
+    "MoveStep",
+    "OwnedRun",
+    "move_own_run",
+    "own_run",
+    "readable_target",
+    "require_agent",
+]

@@ -8,7 +8,6 @@ trigger on the thread cancels. Every end goes through `RunEnder.end`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import attrs
@@ -18,14 +17,17 @@ from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import (
     Clock,
     InvocationClaims,
-    ResolvedToken,
     TokenSigner,
     UnitOfWork,
 )
 from turnkeeper.application.services.access import authorized_thread, thread_target
-from turnkeeper.application.services.identity import BearerToken, record_use
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.runs.changes import RunChanges
-from turnkeeper.application.services.runs.guards import own_run, readable_target
+from turnkeeper.application.services.runs.guards import (
+    MoveStep,
+    move_own_run,
+    readable_target,
+)
 from turnkeeper.application.services.runs.run_end import RunEnder
 from turnkeeper.application.services.runs.views import RunView, agent_view_later, run_view
 from turnkeeper.application.transactions import Later, Transactor
@@ -229,31 +231,17 @@ class RunLifecycleService:
         return await self._as_run_agent(actor, run_id, work)
 
     async def _as_run_agent(
-        self,
-        actor: Principal | BearerToken,
-        run_id: uuid.UUID,
-        step: Callable[[UnitOfWork, Principal, Run], Awaitable[Later[RunView]]],
+        self, actor: Principal | BearerToken, run_id: uuid.UUID, step: MoveStep
     ) -> RunView:
-        """Run an agent's move of its run in one unit, the run locked first (`own_run`).
-
-        A bearer token is resolved in the round trip of the run's lock, and its last use
-        recorded after the unit as `IdentityService.authenticate` records it (ADR 0026).
-        The run's view (its follow-ups) is read with the COMMIT (`Transactor.run_then`).
-        """
-
-        async def work(uow: UnitOfWork) -> Later[tuple[RunView, ResolvedToken | None]]:
-            owned = await own_run(uow, actor, run_id)
-            view = await step(uow, owned.agent, owned.run)
-
-            async def answer() -> tuple[RunView, ResolvedToken | None]:
-                return await view(), owned.token
-
-            return answer
-
-        view, caller = await self._tx.run_then(work, named=step)
-        if caller is not None:
-            await record_use(self._tx, caller, self._clock, self._token_interval)
-        return view
+        """`move_own_run` with this service's transactor, clock and token interval."""
+        return await move_own_run(
+            self._tx,
+            actor,
+            run_id,
+            step,
+            clock=self._clock,
+            token_interval=self._token_interval,
+        )
 
     async def cancel(self, person: Principal, run_id: uuid.UUID) -> RunView:
         """A person with trigger stops a run.

@@ -13,11 +13,11 @@ from datetime import timedelta
 import attrs
 
 from turnkeeper.application.errors import BaseVersionConflict
-from turnkeeper.application.ports import Clock, ResolvedToken, UnitOfWork
+from turnkeeper.application.ports import Clock, UnitOfWork
 from turnkeeper.application.services.access import thread_target
-from turnkeeper.application.services.identity import BearerToken, record_use
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.runs.changes import RunChanges
-from turnkeeper.application.services.runs.guards import own_run
+from turnkeeper.application.services.runs.guards import move_own_run
 from turnkeeper.application.services.runs.views import (
     RunView,
     agent_view_later,
@@ -90,15 +90,6 @@ class RunPatchService:
             FollowupTransitionError: for a change that is not forward (409).
         """
 
-        async def work(uow: UnitOfWork) -> Later[tuple[RunView, ResolvedToken | None]]:
-            owned = await own_run(uow, actor, run_id)
-            view = await step(uow, owned.agent, owned.run)
-
-            async def answer() -> tuple[RunView, ResolvedToken | None]:
-                return await view(), owned.token
-
-            return answer
-
         async def step(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
             if base_version != run.version:
                 raise BaseVersionConflict(run_document(await run_view(uow, run, agent.id)))
@@ -131,10 +122,14 @@ class RunPatchService:
             await self._changes.store(uow, run, changed, agent, target)
             return await agent_view_later(uow, changed)
 
-        view, caller = await self._tx.run_then(work)
-        if caller is not None:
-            await record_use(self._tx, caller, self._clock, self._token_interval)
-        return view
+        return await move_own_run(
+            self._tx,
+            actor,
+            run_id,
+            step,
+            clock=self._clock,
+            token_interval=self._token_interval,
+        )
 
 
 __all__ = ["FollowupOp", "RunPatchService"]
