@@ -296,17 +296,26 @@ async def test_a_killed_listening_connection_is_replaced_and_no_event_is_lost(
     )
     await _until_listening(pg_node.services, 1)
     async with await psycopg.AsyncConnection.connect(pg_conninfo, autocommit=True) as admin:
+        # With a timeout the call returns once the backend is gone, so no look of the old
+        # connection can succeed after it (without one, a busy host let the next looks
+        # still wake readers, and the test ended before any reconnect).
         cur = await admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity"
             " WHERE application_name = %s AND datname = current_database()",
-            (LISTENER_APPLICATION_NAME,),
+            (int(BOUND_SECONDS * 1000), LISTENER_APPLICATION_NAME),
         )
         assert [row[0] for row in await cur.fetchall()] == [True]
-    # Committed while the process may not listen: the reconnect wakes the reader.
+    # Committed while the process does not listen: the loss or the reconnect wakes the reader.
     await pg_node.post("alex", "allgemein", "outage-1")
     page = await asyncio.wait_for(waiting, BOUND_SECONDS)
     assert page.events
-    # Later commits wake readers as before, through a new connection.
+    async with asyncio.timeout(BOUND_SECONDS):
+        for _ in range(LOOK_STEPS):
+            if waker.connections == 2:
+                break
+            await asyncio.sleep(LOOK_STEP_SECONDS)
+    assert waker.connections == 2
+    # Later commits wake readers as before, through the new connection.
     waiting = asyncio.create_task(
         pg_node.services.live.wait_events(sam, after=page.next_after, wait=LONG_WAIT_SECONDS)
     )
