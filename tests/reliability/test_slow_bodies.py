@@ -21,6 +21,7 @@ import contextlib
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -172,19 +173,31 @@ async def test_the_guard_fires_body_late_when_the_body_timer_ends() -> None:
         def drop(self, reason: str) -> None:
             raise AssertionError(f"dropped: {reason}")
 
-    guard = ConnectionGuard(header_timeout=600, max_connections=10, body_timeout=600)
+    start = asyncio.get_running_loop().time()
+    now = [start]
+    guard = ConnectionGuard(
+        header_timeout=600, max_connections=10, body_timeout=600, clock=lambda: now[0]
+    )
     connection = Late(guard)
     guard.opened(connection)
     guard.headers_received(connection)
     guard.await_body(connection)
-    timer = guard.reading[connection]
+    header_timer, timer = guard.timers(connection)
+    now[0] = start + 10
     guard.await_body(connection)
-    assert guard.reading[connection] is timer  # not restarted
-    # The timer is the one the loop will fire; run its callback instead of waiting.
-    timer._run()
+    assert guard.reading[connection] == start  # not restarted
+    assert guard.timers(connection) == [header_timer, timer]
+    # The timer is the one the loop will fire at its time; run its callback instead.
+    now[0] = start + 600
+    handle: Any = timer  # its callback is not public: read it before cancel forgets it
+    callback, args = handle._callback, handle._args
+    timer.cancel()
+    callback(*args)
     assert connection.late
-    assert (guard.open, guard.reading) == (set(), {})
+    assert (guard.open, guard.reading, guard.timers(connection)) == (set(), {}, [])
+    assert header_timer.cancelled()
     guard.opened(connection)
     guard.await_body(connection)
     guard.body_received(connection)
     assert guard.reading == {}
+    guard.closed(connection)

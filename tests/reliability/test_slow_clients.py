@@ -28,6 +28,7 @@ import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -328,14 +329,67 @@ async def test_the_guard_refuses_a_newcomer_when_every_other_connection_is_busy(
     assert [c.dropped for c in busy] == [None, None]
 
 
+def _fire(timer: asyncio.TimerHandle) -> None:
+    """Run a timer's callback now, as the loop would at its time (and never again)."""
+    handle: Any = timer  # its callback is not public: read it before cancel forgets it
+    callback, args = handle._callback, handle._args
+    timer.cancel()
+    callback(*args)
+
+
 async def test_the_guard_closes_a_connection_when_its_header_timer_fires() -> None:
-    guard = ConnectionGuard(header_timeout=600, max_connections=10)
+    start = asyncio.get_running_loop().time()
+    now = [start]
+    guard = ConnectionGuard(header_timeout=600, max_connections=10, clock=lambda: now[0])
     (connection,) = _connections(guard, 1)
-    timer = guard.waiting[connection]
-    # The timer is the one the loop will fire; run its callback instead of waiting.
-    timer._run()
+    (timer,) = guard.timers(connection)
+    assert timer.when() == start + 600
+    now[0] = start + 600
+    _fire(timer)
     assert connection.dropped == "header_timeout"
-    assert guard.open == set()
+    assert (guard.open, guard.waiting, guard.timers(connection)) == (set(), {}, [])
+
+
+async def test_a_header_timer_judges_the_wait_running_when_it_fires() -> None:
+    # One timer per connection, not one per request: a wait that ended leaves it armed,
+    # and when it fires it ends the connection only if the wait running then began a
+    # whole timeout ago; otherwise it is armed again for that wait's end.
+    start = asyncio.get_running_loop().time()
+    now = [start]
+    guard = ConnectionGuard(header_timeout=600, max_connections=10, clock=lambda: now[0])
+    (connection,) = _connections(guard, 1)
+    guard.headers_received(connection)
+    now[0] = start + 300
+    guard.await_headers(connection)  # the next request's wait, begun at 300
+    (timer,) = guard.timers(connection)
+    assert timer.when() == start + 600  # the first wait's timer, not a new one
+    now[0] = start + 600
+    _fire(timer)
+    assert connection.dropped is None
+    (timer,) = guard.timers(connection)
+    assert timer.when() == start + 900
+    now[0] = start + 900
+    _fire(timer)
+    assert connection.dropped == "header_timeout"
+
+
+async def test_a_header_timer_firing_between_waits_disarms_until_the_next_wait() -> None:
+    start = asyncio.get_running_loop().time()
+    now = [start]
+    guard = ConnectionGuard(header_timeout=600, max_connections=10, clock=lambda: now[0])
+    (connection,) = _connections(guard, 1)
+    guard.headers_received(connection)  # a request in flight: no wait runs
+    (timer,) = guard.timers(connection)
+    now[0] = start + 600
+    _fire(timer)
+    assert (connection.dropped, guard.timers(connection)) == (None, [])
+    now[0] = start + 700
+    guard.await_headers(connection)
+    (timer,) = guard.timers(connection)
+    assert timer.when() == start + 1300
+    guard.closed(connection)
+    assert timer.cancelled()
+    assert guard.timers(connection) == []
 
 
 def test_the_guarded_protocol_is_uvicorns_h11_protocol() -> None:

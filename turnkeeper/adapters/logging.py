@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 import attrs
+import msgspec
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
@@ -103,6 +104,49 @@ def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDic
     return event_dict
 
 
+#: structlog's JSON renderer (``json.dumps``), for the records `render_json` passes on.
+_json_dumps = structlog.processors.JSONRenderer()
+_json_encoder = msgspec.json.Encoder()
+#: Types msgspec writes exactly as ``json.dumps`` does (floats: see `_plain_float`).
+_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
+#: Floats ``repr`` writes without an exponent, where msgspec's digits are ``repr``'s.
+_FIXED_FLOATS = (1e-4, 1e16)
+_DEL = b"\x7f"
+
+
+def _plain_float(value: float) -> bool:
+    low, high = _FIXED_FLOATS
+    return value == 0 or low <= abs(value) < high
+
+
+def render_json(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
+    """Render a record as one JSON line, the line structlog's `JSONRenderer` writes.
+
+    A record of plain members (text, numbers, booleans, none, as the request line and
+    most lines have) is encoded by msgspec and spaced as ``json.dumps`` spaces it, at a
+    third of the cost (ADR 0028, second amendment); any other record (a nested value, an
+    object, text beyond ASCII that ``json.dumps`` escapes, a float it writes with an
+    exponent) is rendered by structlog's `JSONRenderer`. Both give the same text.
+
+    Args:
+        logger: the wrapped logger (unused).
+        method_name: the log method.
+        event_dict: the record.
+
+    Returns:
+        The line, without its line break.
+    """
+    for value in event_dict.values():
+        kind = type(value)
+        if kind not in _PLAIN_TYPES and not (kind is float and _plain_float(value)):
+            return str(_json_dumps(logger, method_name, event_dict))
+    compact = _json_encoder.encode(event_dict)
+    # json.dumps escapes DEL as well as every byte beyond ASCII.
+    if not compact.isascii() or _DEL in compact:
+        return str(_json_dumps(logger, method_name, event_dict))
+    return msgspec.json.format(compact, indent=0).decode("ascii")
+
+
 def shared_processors() -> list[Processor]:
     """The processors every record passes, structlog's and the standard library's.
 
@@ -132,11 +176,7 @@ def configure_logging(
     """
     out = stream if stream is not None else sys.stderr
     as_json = json if json is not None else not out.isatty()
-    renderer: Processor = (
-        structlog.processors.JSONRenderer()
-        if as_json
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
+    renderer: Processor = render_json if as_json else structlog.dev.ConsoleRenderer(colors=False)
     shared = shared_processors()
     # The format shows no source file, line, process or thread: not looked up per record
     # (the standard library's documented switches, see "Optimization" in its logging HOWTO).

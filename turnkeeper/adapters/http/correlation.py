@@ -18,9 +18,10 @@ a token that resets it (no copy of the whole context per request).
 from __future__ import annotations
 
 import logging
+import os
+import random
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
@@ -106,6 +107,33 @@ def _client_id(scope: Scope) -> str | None:
     return None
 
 
+class _IdSource:
+    """New correlation ids: random version 4 UUIDs in their text form.
+
+    An id marks a request in logs and answers; it needs to be unique, not secret. So the
+    randomness is a generator seeded once per process from the operating system (and
+    again in a forked child, which would otherwise repeat its parent's ids), instead of
+    `uuid.uuid4`'s system call per request.
+    """
+
+    def __init__(self) -> None:
+        self._random = random.Random()  # noqa: S311 - ids, not secrets (see above)
+        os.register_at_fork(after_in_child=self._random.seed)
+
+    def new(self) -> str:
+        """A new id, spelt as `str(uuid.uuid4())` spells one."""
+        bits = self._random.getrandbits(_UUID_BITS)
+        text = f"{bits & _V4_CLEAR | _V4_SET:032x}"
+        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+_UUID_BITS = 128
+# The version (4) and variant (RFC 4122) bits of a version 4 UUID, as `uuid.UUID` sets them.
+_V4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_V4_SET = (4 << 76) | (0x8000 << 48)
+_new_ids = _IdSource()
+
+
 def correlation_id_of(scope: Scope | dict[str, Any]) -> str:
     """The correlation id of an exchange, fixed on first use.
 
@@ -119,7 +147,7 @@ def correlation_id_of(scope: Scope | dict[str, Any]) -> str:
     found = state.get(_STATE_KEY)
     if isinstance(found, str):
         return found
-    chosen = _client_id(cast("Scope", scope)) or str(uuid.uuid4())
+    chosen = _client_id(cast("Scope", scope)) or _new_ids.new()
     state[_STATE_KEY] = chosen
     return chosen
 
