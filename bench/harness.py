@@ -41,6 +41,7 @@ from turnkeeper.adapters.http.server import settle_heap
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.observers import observe_statements
+from turnkeeper.adapters.postgres.pool import RecentFirstPool
 from turnkeeper.adapters.postgres.uow import Conn
 from turnkeeper.application.settings import Settings
 
@@ -185,7 +186,7 @@ async def _configure(conn: Conn) -> None:
 
 
 async def open_traced_pool(conninfo: str, size: int) -> AsyncConnectionPool[Conn]:
-    """A pool like `turnkeeper.adapters.postgres.uow.create_pool` (no check on checkout), traced.
+    """A pool like `turnkeeper.adapters.postgres.uow.create_pool` (its class, no check), traced.
 
     Args:
         conninfo: the database.
@@ -194,7 +195,7 @@ async def open_traced_pool(conninfo: str, size: int) -> AsyncConnectionPool[Conn
     Returns:
         The open pool.
     """
-    pool = AsyncConnectionPool(
+    pool = RecentFirstPool(
         conninfo,
         min_size=size,
         max_size=size,
