@@ -3,7 +3,10 @@
 ``python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]`` measures a message that
 triggers nothing (POST /v1/threads/{id}/messages, the hottest request) at concurrency 1,
 8 and 32 on these sides, in interleaved rounds (the order rotates from one round to the
-next), and prints each side's median round:
+next), and prints each side's median round. ``--concurrency 8 --rounds 8 --ops 6000``
+changes the size and ``--only before,fast`` the HTTP sides: on a host whose rounds
+spread by 10 to 40 %, a change of a few per cent shows only in such a focused run.
+The sides:
 
 - ``service``: the application service in-process (the reference of "HTTP over
   in-process");
@@ -27,6 +30,7 @@ the part of a request that no change of the adapter can remove.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import math
@@ -64,7 +68,10 @@ POOL_SPARE = 2
 #: The request of ``--healthz``: the HTTP stack alone (no database, no token check).
 HEALTHZ: dict[str, object] = {"method": "GET", "path": "/healthz", "token": "none"}
 #: The command line.
-USAGE = "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]"
+USAGE = (
+    "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]"
+    " [--concurrency N,N] [--rounds N] [--ops N] [--only SIDE,SIDE]"
+)
 #: ``database.request_timeout`` of the servers.
 REQUEST_TIMEOUT_SECONDS = 60
 #: Milliseconds per second.
@@ -299,6 +306,7 @@ async def measure(
     *,
     healthz: bool = False,
     settle: Settle | None = None,
+    only: frozenset[str] | None = None,
 ) -> dict[str, dict[int, Measured]]:
     """Every side at every concurrency, in interleaved rounds.
 
@@ -310,6 +318,8 @@ async def measure(
         healthz: measure ``GET /healthz`` (the stack alone) instead of the message.
         settle: called once with the world's settings when the world and the in-process
             app are built (`bench.harness.settle_as_serve`).
+        only: the keys of the HTTP sides to measure (None: every side); the service
+            in-process, the reference, is always measured.
 
     Returns:
         side key -> concurrency -> its rounds.
@@ -318,7 +328,9 @@ async def measure(
     pool = await open_traced_pool(conninfo, most + POOL_SPARE)
     try:
         world = await build_world(pool, most)
-        by_key = {v.key: v for v in variants(baseline, healthz=healthz)}
+        by_key = {
+            v.key: v for v in variants(baseline, healthz=healthz) if only is None or v.key in only
+        }
         sides = ["service", *by_key]
         rounds: dict[str, dict[int, list[Timing]]] = {
             s: {c: [] for c in size.concurrency} for s in sides
@@ -361,7 +373,9 @@ def report(results: dict[str, dict[int, Measured]], out: TextIO) -> None:
         results: what `measure` returned.
         out: where to print.
     """
-    reference = "before" if "before" in results else "h11"
+    # The side the others are compared with besides the service (the service itself when
+    # `--only` left out both).
+    reference = next(side for side in ("before", "h11", "service") if side in results)
     print(
         "| side | c | req/s | spread | p50 ms | server ms/req | pg ms/req | client ms/req"
         f" | of in-process | of {reference} |",
@@ -389,46 +403,75 @@ def _load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def _arguments(argv: Sequence[str]) -> argparse.Namespace | None:
+    """The command line's options, or None when they are not understood."""
+    parser = argparse.ArgumentParser(prog="python -m bench.http_stack", add_help=False)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--healthz", action="store_true")
+    parser.add_argument("--baseline", type=Path)
+    parser.add_argument("--concurrency", type=_levels)
+    parser.add_argument("--rounds", type=_positive)
+    parser.add_argument("--ops", type=_positive)
+    parser.add_argument("--only", type=_keys)
+    try:
+        args, rest = parser.parse_known_args(list(argv))
+    except SystemExit:
+        return None
+    return None if rest else args
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    return tuple(_positive(part) for part in text.split(","))
+
+
+def _keys(text: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in text.split(",") if part.strip())
+
+
 async def main_async(argv: Sequence[str], out: TextIO, *, settle: Settle | None = None) -> int:
     """Run the table from the command line.
 
     Args:
-        argv: ``[--quick] [--healthz] [--baseline DIR]``.
+        argv: ``[--quick] [--healthz] [--baseline DIR] [--concurrency N,N] [--rounds N]
+            [--ops N] [--only SIDE,SIDE]``: ``--concurrency``, ``--rounds`` and ``--ops``
+            (requests per measurement) change the size (a focused run: one concurrency,
+            more and longer rounds, steadies the medians of a noisy host); ``--only``
+            measures those HTTP sides alone beside the service (``before,fast``).
         out: where to print.
         settle: see `measure` (the command line passes `bench.harness.settle_as_serve`).
 
     Returns:
         The exit code (2 for arguments not understood).
     """
-    args = list(argv)
-    quick = "--quick" in args
-    healthz = "--healthz" in args
-    baseline = None
-    if "--baseline" in args:
-        at = args.index("--baseline")
-        if at + 1 >= len(args):
-            print(
-                "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]",
-                file=sys.stderr,
-            )
-            return 2
-        baseline = Path(args.pop(at + 1))
-        if not baseline.is_absolute():
-            raise SystemExit("--baseline needs an absolute path (the server runs in it)")
-        args.pop(at)
-    if [a for a in args if a not in ("--quick", "--healthz")]:
-        print(
-            "usage: python -m bench.http_stack [--quick] [--healthz] [--baseline DIR]",
-            file=sys.stderr,
-        )
+    args = _arguments(argv)
+    if args is None:
+        print(USAGE, file=sys.stderr)
         return 2
+    baseline: Path | None = args.baseline
+    if baseline is not None and not baseline.is_absolute():
+        raise SystemExit("--baseline needs an absolute path (the server runs in it)")
+    size = QUICK if args.quick else (HEALTHZ_SIZE if args.healthz else FULL)
+    size = attrs.evolve(
+        size,
+        concurrency=args.concurrency or size.concurrency,
+        repeats=args.rounds or size.repeats,
+        ops=args.ops or size.ops,
+    )
     async with (
         bench_server() as server,
         scratch_database(server.conninfo, prefix=BENCH_DATABASE_PREFIX) as conninfo,
     ):
         print(_load(), file=out, flush=True)
-        size = QUICK if quick else (HEALTHZ_SIZE if healthz else FULL)
-        results = await measure(conninfo, size, baseline, out, healthz=healthz, settle=settle)
+        results = await measure(
+            conninfo, size, baseline, out, healthz=args.healthz, settle=settle, only=args.only
+        )
         report(results, out)
         print(_load(), file=out, flush=True)
     # The medians of the server's CPU per request, for a quick look at the target.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import attrs
 import pytest
 
 from bench import http_stack
@@ -31,3 +32,26 @@ async def test_quick_http_stack_table_measures_every_side(pg_conninfo: str, heal
     out = io.StringIO()
     http_stack.report(results, out)
     assert out.getvalue().count("\n") == 2 + len(sides) * len(http_stack.QUICK.concurrency)
+
+
+async def test_a_focused_run_measures_the_chosen_sides_at_the_chosen_size(
+    pg_conninfo: str,
+) -> None:
+    size = attrs.evolve(http_stack.QUICK, concurrency=(2,), repeats=2)
+    results = await http_stack.measure(
+        pg_conninfo, size, None, io.StringIO(), only=frozenset({"fast"})
+    )
+    assert list(results) == ["service", "fast"]
+    assert [len(by_c[2].rounds) for by_c in results.values()] == [2, 2]
+    out = io.StringIO()
+    http_stack.report(results, out)
+    assert "| of service |" in out.getvalue().splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--rounds", "0"], ["--concurrency", "8,x"], ["--sides"], ["--ops"]],
+    ids=["no-rounds", "bad-level", "unknown", "no-value"],
+)
+async def test_options_not_understood_are_refused_before_anything_starts(argv: list[str]) -> None:
+    assert await http_stack.main_async(argv, io.StringIO()) == 2
