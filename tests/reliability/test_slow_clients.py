@@ -329,7 +329,7 @@ async def test_the_guard_refuses_a_newcomer_when_every_other_connection_is_busy(
     assert [c.dropped for c in busy] == [None, None]
 
 
-def _fire(timer: asyncio.TimerHandle) -> None:
+def fire_timer(timer: asyncio.TimerHandle) -> None:
     """Run a timer's callback now, as the loop would at its time (and never again)."""
     handle: Any = timer  # its callback is not public: read it before cancel forgets it
     callback, args = handle._callback, handle._args
@@ -345,7 +345,7 @@ async def test_the_guard_closes_a_connection_when_its_header_timer_fires() -> No
     (timer,) = guard.timers(connection)
     assert timer.when() == start + 600
     now[0] = start + 600
-    _fire(timer)
+    fire_timer(timer)
     assert connection.dropped == "header_timeout"
     assert (guard.open, guard.waiting, guard.timers(connection)) == (set(), {}, [])
 
@@ -364,12 +364,12 @@ async def test_a_header_timer_judges_the_wait_running_when_it_fires() -> None:
     (timer,) = guard.timers(connection)
     assert timer.when() == start + 600  # the first wait's timer, not a new one
     now[0] = start + 600
-    _fire(timer)
+    fire_timer(timer)
     assert connection.dropped is None
     (timer,) = guard.timers(connection)
     assert timer.when() == start + 900
     now[0] = start + 900
-    _fire(timer)
+    fire_timer(timer)
     assert connection.dropped == "header_timeout"
 
 
@@ -381,7 +381,7 @@ async def test_a_header_timer_firing_between_waits_disarms_until_the_next_wait()
     guard.headers_received(connection)  # a request in flight: no wait runs
     (timer,) = guard.timers(connection)
     now[0] = start + 600
-    _fire(timer)
+    fire_timer(timer)
     assert (connection.dropped, guard.timers(connection)) == (None, [])
     now[0] = start + 700
     guard.await_headers(connection)

@@ -147,11 +147,14 @@ class _Waits:
         self.since: dict[GuardedConnection, float] = {}
         self.timers: dict[GuardedConnection, asyncio.TimerHandle] = {}
 
+    def _now(self, loop: asyncio.AbstractEventLoop) -> float:
+        return self._clock() if self._clock is not None else loop.time()
+
     def begin(self, connection: GuardedConnection) -> None:
         if connection in self.since:
             return
         loop = asyncio.get_running_loop()
-        now = self._clock() if self._clock is not None else loop.time()
+        now = self._now(loop)
         self.since[connection] = now
         if connection not in self.timers:
             self.timers[connection] = loop.call_at(now + self.timeout, self._due, connection)
@@ -172,7 +175,7 @@ class _Waits:
             return  # not waiting now: its next wait arms a timer again
         loop = asyncio.get_running_loop()
         ends = began + self.timeout
-        if (self._clock() if self._clock is not None else loop.time()) >= ends:
+        if self._now(loop) >= ends:
             self._expire(connection)
         else:
             self.timers[connection] = loop.call_at(ends, self._due, connection)
