@@ -26,6 +26,7 @@ from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[impor
 from tests.live_server import Served, served_app
 from tests.support.http import ContractClient, bearer
 from tests.support.openapi import assert_no_null
+from turnkeeper.adapters.http.app import create_app
 from turnkeeper.adapters.logging import configure_logging
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
@@ -321,6 +322,58 @@ async def test_the_stream_gauge_counts_the_open_streams(
     await asyncio.wait_for(closed.wait(), BOUND_SECONDS)
     async with httpx.AsyncClient(base_url=served.url, timeout=BOUND_SECONDS) as http:
         assert "turnkeeper_event_stream_clients 0.0" in (await http.get("/metrics")).text
+
+
+async def _left_at_once(app: Any, path: str, token: str) -> int:
+    """One stream exchange whose client is gone before the answer starts; its status."""
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"turnkeeper.example.com"),
+            (b"authorization", f"Bearer {token}".encode()),
+        ],
+        "client": ("127.0.0.1", 40000),
+        "server": ("turnkeeper.example.com", 80),
+        "state": {},
+    }
+    starts: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            starts.append(message["status"])
+
+    await asyncio.wait_for(app(scope, receive, send), BOUND_SECONDS)
+    return starts[0]
+
+
+@pytest.mark.parametrize(
+    ("path", "caller"),
+    [("/v1/events/stream", "sam"), ("/v1/agent/events/stream", "lotse")],
+)
+async def test_a_client_gone_before_the_first_event_frees_its_place(
+    services: Services, world: DemoWorld, path: str, caller: str
+) -> None:
+    # The messages' generator never starts when the disconnect comes first, so its own
+    # close never runs: the answer must free the place itself, or the caller is refused
+    # 429 once it has left stream.max_per_principal streams this way.
+    token = (world.people.get(caller) or world.agents[caller]).token
+    counts: list[int] = []
+    services.live.stream_count_hooks.append(counts.append)
+    app = create_app(services, services.settings)
+    statuses = [await _left_at_once(app, path, token) for _ in range(MAX_STREAMS + 1)]
+    assert statuses == [200] * (MAX_STREAMS + 1)
+    assert counts == [1, 0] * (MAX_STREAMS + 1)
 
 
 # -- logging ------------------------------------------------------------------------------

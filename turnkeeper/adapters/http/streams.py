@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 import structlog
 from litestar import Router, get
+from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency
 from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIType, Operation, Schema
 from litestar.params import HeaderParameter, QueryParameter
@@ -96,6 +97,20 @@ def _agent_messages(page: AgentEventPage) -> list[ServerSentEventMessage]:
     return [_event_message(AgentEvent.delivered(d)) for d in page.deliveries]
 
 
+def _answer(
+    stream: LiveStream[_PageT], encode: Callable[[_PageT], list[ServerSentEventMessage]]
+) -> ServerSentEvent:
+    """The SSE answer of an open stream, which frees the stream's place however it ends.
+
+    The messages' generator closes the stream when it ends, fails or is cancelled, but a
+    client gone before the answer's first message (Litestar cancels the body's task
+    before it starts) leaves the generator unstarted, and an unstarted generator runs no
+    ``finally``: the background task, run once the answer is done, closes it then (the
+    close is idempotent).
+    """
+    return ServerSentEvent(_messages(stream, encode), background=BackgroundTask(stream.aclose))
+
+
 async def _messages(
     stream: LiveStream[_PageT],
     encode: Callable[[_PageT], list[ServerSentEventMessage]],
@@ -132,7 +147,7 @@ async def stream_events(
     """The shared events the caller may read, as they are committed."""
     cursor = stream_cursor(last_event_id, after)
     stream = await live.open_events(principal, after=cursor or 0)
-    return ServerSentEvent(_messages(stream, _shared_messages))
+    return _answer(stream, _shared_messages)
 
 
 @get("/agent/events/stream", responses=problems(403, 429), media_type=EVENT_STREAM)
@@ -147,7 +162,7 @@ async def stream_agent_events(
     """The agent's personal events as they are committed, a fresh token per delivery."""
     cursor = stream_cursor(last_event_id, after)
     stream = await live.open_agent_events(principal, after=cursor)
-    return ServerSentEvent(_messages(stream, _agent_messages))
+    return _answer(stream, _agent_messages)
 
 
 def streams_router() -> Router:
