@@ -493,6 +493,52 @@ async def test_a_posts_take_waits_for_the_thread_lock_before_it_locks_the_bucket
     assert facts.retry_after is None
 
 
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kathmandu", "America/St_Johns"])
+async def test_the_caller_read_with_a_post_is_the_token_resolved_alone(
+    pg_uow_factory: UnitOfWorkFactory, zone: str
+) -> None:
+    # ADR 0026: the caller comes as a JSON column; decoded, it must be what the plain
+    # columns of the token's own read give, times in the session's zone included.
+    s = await seed(pg_uow_factory)
+    used = AT + timedelta(minutes=3, microseconds=250)
+    tokens = {
+        b"\x03person": attrs.evolve(TOKEN, principal_id=s.person.id),
+        b"\x03agent": attrs.evolve(
+            TOKEN,
+            id=uuid.uuid4(),
+            principal_id=s.agent.id,
+            label=None,
+            origin=TokenOrigin.OWNER_ENV,
+        ),
+    }
+    async with pg_uow_factory() as uow:
+        for token_hash, token in tokens.items():
+            await uow.tokens.add(token, token_hash)
+        await uow.tokens.touch(tokens[b"\x03agent"].id, used, used)
+        await uow.commit()
+    last: ResolvedToken | None = None
+    for token_hash in tokens:
+        async with pg_uow_factory() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            await uow.connection.execute(f"SET LOCAL TimeZone = '{zone}'")
+            alone = await uow.tokens.resolve(token_hash)
+            found = await uow.threads.token_post_facts(s.thread.id, token_hash, "c-1")
+            await uow.commit()
+        assert alone is not None
+        assert found is not None
+        assert found.caller == alone
+        assert _stamps(found.caller) == _stamps(alone)
+        last = found.caller
+    assert last is not None
+    assert last.token.last_used_at == used
+
+
+def _stamps(caller: ResolvedToken) -> list[tuple[str, str] | None]:
+    """A caller's times with their zones: equal times in different zones differ here."""
+    times = (caller.principal.created_at, caller.token.created_at, caller.token.last_used_at)
+    return [None if t is None else (t.isoformat(), str(t.tzinfo)) for t in times]
+
+
 @pytest.mark.parametrize("round_", range(LOCK_ORDER_ROUNDS))
 async def test_a_post_by_an_unknown_token_takes_no_thread_lock(
     pg_uow_factory: UnitOfWorkFactory, pg_conninfo: str, round_: int

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
+
+import msgspec
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.base import Conn, MissingRow, members_by_value, unprefixed
@@ -17,6 +18,30 @@ _TOKEN_ORIGIN_OF = members_by_value(TokenOrigin)
 
 #: The three queries that read a token row share its columns (sqlc names each shape).
 _TokenRow = q.GetApiTokenRow | q.GetApiTokenByHashRow | q.ListLiveApiTokensRow
+
+#: The caller column's members with their types (`caller_of`): msgspec reads the ids and
+#: times in the same pass as the JSON, a third of the time of ``json.loads`` and a
+#: conversion per member, on every request that posts by a token.
+_CALLER_COLUMN = msgspec.json.Decoder(
+    tuple[
+        uuid.UUID,  # principal id
+        str,  # kind
+        str,  # handle
+        str,  # display_name
+        bool,  # is_owner
+        str | None,  # billing_mode
+        uuid.UUID | None,  # holder_id
+        bool | None,  # supports_followups
+        bool,  # enabled
+        str | None,  # reported_followups
+        datetime,  # created_at
+        uuid.UUID,  # token id
+        str | None,  # label
+        str,  # origin
+        datetime,  # token created_at
+        datetime | None,  # last_used_at
+    ]
+)
 
 
 def _token(row: _TokenRow) -> ApiToken:
@@ -105,33 +130,29 @@ def caller_of(text: str, zone: tzinfo) -> ResolvedToken:
         origin,
         token_created_at,
         last_used_at,
-    ) = json.loads(text)
-
-    def time(value: str) -> datetime:
-        return datetime.fromisoformat(value).astimezone(zone)
-
+    ) = _CALLER_COLUMN.decode(text)
     principal = principal_of(
         q.PrincipalRow(
-            id=uuid.UUID(principal_id),
+            id=principal_id,
             kind=kind,
             handle=handle,
             display_name=display_name,
             is_owner=is_owner,
             billing_mode=billing_mode,
-            holder_id=None if holder_id is None else uuid.UUID(holder_id),
+            holder_id=holder_id,
             supports_followups=supports_followups,
             enabled=enabled,
             reported_followups=reported_followups,
-            created_at=time(created_at),
+            created_at=created_at.astimezone(zone),
         )
     )
-    token = live_token(
-        principal.id,
-        token_id=uuid.UUID(token_id),
+    token = ApiToken(
+        id=token_id,
+        principal_id=principal_id,
+        origin=_TOKEN_ORIGIN_OF[origin],
+        created_at=token_created_at.astimezone(zone),
         label=label,
-        origin=origin,
-        created_at=time(token_created_at),
-        last_used_at=None if last_used_at is None else time(last_used_at),
+        last_used_at=None if last_used_at is None else last_used_at.astimezone(zone),
     )
     return ResolvedToken(token=token, principal=principal)
 
