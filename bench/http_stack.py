@@ -4,7 +4,8 @@
 triggers nothing (POST /v1/threads/{id}/messages, the hottest request) at concurrency 1,
 8 and 32 on these sides, in interleaved rounds (the order rotates from one round to the
 next), and prints each side's median round. ``--concurrency 8 --rounds 8 --ops 6000``
-changes the size and ``--only before,fast`` the HTTP sides: on a host whose rounds
+changes the size and ``--only before,fast`` the HTTP sides (``--only "fast;fast, 2
+workers"`` for a key with a comma): on a host whose rounds
 spread by 10 to 40 %, a change of a few per cent shows only in such a focused run.
 The sides:
 
@@ -432,7 +433,9 @@ def _levels(text: str) -> tuple[int, ...]:
 
 
 def _keys(text: str) -> frozenset[str]:
-    return frozenset(part.strip() for part in text.split(",") if part.strip())
+    # A side's key may hold a comma ("fast, 2 workers"): then the keys are given with ";".
+    parts = text.split(";" if ";" in text else ",")
+    return frozenset(part.strip() for part in parts if part.strip())
 
 
 async def main_async(argv: Sequence[str], out: TextIO, *, settle: Settle | None = None) -> int:
@@ -443,7 +446,8 @@ async def main_async(argv: Sequence[str], out: TextIO, *, settle: Settle | None 
             [--ops N] [--only SIDE,SIDE]``: ``--concurrency``, ``--rounds`` and ``--ops``
             (requests per measurement) change the size (a focused run: one concurrency,
             more and longer rounds, steadies the medians of a noisy host); ``--only``
-            measures those HTTP sides alone beside the service (``before,fast``).
+            measures those HTTP sides alone beside the service (``before,fast``, or
+            separated by ``;`` when a key holds a comma: ``fast;fast, 2 workers``).
         out: where to print.
         settle: see `measure` (the command line passes `bench.harness.settle_as_serve`).
 

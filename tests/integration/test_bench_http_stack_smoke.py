@@ -55,3 +55,17 @@ async def test_a_focused_run_measures_the_chosen_sides_at_the_chosen_size(
 )
 async def test_options_not_understood_are_refused_before_anything_starts(argv: list[str]) -> None:
     assert await http_stack.main_async(argv, io.StringIO()) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "keys"),
+    [
+        ("before,fast", {"before", "fast"}),
+        ("fast;fast, 2 workers", {"fast", "fast, 2 workers"}),
+        ("fast, 2 workers;", {"fast, 2 workers"}),
+    ],
+)
+def test_only_names_sides_by_comma_or_by_semicolon(text: str, keys: set[str]) -> None:
+    args = http_stack._arguments(["--only", text])
+    assert args is not None
+    assert args.only == keys
