@@ -333,6 +333,26 @@ class TestIdempotency:
         assert not other.replayed
 
 
+class TestHistoryCoverage:
+    async def test_a_page_past_the_end_covers_only_the_seqs_that_exist(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        # A cursor past the thread's end proves nothing about seqs not written yet: taken as
+        # a send's frontier, a coverage through the cursor would pass the freshness gate
+        # once the thread grew past it, unseen messages included.
+        sam = world.principal("sam")
+        thread_id = main_thread(world, "allgemein")
+        await services.conversation.create_message(
+            world.principal("texter"), thread_id, draft("c1")
+        )
+        page = await services.conversation.list_messages(sam, thread_id, after_seq=50)
+        assert page.messages == []
+        assert page.covers_through_seq == 1
+        full = await services.conversation.list_messages(sam, thread_id, after_seq=0, limit=1)
+        assert [m.thread_seq for m in full.messages] == [1]
+        assert full.covers_through_seq == 1
+
+
 class TestRestrictedMessages:
     async def test_only_members_see_restricted(self, services: Services, world: DemoWorld) -> None:
         alex, sam, lotse = (world.principal(h) for h in ("alex", "sam", "lotse"))

@@ -412,8 +412,10 @@ class ConversationService:
             authors = await uow.principals.get_many(list({m.author_id for m in messages}))
             # A short page saw everything up to the frontier read with the thread (hidden
             # restricted messages included); a full page covers through its last message.
+            # A cursor past the end covers nothing beyond what exists: seqs not written yet
+            # are not seen, whatever the caller asked after.
             if len(messages) < size:
-                covers = max(thread.latest_seq, after_seq)
+                covers = thread.latest_seq
                 if messages:
                     covers = max(covers, messages[-1].thread_seq)
             else:
