@@ -10,6 +10,7 @@ schema of the page routes' documents (Event, AgentEvent).
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import json
 import logging
@@ -28,6 +29,7 @@ from tests.support.http import ContractClient, bearer
 from tests.support.openapi import assert_no_null
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.adapters.logging import configure_logging
+from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.settings import Settings
@@ -324,9 +326,9 @@ async def test_the_stream_gauge_counts_the_open_streams(
         assert "turnkeeper_event_stream_clients 0.0" in (await http.get("/metrics")).text
 
 
-async def _left_at_once(app: Any, path: str, token: str) -> int:
-    """One stream exchange whose client is gone before the answer starts; its status."""
-    scope: dict[str, Any] = {
+def _stream_scope(path: str, token: str) -> dict[str, Any]:
+    """The ASGI scope of a stream request with a bearer token."""
+    return {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
         "http_version": "1.1",
@@ -344,6 +346,10 @@ async def _left_at_once(app: Any, path: str, token: str) -> int:
         "server": ("turnkeeper.example.com", 80),
         "state": {},
     }
+
+
+async def _left_at_once(app: Any, path: str, token: str) -> int:
+    """One stream exchange whose client is gone before the answer starts; its status."""
     starts: list[int] = []
 
     async def receive() -> dict[str, Any]:
@@ -353,7 +359,7 @@ async def _left_at_once(app: Any, path: str, token: str) -> int:
         if message["type"] == "http.response.start":
             starts.append(message["status"])
 
-    await asyncio.wait_for(app(scope, receive, send), BOUND_SECONDS)
+    await asyncio.wait_for(app(_stream_scope(path, token), receive, send), BOUND_SECONDS)
     return starts[0]
 
 
@@ -374,6 +380,51 @@ async def test_a_client_gone_before_the_first_event_frees_its_place(
     statuses = [await _left_at_once(app, path, token) for _ in range(MAX_STREAMS + 1)]
     assert statuses == [200] * (MAX_STREAMS + 1)
     assert counts == [1, 0] * (MAX_STREAMS + 1)
+
+
+class _SendFailed(OSError):
+    """The server's send failed (a server that raises where uvicorn drops the data)."""
+
+
+@pytest.mark.parametrize("failing", ["http.response.start", "http.response.body"])
+@pytest.mark.parametrize(
+    ("path", "caller"),
+    [("/v1/events/stream", "sam"), ("/v1/agent/events/stream", "lotse")],
+)
+async def test_a_stream_whose_send_fails_frees_its_place_at_once(
+    services: Services, world: DemoWorld, path: str, caller: str, failing: str
+) -> None:
+    # The messages' generator is then unstarted (at the start) or suspended at a yield
+    # (at a body), and only the collector would close it: the answer must free the
+    # place itself. The collector stays off, so that it cannot do it for the answer.
+    token = (world.people.get(caller) or world.agents[caller]).token
+    app = create_app(services, services.settings)
+    asked = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        if not asked:
+            asked = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # the client stays until the send fails
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        # The first body is a heartbeat or the backlog: either fails when asked to.
+        if message["type"] == failing:
+            raise _SendFailed("connection reset by peer")
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(Exception):  # noqa: B017, PT011 - whatever Litestar makes of it
+            await asyncio.wait_for(app(_stream_scope(path, token), receive, send), BOUND_SECONDS)
+        waker = services.live.waker
+        assert isinstance(waker, LocalWaker)
+        assert (services.live.open_streams, waker.listeners) == (0, 0)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # -- logging ------------------------------------------------------------------------------

@@ -17,17 +17,18 @@ stream; the client reconnects with ``Last-Event-ID`` and loses nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import msgspec
 import structlog
 from litestar import Router, get
-from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency
 from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIType, Operation, Schema
 from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.response.base import ASGIResponse
+from litestar.types import Receive, Scope, Send
 
 from turnkeeper.adapters.http.answers import Event
 from turnkeeper.adapters.http.openapi import problems
@@ -97,18 +98,55 @@ def _agent_messages(page: AgentEventPage) -> list[ServerSentEventMessage]:
     return [_event_message(AgentEvent.delivered(d)) for d in page.deliveries]
 
 
-def _answer(
-    stream: LiveStream[_PageT], encode: Callable[[_PageT], list[ServerSentEventMessage]]
-) -> ServerSentEvent:
+class _ClosingAnswer(ASGIResponse):
+    """An answer that runs `close` once it is done, however it ended.
+
+    Args:
+        answer: the answer to send.
+        close: what to run after it (it must be idempotent and must not wait).
+    """
+
+    __slots__ = ("_answer", "_close")
+
+    def __init__(self, answer: ASGIResponse, close: Callable[[], Awaitable[None]]) -> None:
+        # The wrapper's own members (status, headers, body) are never sent: only
+        # `__call__` is, and it sends `answer`.
+        super().__init__()
+        self._answer = answer
+        self._close = close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            await self._close()
+
+
+class _LiveEvents(ServerSentEvent):
     """The SSE answer of an open stream, which frees the stream's place however it ends.
 
-    The messages' generator closes the stream when it ends, fails or is cancelled, but a
-    client gone before the answer's first message (Litestar cancels the body's task
-    before it starts) leaves the generator unstarted, and an unstarted generator runs no
-    ``finally``: the background task, run once the answer is done, closes it then (the
-    close is idempotent).
+    The messages' generator closes the stream when it ends, fails or is cancelled. But a
+    client gone before the answer's first message leaves it unstarted (Litestar cancels
+    the body's task before it runs, and an unstarted generator runs no ``finally``), and
+    a send that raises leaves it suspended until the garbage collector finds it. So the
+    answer closes the stream itself when it is done (`LiveStream.aclose` is idempotent).
+
+    Args:
+        stream: the open stream.
+        encode: the SSE messages of one of its pages.
     """
-    return ServerSentEvent(_messages(stream, encode), background=BackgroundTask(stream.aclose))
+
+    __slots__ = ("_close",)
+
+    def __init__(
+        self, stream: LiveStream[_PageT], encode: Callable[[_PageT], list[ServerSentEventMessage]]
+    ) -> None:
+        super().__init__(_messages(stream, encode))
+        self._close = stream.aclose
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIResponse:
+        """Litestar's streaming answer, wrapped to close the stream once it is done."""
+        return _ClosingAnswer(super().to_asgi_response(*args, **kwargs), self._close)
 
 
 async def _messages(
@@ -147,7 +185,7 @@ async def stream_events(
     """The shared events the caller may read, as they are committed."""
     cursor = stream_cursor(last_event_id, after)
     stream = await live.open_events(principal, after=cursor or 0)
-    return _answer(stream, _shared_messages)
+    return _LiveEvents(stream, _shared_messages)
 
 
 @get("/agent/events/stream", responses=problems(403, 429), media_type=EVENT_STREAM)
@@ -162,7 +200,7 @@ async def stream_agent_events(
     """The agent's personal events as they are committed, a fresh token per delivery."""
     cursor = stream_cursor(last_event_id, after)
     stream = await live.open_agent_events(principal, after=cursor)
-    return _answer(stream, _agent_messages)
+    return _LiveEvents(stream, _agent_messages)
 
 
 def streams_router() -> Router:
