@@ -134,6 +134,7 @@ def build_services(
     run_jobs = RunJobsService(tx, ender, clock, settings)
     runs = RunsService(agent_feed, run_lifecycle, run_patch, run_jobs)
     conversation = ConversationService(tx, appender, events, clock, ids, settings)
+    identity = IdentityService(tx, clock, settings)
     return Services(
         settings=settings,
         clock=clock,
@@ -141,7 +142,7 @@ def build_services(
         bus=bus,
         tx=tx,
         uow=uow,
-        identity=IdentityService(tx, clock, settings),
+        identity=identity,
         admin=AdminService(tx, clock, ids, settings),
         grants=GrantService(tx, clock, ids),
         tokens=TokenService(tx, clock, ids, settings),
@@ -153,5 +154,5 @@ def build_services(
         run_jobs=run_jobs,
         runs=runs,
         telemetry=hub,
-        live=LiveDelivery(conversation, runs, waker, clock, settings),
+        live=LiveDelivery(conversation, runs, identity, waker, clock, settings),
     )

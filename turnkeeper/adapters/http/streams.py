@@ -22,7 +22,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 import structlog
-from litestar import Router, get
+from litestar import Request, Router, get
 from litestar.di import NamedDependency
 from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIType, Operation, Schema
 from litestar.params import HeaderParameter, QueryParameter
@@ -31,10 +31,12 @@ from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
 
 from turnkeeper.adapters.http.answers import Event
+from turnkeeper.adapters.http.dependencies import bearer_token
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import MAX_SEQ
 from turnkeeper.adapters.http.run_answers import AgentEvent
 from turnkeeper.application.services.conversation import EventPage
+from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import Heartbeat, LiveDelivery, LiveStream
 from turnkeeper.application.services.runs import AgentEventPage
 from turnkeeper.domain.errors import DomainError, FieldError, ValidationFailed
@@ -169,12 +171,19 @@ async def _messages(
         await stream.aclose()
 
 
+def _bearer(request: Request[Any, Any, Any]) -> BearerToken | None:
+    """The token the caller was resolved from: its stream ends once it is revoked."""
+    token = bearer_token(request)
+    return None if token is None else BearerToken.of(token)
+
+
 _CURSOR_DOC = "cursor; the Last-Event-ID header wins"
 _HEADER_DOC = "resume after this seq (sent by a reconnecting EventSource)"
 
 
 @get("/events/stream", responses=problems(429), media_type=EVENT_STREAM)
 async def stream_events(
+    request: Request[Any, Any, Any],
     principal: NamedDependency[Principal],
     live: NamedDependency[LiveDelivery],
     after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC, le=MAX_SEQ)] = None,
@@ -184,12 +193,13 @@ async def stream_events(
 ) -> ServerSentEvent:
     """The shared events the caller may read, as they are committed."""
     cursor = stream_cursor(last_event_id, after)
-    stream = await live.open_events(principal, after=cursor or 0)
+    stream = await live.open_events(principal, after=cursor or 0, bearer=_bearer(request))
     return _LiveEvents(stream, _shared_messages)
 
 
 @get("/agent/events/stream", responses=problems(403, 429), media_type=EVENT_STREAM)
 async def stream_agent_events(
+    request: Request[Any, Any, Any],
     principal: NamedDependency[Principal],
     live: NamedDependency[LiveDelivery],
     after: Annotated[int | None, QueryParameter(description=_CURSOR_DOC, le=MAX_SEQ)] = None,
@@ -199,7 +209,7 @@ async def stream_agent_events(
 ) -> ServerSentEvent:
     """The agent's personal events as they are committed, a fresh token per delivery."""
     cursor = stream_cursor(last_event_id, after)
-    stream = await live.open_agent_events(principal, after=cursor)
+    stream = await live.open_agent_events(principal, after=cursor, bearer=_bearer(request))
     return _LiveEvents(stream, _agent_messages)
 
 

@@ -7,6 +7,11 @@ delivery. Between reads a reader waits on the wake-up port
 (`turnkeeper.application.wakeup.EventWaker`): its listener is opened before the first
 read, so a commit that lands between a read and the wait still wakes it.
 
+A long-poll or a stream opened with a bearer token answers only while that token lives
+(ADR 0016: no cache window): every read after the first resolves the token again (the
+agent feed in the read's own round trip), and so does a stream before each heartbeat. A
+revoked token's long-poll answers 401 at its next read, its stream ends.
+
 Limits: ``stream.max_wait_seconds`` (the longest ``wait`` of a long-poll),
 ``stream.heartbeat_seconds`` (the longest wait of a stream before a heartbeat) and
 ``stream.max_per_principal`` (streams per principal on this process).
@@ -24,9 +29,10 @@ from typing import Final, Generic, TypeVar
 
 import attrs
 
+from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import Clock
 from turnkeeper.application.services.conversation import ConversationService, EventPage
-from turnkeeper.application.services.identity import BearerToken
+from turnkeeper.application.services.identity import BearerToken, IdentityService
 from turnkeeper.application.services.runs import AgentEventPage, RunsService
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.wakeup import SHARED_FEED, EventWaker, Feed, WakeListener
@@ -64,6 +70,60 @@ def _size(page: EventPage | AgentEventPage) -> int:
     return len(page.deliveries)
 
 
+class _Caller:
+    """The reader of a long-poll or a stream, resolved from its token again before each read.
+
+    The request resolved the token just before the first read, which uses that principal;
+    every later read resolves it again, so that a revoked token reads nothing more.
+
+    Args:
+        principal: the principal the request resolved.
+        bearer: the request's token (None: a principal given without one, kept as is).
+        identity: the token authentication.
+    """
+
+    def __init__(
+        self, principal: Principal, bearer: BearerToken | None, identity: IdentityService
+    ) -> None:
+        self._principal = principal
+        self._bearer = bearer
+        self._identity = identity
+        self._resolved = True
+
+    @property
+    def bearer(self) -> BearerToken | None:
+        """The token, or None when there is none to resolve again."""
+        return self._bearer
+
+    def take_resolved(self) -> bool:
+        """Whether the principal at hand is fresh (once, for the first read).
+
+        Returns:
+            True the first time, or always when there is no token; False after.
+        """
+        fresh, self._resolved = self._resolved, False
+        return fresh or self._bearer is None
+
+    async def current(self) -> Principal:
+        """The reader now.
+
+        Raises:
+            Unauthenticated: the token was revoked (or its principal is gone).
+        """
+        if self.take_resolved() or self._bearer is None:
+            return self._principal
+        return await self._identity.authenticate_bearer(self._bearer)
+
+    async def check(self) -> None:
+        """Resolve the token again (a stream's heartbeat), unless there is none.
+
+        Raises:
+            Unauthenticated: the token was revoked.
+        """
+        if self._bearer is not None:
+            await self._identity.authenticate_bearer(self._bearer)
+
+
 class LiveStream(Generic[PageT]):
     """An open event stream: pages of new events and heartbeats, until closed.
 
@@ -85,6 +145,8 @@ class LiveStream(Generic[PageT]):
         heartbeat: the longest wait before a heartbeat.
         generation: the waker's generation before the first read.
         after: the cursor of the first read.
+        check: raises `Unauthenticated` once the stream's token is revoked (asked
+            before each heartbeat; the reads check it themselves).
     """
 
     def __init__(
@@ -100,8 +162,10 @@ class LiveStream(Generic[PageT]):
         heartbeat: timedelta,
         generation: int,
         after: int | None,
+        check: Callable[[], Awaitable[None]],
     ) -> None:
         self._pending: PageT | None = first
+        self._check = check
         self._cursor = first.next_after
         self._read = read
         self._more = more
@@ -142,15 +206,27 @@ class LiveStream(Generic[PageT]):
                 if self._waker.closed:
                     raise StopAsyncIteration
                 if not woken and self._waker.generation == self._generation:
-                    self._last_sent = self._clock.now()
-                    return HEARTBEAT
-            page = await self._next_page()
+                    return await self._heartbeat_item()
+            try:
+                page = await self._next_page()
+            except Unauthenticated:
+                await self.aclose()
+                raise StopAsyncIteration from None
             if _size(page):
                 self._last_sent = self._clock.now()
                 return page
             if not self._read_at_once and self._clock.now() - self._last_sent >= self._heartbeat:
-                self._last_sent = self._clock.now()
-                return HEARTBEAT
+                return await self._heartbeat_item()
+
+    async def _heartbeat_item(self) -> Heartbeat:
+        """A heartbeat, while the stream's token lives; else the stream ends."""
+        try:
+            await self._check()
+        except Unauthenticated:
+            await self.aclose()
+            raise StopAsyncIteration from None
+        self._last_sent = self._clock.now()
+        return HEARTBEAT
 
     async def _next_page(self) -> PageT:
         self._generation = self._waker.generation
@@ -179,6 +255,7 @@ class LiveDelivery:
     Args:
         conversation: the shared feed's pages.
         runs: the agent feed's pages.
+        identity: resolves the token of a long read again before its later reads.
         waker: the wake-up port of the store.
         clock: the time (deadlines).
         settings: ``stream.*`` and ``page.default_limit``.
@@ -188,12 +265,14 @@ class LiveDelivery:
         self,
         conversation: ConversationService,
         runs: RunsService,
+        identity: IdentityService,
         waker: EventWaker,
         clock: Clock,
         settings: Settings,
     ) -> None:
         self._conversation = conversation
         self._runs = runs
+        self._identity = identity
         self._waker = waker
         self._clock = clock
         self._settings = settings
@@ -246,16 +325,28 @@ class LiveDelivery:
         after: int = 0,
         limit: int | None = None,
         wait: float | None = None,
+        bearer: BearerToken | None = None,
     ) -> EventPage:
         """A page of the shared feed, waiting up to `wait` seconds for one event.
 
+        Args:
+            actor: the reader, as the request resolved it.
+            after: the cursor.
+            limit: the page size.
+            wait: the longest wait in seconds (None: none).
+            bearer: the token `actor` was resolved from, resolved again before each
+                later read (None: `actor` is kept).
+
         Raises:
             ValidationFailed: for a bad cursor, limit or wait.
+            Unauthenticated: the token was revoked during the wait.
         """
         waited = self.wait_time(wait)
+        caller = _Caller(actor, bearer, self._identity)
 
         async def read(cursor: int | None) -> EventPage:
-            return await self._conversation.list_events(actor, after=cursor or 0, limit=limit)
+            reader = await caller.current()
+            return await self._conversation.list_events(reader, after=cursor or 0, limit=limit)
 
         return await self._long_poll(SHARED_FEED, waited, after, read)
 
@@ -296,6 +387,13 @@ class LiveDelivery:
             if not waited or _size(first.page):
                 return first.page
             after = first.page.next_after
+            bearer = actor
+
+            async def read_by_token(cursor: int | None) -> AgentEventPage:
+                # The token again in the read's own round trip: a revoked one is 401.
+                return (await self._runs.poll_as(bearer, after=cursor, limit=limit)).page
+
+            return await self._long_poll(agent.id, waited, after, read_by_token)
 
         async def read(cursor: int | None) -> AgentEventPage:
             return await self._runs.poll(agent, after=cursor, limit=limit)
@@ -339,28 +437,44 @@ class LiveDelivery:
 
     # -- streams ---------------------------------------------------------------------------
 
-    async def open_events(self, actor: Principal, *, after: int = 0) -> LiveStream[EventPage]:
+    async def open_events(
+        self, actor: Principal, *, after: int = 0, bearer: BearerToken | None = None
+    ) -> LiveStream[EventPage]:
         """Open a stream of the shared feed after a cursor.
+
+        Args:
+            actor: the reader, as the request resolved it.
+            after: the cursor.
+            bearer: the token `actor` was resolved from: the stream ends once it is
+                revoked (None: `actor` is kept).
 
         Raises:
             RateLimited: when the principal holds ``stream.max_per_principal`` streams.
             ValidationFailed: for a bad cursor.
         """
         size = self._settings.page_default_limit
+        caller = _Caller(actor, bearer, self._identity)
 
         async def read(cursor: int | None) -> EventPage:
-            return await self._conversation.list_events(actor, after=cursor or 0, limit=size)
+            reader = await caller.current()
+            return await self._conversation.list_events(reader, after=cursor or 0, limit=size)
 
         def more(page: EventPage, before: int | None) -> bool:
             # A short page read everything that was readable.
             return len(page.events) >= size
 
-        return await self._open_stream(actor, SHARED_FEED, after, read, more)
+        return await self._open_stream(actor, SHARED_FEED, after, read, more, caller)
 
     async def open_agent_events(
-        self, agent: Principal, *, after: int | None = None
+        self, agent: Principal, *, after: int | None = None, bearer: BearerToken | None = None
     ) -> LiveStream[AgentEventPage]:
         """Open a stream of the agent's feed after a cursor (the acknowledged one if None).
+
+        Args:
+            agent: the agent, as the request resolved it.
+            after: the cursor (None: the acknowledged one).
+            bearer: the token `agent` was resolved from: the stream ends once it is
+                revoked (None: `agent` is kept).
 
         Raises:
             AccessDenied: when the caller is not an agent.
@@ -368,11 +482,16 @@ class LiveDelivery:
             ValidationFailed: for a bad cursor.
         """
         size = self._settings.page_default_limit
+        caller = _Caller(agent, bearer, self._identity)
 
         async def read(cursor: int | None) -> AgentEventPage:
-            return await self._runs.poll(agent, after=cursor, limit=size)
+            token = caller.bearer
+            if caller.take_resolved() or token is None:
+                return await self._runs.poll(agent, after=cursor, limit=size)
+            # The token again in the read's own round trip: a revoked one ends the stream.
+            return (await self._runs.poll_as(token, after=cursor, limit=size)).page
 
-        return await self._open_stream(agent, agent.id, after, read, _moved)
+        return await self._open_stream(agent, agent.id, after, read, _moved, caller)
 
     async def _open_stream(
         self,
@@ -381,6 +500,7 @@ class LiveDelivery:
         after: int | None,
         read: Callable[[int | None], Awaitable[PageT]],
         more: Callable[[PageT, int | None], bool],
+        caller: _Caller,
     ) -> LiveStream[PageT]:
         exits = ExitStack()
         try:
@@ -403,6 +523,7 @@ class LiveDelivery:
             heartbeat=self._heartbeat,
             generation=generation,
             after=after,
+            check=caller.check,
         )
 
     def _take_place(self, principal_id: uuid.UUID) -> None:
