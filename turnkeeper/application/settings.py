@@ -114,6 +114,9 @@ class Settings:
             body of a request after its headers (beyond: 408, and the server closes it).
         max_connections: ``http.max_connections``, HTTP connections one process keeps
             open at most.
+        shutdown_timeout: ``http.shutdown_timeout``, how long a stopping server waits
+            for its open answers (streams ended first) before it cancels them and closes
+            their connections.
         max_json_depth: ``http.max_json_depth``, deepest nesting of arrays and objects
             in a request body.
         http_workers: ``http.workers``, worker processes of ``turnkeeper serve`` sharing
@@ -192,6 +195,7 @@ class Settings:
     header_timeout: timedelta = attrs.field(default=_seconds(10), validator=_positive_duration)
     body_timeout: timedelta = attrs.field(default=_seconds(30), validator=_positive_duration)
     max_connections: int = attrs.field(default=1000, validator=_positive)
+    shutdown_timeout: timedelta = attrs.field(default=_seconds(30), validator=_positive_duration)
     max_json_depth: int = attrs.field(default=32, validator=_positive)
     http_workers: int = attrs.field(default=1, validator=_positive)
     http_parser: str = attrs.field(
@@ -269,6 +273,7 @@ SETTING_KEYS: dict[str, str] = {
     "http.header_timeout": "header_timeout",
     "http.body_timeout": "body_timeout",
     "http.max_connections": "max_connections",
+    "http.shutdown_timeout": "shutdown_timeout",
     "http.max_json_depth": "max_json_depth",
     "http.workers": "http_workers",
     "http.parser": "http_parser",

@@ -24,7 +24,9 @@ and then) holds its connection and its request's work for as long as the client 
   sends its request at once, is served while any number of slow ones queue behind it.
 
 The bound is kept below the process's open file limit (`connection_budget`), so the
-server never stops accepting for lack of a descriptor. The bounds live in
+server never stops accepting for lack of a descriptor. A stopping server waits at most
+``http.shutdown_timeout`` for its open answers (`StreamClosingServer`), so a client that
+stopped reading cannot hold the process up either. The bounds live in
 `GuardedH11Protocol` (uvicorn's h11 protocol with three hooks) or
 `turnkeeper.adapters.http.httptools_guard.GuardedHttpToolsProtocol`; the answer is left
 to uvicorn and the application.
@@ -35,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib.util
+import math
 import resource
 import socket
 from collections.abc import Callable
@@ -277,14 +280,18 @@ def guarded_server(
     """The uvicorn server of ``turnkeeper serve``, with the guard of this module.
 
     It ends the process's event streams before it waits for open answers at shutdown
-    (`StreamClosingServer`), so that clients reconnect with Last-Event-ID.
+    (`StreamClosingServer`), so that clients reconnect with Last-Event-ID, and waits
+    for them at most ``http.shutdown_timeout`` (uvicorn's ``timeout_graceful_shutdown``,
+    whole seconds, a fraction rounded up): then the answers still running are cancelled
+    and their connections closed.
 
     Args:
         app: the ASGI application.
         host: the address to listen on.
         port: the port.
         settings: for ``http.header_timeout``, ``http.body_timeout``,
-            ``http.max_connections`` and ``database.pool_max_size``.
+            ``http.max_connections``, ``http.shutdown_timeout`` and
+            ``database.pool_max_size``.
         live: the live delivery service of the application (its streams end first).
         sock: a listening socket shared with other worker processes (then `host` and
             `port` only name it); None: the server binds its own.
@@ -319,6 +326,9 @@ def guarded_server(
             # it would name the stack to every client for nothing.
             server_header=False,
             lifespan="on",
+            # uvicorn takes whole seconds; a fraction (only a program's own Settings can
+            # hold one) is rounded up so that the bound is never shorter than asked.
+            timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout.total_seconds()),
         ),
         live,
         sock=sock,

@@ -1,4 +1,4 @@
-"""Ending the event streams when the server shuts down.
+"""Ending the event streams when the server shuts down, within a bound.
 
 uvicorn stops accepting connections on SIGTERM or SIGINT and then waits until every
 open answer is complete before it sends the lifespan shutdown to the application, so a
@@ -7,15 +7,26 @@ graceful timeout cancels it mid-way. `StreamClosingServer` first ends every stre
 long-poll of the process (`turnkeeper.application.services.live.LiveDelivery.close`):
 each stream's answer ends cleanly, and its client reconnects elsewhere with
 ``Last-Event-ID``.
+
+A stream whose client stopped reading cannot end that way: its last write waits in
+uvicorn's flow control until the client's receive window opens, which may be never.
+uvicorn's wait is therefore bounded (``timeout_graceful_shutdown``, set from
+``http.shutdown_timeout`` by `turnkeeper.adapters.http.server.guarded_server`): when it
+passes, uvicorn cancels the answers still running, and `StreamClosingServer` aborts the
+connections still open, whose unsent bytes would otherwise keep them until the client
+reads or the process ends.
 """
 
 from __future__ import annotations
 
 import socket
 
+import structlog
 import uvicorn
 
 from turnkeeper.application.services.live import LiveDelivery
+
+_log = structlog.get_logger("turnkeeper.http")
 
 
 class StreamClosingServer(uvicorn.Server):
@@ -46,10 +57,20 @@ class StreamClosingServer(uvicorn.Server):
         await super().serve(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """End every stream, then shut down as uvicorn does.
+        """End every stream, shut down as uvicorn does, then abort what is still open.
+
+        uvicorn returns with connections still open only when its graceful timeout
+        passed (or on a forced exit): their answers are cancelled by then, and what they
+        left unsent goes nowhere, so they are aborted (logged as
+        ``http_connections_aborted``) instead of waiting for their clients to read.
 
         Args:
             sockets: the listening sockets (uvicorn's argument).
         """
         self._live.close()
         await super().shutdown(sockets)
+        left = list(self.server_state.connections)
+        if left:
+            _log.warning("http_connections_aborted", connections=len(left))
+        for connection in left:
+            connection.transport.abort()
