@@ -228,3 +228,19 @@ async def test_a_waiting_agent_long_poll_of_a_revoked_token_answers_401(
     # The invocation waits for the agent's next poll with a live token, delivered once.
     page = await services.runs.poll(world.principal("lotse"))
     assert [d.redelivered for d in page.deliveries] == [False]
+
+
+async def test_a_waiting_shared_long_poll_of_a_revoked_token_answers_401(
+    services: Services, world: DemoWorld
+) -> None:
+    secret, revoke = await second_token(services, world, "sam")
+    app = create_app(services, services.settings)
+    sam = world.principal("sam")
+    query = f"after={await feed_end(services, sam)}&wait={MAX_WAIT_SECONDS}"
+    poll = Exchange(app, "/v1/events", secret, query)
+    await until(lambda: waker(services).listeners == 1)
+    await revoke()
+    await mention_lotse(services, world, "after")
+    await poll.ended()
+    assert poll.status == 401
+    assert b"message.created" not in poll.body

@@ -7,9 +7,9 @@ A create that replays an earlier identical request answers 200 with
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from litestar import Response, Router, get, post
+from litestar import Request, Response, Router, get, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody, QueryParameter
@@ -23,6 +23,8 @@ from turnkeeper.adapters.http.answers import (
     Thread,
     ThreadCreated,
 )
+from turnkeeper.adapters.http.dependencies import bearer_token
+from turnkeeper.adapters.http.disconnect import until_client_leaves
 from turnkeeper.adapters.http.fast_path import FastAnswer, FastRoute
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import MAX_SEQ, MessageCreate, ThreadCreate, given
@@ -171,6 +173,7 @@ async def close_thread(
 
 @get("/events", responses=problems())
 async def list_events(
+    request: Request[Any, Any, Any],
     principal: NamedDependency[Principal],
     live: NamedDependency[LiveDelivery],
     after: Annotated[
@@ -184,8 +187,15 @@ async def list_events(
         ),
     ] = None,
 ) -> EventPage:
-    """The shared events after a cursor that the caller may read."""
-    page = await live.wait_events(principal, after=after, limit=limit, wait=wait)
+    """The shared events after a cursor that the caller may read.
+
+    A long poll ends as soon as its client disconnects (`until_client_leaves`), and
+    answers 401 when its token is revoked while it waits.
+    """
+    token = bearer_token(request) if wait else None
+    bearer = None if token is None else BearerToken.of(token)
+    waited = live.wait_events(principal, after=after, limit=limit, wait=wait, bearer=bearer)
+    page = await (until_client_leaves(waited, request.receive) if wait else waited)
     return EventPage.of(page)
 
 

@@ -10,13 +10,14 @@ or the cursor (ADR 0026).
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
-from litestar import Response, Router, get, patch, post, put
+from litestar import Request, Response, Router, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
+from turnkeeper.adapters.http.disconnect import until_client_leaves
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import (
     MAX_SEQ,
@@ -122,6 +123,7 @@ async def patch_run(
 
 @get("/agent/events", responses=problems(403))
 async def poll_agent_events(
+    request: Request[Any, Any, Any],
     bearer: NamedDependency[BearerToken],
     live: NamedDependency[LiveDelivery],
     after: Annotated[
@@ -136,8 +138,13 @@ async def poll_agent_events(
         ),
     ] = None,
 ) -> AgentEventPage:
-    """The agent's personal events, with a fresh invocation token per delivery."""
-    page = await live.wait_agent_events(bearer, after=after, limit=limit, wait=wait)
+    """The agent's personal events, with a fresh invocation token per delivery.
+
+    A long poll ends as soon as its client disconnects (`until_client_leaves`): nothing
+    is delivered to a client that left.
+    """
+    waited = live.wait_agent_events(bearer, after=after, limit=limit, wait=wait)
+    page = await (until_client_leaves(waited, request.receive) if wait else waited)
     return AgentEventPage.of(page)
 
 
