@@ -25,11 +25,11 @@ import structlog
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 
 from tests.live_server import Served, served_app
+from tests.support.asgi import get_scope, local_waker
 from tests.support.http import ContractClient, bearer
 from tests.support.openapi import assert_no_null
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.adapters.logging import configure_logging
-from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.settings import Settings
@@ -326,28 +326,6 @@ async def test_the_stream_gauge_counts_the_open_streams(
         assert "turnkeeper_event_stream_clients 0.0" in (await http.get("/metrics")).text
 
 
-def _stream_scope(path: str, token: str) -> dict[str, Any]:
-    """The ASGI scope of a stream request with a bearer token."""
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"turnkeeper.example.com"),
-            (b"authorization", f"Bearer {token}".encode()),
-        ],
-        "client": ("127.0.0.1", 40000),
-        "server": ("turnkeeper.example.com", 80),
-        "state": {},
-    }
-
-
 async def _left_at_once(app: Any, path: str, token: str) -> int:
     """One stream exchange whose client is gone before the answer starts; its status."""
     starts: list[int] = []
@@ -359,7 +337,7 @@ async def _left_at_once(app: Any, path: str, token: str) -> int:
         if message["type"] == "http.response.start":
             starts.append(message["status"])
 
-    await asyncio.wait_for(app(_stream_scope(path, token), receive, send), BOUND_SECONDS)
+    await asyncio.wait_for(app(get_scope(path, token), receive, send), BOUND_SECONDS)
     return starts[0]
 
 
@@ -418,10 +396,8 @@ async def test_a_stream_whose_send_fails_frees_its_place_at_once(
     gc.disable()
     try:
         with pytest.raises(Exception):  # noqa: B017, PT011 - whatever Litestar makes of it
-            await asyncio.wait_for(app(_stream_scope(path, token), receive, send), BOUND_SECONDS)
-        waker = services.live.waker
-        assert isinstance(waker, LocalWaker)
-        assert (services.live.open_streams, waker.listeners) == (0, 0)
+            await asyncio.wait_for(app(get_scope(path, token), receive, send), BOUND_SECONDS)
+        assert (services.live.open_streams, local_waker(services).listeners) == (0, 0)
     finally:
         if collecting:
             gc.enable()

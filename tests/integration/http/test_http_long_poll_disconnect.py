@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
 import attrs
 import pytest
 
+from tests.support.asgi import get_scope, local_waker, until
 from tests.support.http import ContractClient, bearer_of
 from tests.support.scenario import main_thread
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.adapters.http.correlation import CorrelatedApp
-from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 
@@ -103,40 +102,13 @@ def exchange(
 ) -> asyncio.Task[None]:
     """Start one GET of a feed (with the given query parameters) as a task of the loop."""
     given = {name: f"{value:g}" for name, value in query.items() if value is not None}
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": urlencode(given).encode(),
-        "root_path": "",
-        "headers": [
-            (b"host", b"turnkeeper.example.com"),
-            (b"authorization", f"Bearer {token}".encode()),
-        ],
-        "client": ("127.0.0.1", 40000),
-        "server": ("turnkeeper.example.com", 80),
-        "state": {},
-    }
+    scope = get_scope(path, token, urlencode(given))
     return asyncio.create_task(app(scope, client.receive, client.send))
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Yield to the loop until `condition` holds (bounded)."""
-    async with asyncio.timeout(BOUND_SECONDS):
-        # The waker counts its listeners and tells nobody when the count changes.
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0)
 
 
 def listeners(services: Services) -> int:
     """The wake-up listeners open now (the memory store's in-process waker)."""
-    waker = services.live.waker
-    assert isinstance(waker, LocalWaker)
-    return waker.listeners
+    return local_waker(services).listeners
 
 
 def token_of(world: DemoWorld, handle: str) -> str:
@@ -159,7 +131,7 @@ async def test_a_long_poll_whose_client_left_ends_at_once_and_frees_its_listener
     before = asyncio.all_tasks()
     client = Client()
     poll = exchange(app, client, SHARED_FEED, token_of(world, "sam"), wait=longest_wait(services))
-    await until(lambda: listeners(services) == 1)  # the poll waits for an event
+    await until(lambda: listeners(services) == 1, BOUND_SECONDS)  # the poll waits for an event
 
     client.left.set()
     await asyncio.wait_for(poll, BOUND_SECONDS)
@@ -173,7 +145,7 @@ async def test_an_invocation_after_the_client_left_is_not_delivered_to_the_orpha
 ) -> None:
     lotse = Client()
     poll = exchange(app, lotse, AGENT_FEED, token_of(world, "lotse"), wait=longest_wait(services))
-    await until(lambda: listeners(services) == 1)
+    await until(lambda: listeners(services) == 1, BOUND_SECONDS)
     lotse.left.set()
     await asyncio.wait_for(poll, BOUND_SECONDS)
 
@@ -203,7 +175,7 @@ async def test_a_long_poll_whose_client_stays_answers_the_event_and_stops_watchi
         app, staying, path, token_of(world, reader), after=cursor, wait=longest_wait(services)
     )
     await asyncio.wait_for(staying.listening.wait(), BOUND_SECONDS)
-    await until(lambda: listeners(services) == 1)
+    await until(lambda: listeners(services) == 1, BOUND_SECONDS)
 
     await trigger(client, world, "while-waiting")
     await asyncio.wait_for(poll, BOUND_SECONDS)

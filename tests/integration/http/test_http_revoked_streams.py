@@ -10,23 +10,20 @@ store, the client staying connected until the test lets it go.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from tests.support.asgi import BOUND_SECONDS, get_scope, local_waker, until
 from tests.support.scenario import main_thread
 from turnkeeper.adapters.http.app import create_app
-from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.messaging import MessageDraft
 from turnkeeper.domain.world import Principal
 
-#: Bound of a wait for something that must happen at once.
-BOUND_SECONDS = 10.0
 #: The shortest heartbeat the configuration allows (whole seconds).
 HEARTBEAT_SECONDS = 1
 MAX_WAIT_SECONDS = 30
@@ -49,24 +46,7 @@ class Exchange:
         self.delivered = asyncio.Event()
         self._gone = asyncio.Event()
         self._asked = False
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.3"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": query.encode(),
-            "root_path": "",
-            "headers": [
-                (b"host", b"turnkeeper.example.com"),
-                (b"authorization", f"Bearer {token}".encode()),
-            ],
-            "client": ("127.0.0.1", 40000),
-            "server": ("turnkeeper.example.com", 80),
-            "state": {},
-        }
+        scope = get_scope(path, token, query)
         self.task = asyncio.create_task(app(scope, self._receive, self._send))
 
     async def _receive(self) -> dict[str, Any]:
@@ -101,14 +81,6 @@ class Exchange:
         await asyncio.wait_for(self.task, BOUND_SECONDS)
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait, bounded, until `condition` holds (the loop runs the server meanwhile)."""
-    async with asyncio.timeout(BOUND_SECONDS):
-        # The waker counts its listeners and tells nobody when the count changes.
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0)
-
-
 async def bounded(event: asyncio.Event) -> None:
     """Wait, bounded, for `event`."""
     await asyncio.wait_for(event.wait(), BOUND_SECONDS)
@@ -119,12 +91,6 @@ def opened(services: Services) -> asyncio.Event:
     event = asyncio.Event()
     services.live.stream_count_hooks.append(lambda count: event.set() if count else None)
     return event
-
-
-def waker(services: Services) -> LocalWaker:
-    found = services.live.waker
-    assert isinstance(found, LocalWaker)
-    return found
 
 
 async def feed_end(services: Services, reader: Principal) -> int:
@@ -179,7 +145,7 @@ async def test_a_stream_of_a_revoked_token_delivers_nothing_more_and_ends(
     await stream.ended()
     assert stream.status == 200
     assert len(stream.events()) == delivered
-    assert (services.live.open_streams, waker(services).listeners) == (0, 0)
+    assert (services.live.open_streams, local_waker(services).listeners) == (0, 0)
 
 
 async def test_a_quiet_stream_of_a_revoked_token_ends_at_its_heartbeat(
@@ -219,7 +185,7 @@ async def test_a_waiting_agent_long_poll_of_a_revoked_token_answers_401(
     secret, revoke = await second_token(services, world, "lotse")
     app = create_app(services, services.settings)
     poll = Exchange(app, "/v1/agent/events", secret, f"wait={MAX_WAIT_SECONDS}")
-    await until(lambda: waker(services).listeners == 1)
+    await until(lambda: local_waker(services).listeners == 1)
     await revoke()
     await mention_lotse(services, world, "after")
     await poll.ended()
@@ -238,7 +204,7 @@ async def test_a_waiting_shared_long_poll_of_a_revoked_token_answers_401(
     sam = world.principal("sam")
     query = f"after={await feed_end(services, sam)}&wait={MAX_WAIT_SECONDS}"
     poll = Exchange(app, "/v1/events", secret, query)
-    await until(lambda: waker(services).listeners == 1)
+    await until(lambda: local_waker(services).listeners == 1)
     await revoke()
     await mention_lotse(services, world, "after")
     await poll.ended()
