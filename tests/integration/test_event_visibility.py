@@ -17,7 +17,7 @@ from tests.support.scenario import draft, main_thread
 from tests.support.visibility import expected_events, openable, served_events, whole_log
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
-from turnkeeper.application.services.live import Heartbeat
+from turnkeeper.application.services.live_stream import Heartbeat
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.world import OperatorMode
 

@@ -35,7 +35,7 @@ from turnkeeper.adapters.wakeups import LocalWaker
 from turnkeeper.application.bootstrap import Services, build_services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.services.conversation import EventPage
-from turnkeeper.application.services.live import HEARTBEAT
+from turnkeeper.application.services.live_stream import HEARTBEAT
 from turnkeeper.application.services.runs import AgentEventPage
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.events import EventType

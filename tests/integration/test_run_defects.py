@@ -20,7 +20,7 @@ from tests.support.scenario import active_run, main_thread, post, start_delivere
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.errors import BaseVersionConflict, InvalidToken
-from turnkeeper.application.services.live import Heartbeat
+from turnkeeper.application.services.live_stream import Heartbeat
 from turnkeeper.application.services.runs import Delivery, run_document
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.events import EventType

@@ -26,7 +26,7 @@ from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.services.conversation import EventPage
 from turnkeeper.application.services.identity import BearerToken
-from turnkeeper.application.services.live import HEARTBEAT, LiveStream
+from turnkeeper.application.services.live_stream import HEARTBEAT, LiveStream
 from turnkeeper.application.services.runs import AgentEventPage
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import AccessDenied

@@ -37,7 +37,8 @@ from turnkeeper.adapters.http.requests import MAX_SEQ
 from turnkeeper.adapters.http.run_answers import AgentEvent
 from turnkeeper.application.services.conversation import EventPage
 from turnkeeper.application.services.identity import BearerToken
-from turnkeeper.application.services.live import Heartbeat, LiveDelivery, LiveStream
+from turnkeeper.application.services.live import LiveDelivery
+from turnkeeper.application.services.live_stream import Heartbeat, LiveStream
 from turnkeeper.application.services.runs import AgentEventPage
 from turnkeeper.domain.errors import DomainError, FieldError, ValidationFailed
 from turnkeeper.domain.world import Principal

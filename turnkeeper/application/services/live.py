@@ -25,228 +25,25 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from datetime import timedelta
-from typing import Final, Generic, TypeVar
 
-import attrs
-
-from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import Clock
 from turnkeeper.application.services.conversation import ConversationService, EventPage
 from turnkeeper.application.services.identity import BearerToken, IdentityService
+from turnkeeper.application.services.live_stream import (
+    LiveStream,
+    PageT,
+    Reader,
+    events_in,
+    moved,
+)
 from turnkeeper.application.services.runs import AgentEventPage, RunsService
 from turnkeeper.application.settings import Settings
-from turnkeeper.application.wakeup import SHARED_FEED, EventWaker, Feed, WakeListener
+from turnkeeper.application.wakeup import SHARED_FEED, EventWaker, Feed
 from turnkeeper.domain.errors import FieldError, RateLimited, ValidationFailed
 from turnkeeper.domain.world import Principal
 
-PageT = TypeVar("PageT", bound=EventPage | AgentEventPage)
-
 #: Called with the number of open streams of this process whenever it changes.
 StreamCountHook = Callable[[int], None]
-
-
-@attrs.frozen
-class Heartbeat:
-    """A stream item that carries no event: the stream is alive and waited in vain."""
-
-
-#: The one heartbeat item.
-HEARTBEAT: Final = Heartbeat()
-
-
-def _moved(page: EventPage | AgentEventPage, before: int | None) -> bool:
-    """Whether a read may have left readable events behind (read again at once).
-
-    The agent feed skips undeliverable events without a trace in the page, so any page
-    that moved the cursor (or that started from the feed's default position) may have
-    stopped at its size with more to come; an empty page of the shared feed never moves.
-    """
-    return before is None or page.next_after != before
-
-
-def _size(page: EventPage | AgentEventPage) -> int:
-    if isinstance(page, EventPage):
-        return len(page.events)
-    return len(page.deliveries)
-
-
-class _Caller:
-    """The reader of a long-poll or a stream, resolved from its token again before each read.
-
-    The request resolved the token just before the first read, which uses that principal;
-    every later read resolves it again, so that a revoked token reads nothing more.
-
-    Args:
-        principal: the principal the request resolved.
-        bearer: the request's token (None: a principal given without one, kept as is).
-        identity: the token authentication.
-    """
-
-    def __init__(
-        self, principal: Principal, bearer: BearerToken | None, identity: IdentityService
-    ) -> None:
-        self._principal = principal
-        self._bearer = bearer
-        self._identity = identity
-        self._resolved = True
-
-    @property
-    def bearer(self) -> BearerToken | None:
-        """The token, or None when there is none to resolve again."""
-        return self._bearer
-
-    def take_resolved(self) -> bool:
-        """Whether the principal at hand is fresh (once, for the first read).
-
-        Returns:
-            True the first time, or always when there is no token; False after.
-        """
-        fresh, self._resolved = self._resolved, False
-        return fresh or self._bearer is None
-
-    async def current(self) -> Principal:
-        """The reader now.
-
-        Raises:
-            Unauthenticated: the token was revoked (or its principal is gone).
-        """
-        if self.take_resolved() or self._bearer is None:
-            return self._principal
-        return await self._identity.authenticate_bearer(self._bearer)
-
-    async def check(self) -> None:
-        """Resolve the token again (a stream's heartbeat), unless there is none.
-
-        Raises:
-            Unauthenticated: the token was revoked.
-        """
-        if self._bearer is not None:
-            await self._identity.authenticate_bearer(self._bearer)
-
-
-class LiveStream(Generic[PageT]):
-    """An open event stream: pages of new events and heartbeats, until closed.
-
-    Iterate it (``async for item in stream``) for `EventPage` / `AgentEventPage` items
-    with at least one event, and `HEARTBEAT` when a wait of ``stream.heartbeat_seconds``
-    saw nothing. Iteration ends when the process shuts down (`LiveDelivery.close`).
-    Close it with `aclose` (or ``async with``): that frees its place among the
-    principal's streams.
-
-    Args:
-        first: the page read when the stream opened.
-        read: reads the page after a cursor.
-        more: whether a page read after a cursor (None: the feed's default) may have
-            left readable events behind, so that the stream reads again at once.
-        listener: the stream's open listener.
-        exits: closes the listener and frees the stream's place.
-        waker: the wake-up port (generation and closing).
-        clock: the time (heartbeat deadlines).
-        heartbeat: the longest wait before a heartbeat.
-        generation: the waker's generation before the first read.
-        after: the cursor of the first read.
-        check: raises `Unauthenticated` once the stream's token is revoked (asked
-            before each heartbeat; the reads check it themselves).
-    """
-
-    def __init__(
-        self,
-        *,
-        first: PageT,
-        read: Callable[[int | None], Awaitable[PageT]],
-        more: Callable[[PageT, int | None], bool],
-        listener: WakeListener,
-        exits: ExitStack,
-        waker: EventWaker,
-        clock: Clock,
-        heartbeat: timedelta,
-        generation: int,
-        after: int | None,
-        check: Callable[[], Awaitable[None]],
-    ) -> None:
-        self._pending: PageT | None = first
-        self._check = check
-        self._cursor = first.next_after
-        self._read = read
-        self._more = more
-        self._listener = listener
-        self._exits = exits
-        self._waker = waker
-        self._clock = clock
-        self._heartbeat = heartbeat
-        self._generation = generation
-        self._read_at_once = more(first, after)
-        self._last_sent = clock.now()
-        self._closed = False
-
-    @property
-    def cursor(self) -> int:
-        """The cursor after everything this stream read (resume with it)."""
-        return self._cursor
-
-    def __aiter__(self) -> LiveStream[PageT]:
-        return self
-
-    async def __anext__(self) -> PageT | Heartbeat:
-        """The next page with events, or a heartbeat.
-
-        Raises:
-            StopAsyncIteration: when the stream was closed or the process shuts down.
-        """
-        pending, self._pending = self._pending, None
-        if pending is not None and _size(pending):
-            self._last_sent = self._clock.now()
-            return pending
-        while True:
-            if self._closed or self._waker.closed:
-                raise StopAsyncIteration
-            if not self._read_at_once:
-                waited = self._heartbeat - (self._clock.now() - self._last_sent)
-                woken = await self._listener.wait(max(waited, timedelta(0)))
-                if self._waker.closed:
-                    raise StopAsyncIteration
-                if not woken and self._waker.generation == self._generation:
-                    return await self._heartbeat_item()
-            try:
-                page = await self._next_page()
-            except Unauthenticated:
-                await self.aclose()
-                raise StopAsyncIteration from None
-            if _size(page):
-                self._last_sent = self._clock.now()
-                return page
-            if not self._read_at_once and self._clock.now() - self._last_sent >= self._heartbeat:
-                return await self._heartbeat_item()
-
-    async def _heartbeat_item(self) -> Heartbeat:
-        """A heartbeat, while the stream's token lives; else the stream ends."""
-        try:
-            await self._check()
-        except Unauthenticated:
-            await self.aclose()
-            raise StopAsyncIteration from None
-        self._last_sent = self._clock.now()
-        return HEARTBEAT
-
-    async def _next_page(self) -> PageT:
-        self._generation = self._waker.generation
-        before = self._cursor
-        page = await self._read(before)
-        self._read_at_once = self._more(page, before)
-        self._cursor = page.next_after
-        return page
-
-    async def aclose(self) -> None:
-        """Close the stream and free its place (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self._exits.close()
-
-    async def __aenter__(self) -> LiveStream[PageT]:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 class LiveDelivery:
@@ -342,7 +139,7 @@ class LiveDelivery:
             Unauthenticated: the token was revoked during the wait.
         """
         waited = self.wait_time(wait)
-        caller = _Caller(actor, bearer, self._identity)
+        caller = Reader(actor, bearer, self._identity)
 
         async def read(cursor: int | None) -> EventPage:
             reader = await caller.current()
@@ -384,7 +181,7 @@ class LiveDelivery:
 
             first = await self._runs.poll_as(actor, after=after, limit=limit, check=check)
             agent, waited = first.agent, self.wait_time(wait)
-            if not waited or _size(first.page):
+            if not waited or events_in(first.page):
                 return first.page
             after = first.page.next_after
             bearer = actor
@@ -416,11 +213,11 @@ class LiveDelivery:
         with self._waker.listen(feed) as listener:
             generation = self._waker.generation
             before, page = after, await read(after)
-            while not _size(page) and not self._waker.closed:
+            while not events_in(page) and not self._waker.closed:
                 remaining = min(budget, deadline - self._clock.now())
                 if remaining <= timedelta(0):
                     break
-                if _moved(page, before):
+                if moved(page, before):
                     # Only undeliverable events were read (invocations of runs that are
                     # no longer queued): more may follow at once.
                     before, page = page.next_after, await read(page.next_after)
@@ -453,7 +250,7 @@ class LiveDelivery:
             ValidationFailed: for a bad cursor.
         """
         size = self._settings.page_default_limit
-        caller = _Caller(actor, bearer, self._identity)
+        caller = Reader(actor, bearer, self._identity)
 
         async def read(cursor: int | None) -> EventPage:
             reader = await caller.current()
@@ -482,7 +279,7 @@ class LiveDelivery:
             ValidationFailed: for a bad cursor.
         """
         size = self._settings.page_default_limit
-        caller = _Caller(agent, bearer, self._identity)
+        caller = Reader(agent, bearer, self._identity)
 
         async def read(cursor: int | None) -> AgentEventPage:
             token = caller.bearer
@@ -491,7 +288,7 @@ class LiveDelivery:
             # The token again in the read's own round trip: a revoked one ends the stream.
             return (await self._runs.poll_as(token, after=cursor, limit=size)).page
 
-        return await self._open_stream(agent, agent.id, after, read, _moved, caller)
+        return await self._open_stream(agent, agent.id, after, read, moved, caller)
 
     async def _open_stream(
         self,
@@ -500,7 +297,7 @@ class LiveDelivery:
         after: int | None,
         read: Callable[[int | None], Awaitable[PageT]],
         more: Callable[[PageT, int | None], bool],
-        caller: _Caller,
+        caller: Reader,
     ) -> LiveStream[PageT]:
         exits = ExitStack()
         try:
