@@ -31,7 +31,8 @@ class PrincipalRepository(Protocol):
         """Store a new principal.
 
         Raises:
-            DuplicateKey: when the handle is taken.
+            DuplicateKey: ``principals_handle_key`` when the handle is taken (a store
+                that pipelines its writes may raise it at commit instead).
         """
         ...
 

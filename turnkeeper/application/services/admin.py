@@ -59,6 +59,17 @@ def _invalid(pointer: str, code: str) -> ValidationFailed:
     return ValidationFailed([FieldError(pointer=pointer, code=code)])
 
 
+#: The unique constraint of principal handles, as every store names it (`PrincipalRepository`).
+HANDLE_CONSTRAINT = "principals_handle_key"
+
+
+def _handle_taken(duplicate: DuplicateKey) -> Exception:
+    """400 ``/handle taken`` for a taken handle; any other duplicate stays what it is."""
+    if duplicate.constraint == HANDLE_CONSTRAINT:
+        return _invalid("/handle", "taken")
+    return duplicate
+
+
 class AdminService:
     """Use cases of the owner.
 
@@ -200,12 +211,17 @@ class AdminService:
             )
             try:
                 await uow.principals.add(principal)
-            except DuplicateKey:
-                raise _invalid("/handle", "taken") from None
+            except DuplicateKey as taken:
+                raise _handle_taken(taken) from None
             issued = await add_token(uow, self._ids, principal.id, now)
             return NewPrincipal(principal=principal, token=issued.secret)
 
-        return await self._tx.run(work)
+        try:
+            return await self._tx.run(work)
+        except DuplicateKey as taken:
+            # A store that pipelines its writes reports the taken handle at COMMIT,
+            # after `add` returned: the answer is the same 400 either way.
+            raise _handle_taken(taken) from None
 
     async def create_space(
         self, actor: Principal, *, name: str, default_operator_id: uuid.UUID | None = None
@@ -349,9 +365,11 @@ class AdminService:
             NotFound: for an unknown channel.
             ValidationFailed: for an operator that does not fit the mode.
         """
-        reject_invalid(operator_errors(mode, operator_id))
 
         async def change(uow: UnitOfWork, channel: Channel) -> Channel:
+            # Checked after the owner check (in `_change_channel`): a non-owner is told
+            # 403 owner_required, and audited, whatever the body holds.
+            reject_invalid(operator_errors(mode, operator_id))
             if operator_id is not None:
                 await self._agent(uow, operator_id, "/operator_id")
             return attrs.evolve(channel, operator_mode=mode, operator_id=operator_id)
