@@ -1,8 +1,10 @@
 """The ``turnkeeper`` command line: serve, migrate, jobs, demo-world, check, mcp.
 
 Exit codes: 0 success (also after Ctrl-C), 2 bad usage or configuration (one line on
-standard error; also a ``TURNKEEPER_OWNER_TOKEN`` that was revoked), 1 anything else
-(one line on standard error).
+standard error; also a ``TURNKEEPER_OWNER_TOKEN`` that was revoked, a malformed
+``TURNKEEPER_DATABASE_URL`` and a ``TURNKEEPER_DATA_DIR`` that cannot be a directory),
+1 anything else (one line on standard error; also an address ``serve`` or ``mcp --http``
+cannot listen on, which is bound before anything else is done).
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from turnkeeper.adapters.http.server import (
     guarded_server,
     settle_heap,
 )
-from turnkeeper.adapters.http.workers import listening_socket, run_workers
+from turnkeeper.adapters.http.workers import ListenFailed, listening_socket, run_workers
 from turnkeeper.adapters.logging import configure_from_settings
 from turnkeeper.adapters.mcp.command import add_command as add_mcp_command
-from turnkeeper.adapters.mcp.command import run_mcp
+from turnkeeper.adapters.mcp.command import port_number, run_mcp
 from turnkeeper.adapters.observability.tracing import OtelTracing, process_tracing
 from turnkeeper.adapters.postgres.embedded import EmbeddedServerMissing
 from turnkeeper.adapters.postgres.invariants import check_database
@@ -78,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve = commands.add_parser("serve", help="migrate, then serve the HTTP API")
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+    serve.add_argument(
+        "--port", type=port_number, default=DEFAULT_PORT, help="port to listen on (0 to 65535)"
+    )
     serve.add_argument(
         "--demo", action="store_true", help="create the demo world when the world is empty"
     )
@@ -150,8 +154,16 @@ def _guarded(run: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         # Ctrl-C is the normal way to stop `serve`; every resource was released on the way.
         return EXIT_OK
-    except (EmbeddedServerMissing, OwnerTokenRefused) as exc:
+    except (EmbeddedServerMissing, OwnerTokenRefused, ConfigError) as exc:
         return _fail(f"turnkeeper: {exc}", EXIT_USAGE)
+    except ListenFailed as exc:
+        return _fail(f"turnkeeper: {exc}", EXIT_FAILURE)
+    except SystemExit as exc:
+        # uvicorn exits with its own code (3) when the application does not start; the
+        # command keeps to its codes and its one line.
+        if exc.code in (None, EXIT_OK):
+            return EXIT_OK
+        return _fail("turnkeeper: the server did not start (see the log above)", EXIT_FAILURE)
     except Exception as exc:  # the last line of defence: one line, exit code 1
         return _fail(f"turnkeeper: {type(exc).__name__}: {exc}".splitlines()[0], EXIT_FAILURE)
 
@@ -242,7 +254,7 @@ async def _owner_for_demo(backend: Backend, config: Config) -> NewPrincipal:
     if created is not None:
         return created
     if config.owner_token is None:
-        raise RuntimeError("an owner exists already: set TURNKEEPER_OWNER_TOKEN to its token")
+        raise ConfigError("an owner exists already: set TURNKEEPER_OWNER_TOKEN to its token")
     principal = await backend.services.identity.authenticate(config.owner_token)
     return NewPrincipal(principal=principal, token=config.owner_token)
 
@@ -260,29 +272,36 @@ def _run_on_loop(main: Coroutine[Any, Any, int], config: Config) -> int:
 
 def _serve_command(args: argparse.Namespace, config: Config) -> int:
     workers: int = args.workers or config.settings.http_workers
-    if workers == 1:
-        return _guarded(lambda: _run_on_loop(_serve(args, config), config))
-    if args.memory:
+    if workers > 1 and args.memory:
         # Each worker would hold a store of its own: one world per process.
         return _fail(
             "turnkeeper: error: --memory serves from one process, not --workers", EXIT_USAGE
         )
-    return _guarded(lambda: _serve_workers(args, config, workers))
+    return _guarded(lambda: _serve_bound(args, config, workers))
 
 
-def _serve_workers(args: argparse.Namespace, config: Config, workers: int) -> int:
-    """Migrate and create the owner once, bind once, then fork the workers."""
+def _serve_bound(args: argparse.Namespace, config: Config, workers: int) -> int:
+    """Bind first (a taken port fails before the database starts), then serve."""
+    with listening_socket(args.host, args.port, ACCEPT_BACKLOG) as sock:
+        if workers == 1:
+            return _run_on_loop(_serve(args, config, sock), config)
+        return _serve_workers(args, config, workers, sock)
+
+
+def _serve_workers(
+    args: argparse.Namespace, config: Config, workers: int, sock: socket.socket
+) -> int:
+    """Migrate and create the owner once, then fork the workers onto the one socket."""
     with database(config) as conninfo:
         asyncio.run(_prepare_once(args, config, conninfo))
-        with listening_socket(args.host, args.port, ACCEPT_BACKLOG) as sock:
 
-            def worker(index: int) -> int:
-                # Worker 0 runs the periodic jobs: one pass at a time for the server.
-                jobs = index == 0 and not args.no_jobs
-                serve = _serve_worker(args, config, conninfo, sock, jobs=jobs)
-                return _guarded(lambda: _run_on_loop(serve, config))
+        def worker(index: int) -> int:
+            # Worker 0 runs the periodic jobs: one pass at a time for the server.
+            jobs = index == 0 and not args.no_jobs
+            serve = _serve_worker(args, config, conninfo, sock, jobs=jobs)
+            return _guarded(lambda: _run_on_loop(serve, config))
 
-            return run_workers(workers, worker)
+        return run_workers(workers, worker)
 
 
 async def _prepare_once(args: argparse.Namespace, config: Config, conninfo: str) -> None:
@@ -300,23 +319,25 @@ async def _serve_worker(
     return EXIT_OK
 
 
-async def _serve(args: argparse.Namespace, config: Config) -> int:
+async def _serve(args: argparse.Namespace, config: Config, sock: socket.socket) -> int:
     if args.memory:
         with process_tracing() as tracing:
-            await _run(args, config, _traced(memory_backend(config.settings), tracing))
+            await _run(args, config, _traced(memory_backend(config.settings), tracing), sock)
         return EXIT_OK
     with database(config) as conninfo:
         await migrate(conninfo)
         # After the migrations, before the pool: the pool's connections are traced.
         with process_tracing() as tracing:
             async with postgres_backend(conninfo, config.settings, signing_key(config)) as pg:
-                await _run(args, config, _traced(pg, tracing))
+                await _run(args, config, _traced(pg, tracing), sock)
     return EXIT_OK
 
 
-async def _run(args: argparse.Namespace, config: Config, backend: Backend) -> None:
+async def _run(
+    args: argparse.Namespace, config: Config, backend: Backend, sock: socket.socket
+) -> None:
     await _prepare_world(args, config, backend)
-    await _serve_app(args, config, backend, jobs=not args.no_jobs)
+    await _serve_app(args, config, backend, jobs=not args.no_jobs, sock=sock)
 
 
 async def _prepare_world(args: argparse.Namespace, config: Config, backend: Backend) -> None:
@@ -339,7 +360,7 @@ async def _serve_app(
     backend: Backend,
     *,
     jobs: bool,
-    sock: socket.socket | None = None,
+    sock: socket.socket,
 ) -> None:
     app = create_app(backend.services, config.settings, backend.readiness)
     server = guarded_server(

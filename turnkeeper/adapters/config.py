@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from turnkeeper.application.settings import CHOICES, SETTING_KEYS, Settings
 
@@ -108,7 +110,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> Config:
     env = os.environ if environ is None else environ
     return Config(
         settings=load_settings(env),
-        database_url=_non_empty(env, ENV_DATABASE_URL),
+        database_url=_database_url(env),
         data_dir=Path(_non_empty(env, ENV_DATA_DIR) or DEFAULT_DATA_DIR),
         owner_token=_non_empty(env, ENV_OWNER_TOKEN),
         signing_key=_non_empty(env, ENV_SIGNING_KEY),
@@ -144,6 +146,21 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             raise ConfigError(f"unknown setting {name} in the environment")
         values[SETTING_KEYS[env_key]] = _from_text(env_key, raw)
     return Settings(**values)
+
+
+def _database_url(env: Mapping[str, str]) -> str | None:
+    """``TURNKEEPER_DATABASE_URL`` when libpq can parse it (checked before any work)."""
+    url = _non_empty(env, ENV_DATABASE_URL)
+    if url is None:
+        return None
+    try:
+        conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        # libpq's reason quotes the string, which may hold a password: not repeated.
+        raise ConfigError(
+            f"{ENV_DATABASE_URL} is not a libpq connection string or postgresql:// URI"
+        ) from None
+    return url
 
 
 def _non_empty(env: Mapping[str, str], name: str) -> str | None:

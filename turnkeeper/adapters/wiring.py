@@ -17,7 +17,7 @@ from pathlib import Path
 import attrs
 from psycopg_pool import AsyncConnectionPool
 
-from turnkeeper.adapters.config import Config
+from turnkeeper.adapters.config import ENV_DATA_DIR, Config, ConfigError
 from turnkeeper.adapters.http.operations import Readiness, always_ready
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.observability.metrics import attach_metrics
@@ -115,12 +115,22 @@ def database(config: Config) -> Iterator[str]:
         A libpq connection string or URI.
 
     Raises:
+        ConfigError: when the data directory cannot hold the embedded server's files
+            (a file, not writable).
         StoreUnavailable: when the embedded server does not start.
     """
     if config.database_url is not None:
         yield config.database_url
         return
-    server = EmbeddedPostgres.start(config.data_dir / EMBEDDED_SUBDIR)
+    folder = config.data_dir / EMBEDDED_SUBDIR
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"{ENV_DATA_DIR} cannot hold the embedded database ({folder}): "
+            f"{exc.strerror or type(exc).__name__}"
+        ) from exc
+    server = EmbeddedPostgres.start(folder)
     try:
         yield server.conninfo
     finally:

@@ -47,11 +47,21 @@ Handler = Callable[[int, FrameType | None], Any] | int | None
 WorkerMain = Callable[[int], int]
 
 
+class ListenFailed(Exception):
+    """An address cannot be listened on (in use, not local, not resolvable).
+
+    Its text is the one line the command prints: which address, and why.
+    """
+
+
 def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
-    """Bind and listen once, in the parent, for every worker to accept on.
+    """Bind and listen, before anything is served (also for one process).
+
+    Binding first makes a taken port or a wrong host fail at once, with one line,
+    instead of after the migrations, inside uvicorn (which exits with its own code).
 
     Args:
-        host: the address (IPv6 when it holds a colon).
+        host: the address or host name (IPv6 when it holds a colon).
         port: the port (0: the kernel picks one, see ``getsockname``).
         backlog: the listen backlog.
 
@@ -59,7 +69,7 @@ def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
         The listening socket.
 
     Raises:
-        OSError: the address cannot be bound (in use, not local).
+        ListenFailed: the address cannot be bound (in use, not local, unknown name).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -68,10 +78,19 @@ def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(backlog)
-    except OSError:
+    except OSError as exc:
         sock.close()
-        raise
+        raise ListenFailed(f"cannot listen on {_address(host, port)}: {_reason(exc)}") from exc
     return sock
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _reason(exc: OSError) -> str:
+    # gaierror and friends carry their text in strerror; the errno prefix helps nobody.
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def _signal_all(workers: dict[int, int], signum: int) -> None:
@@ -182,4 +201,11 @@ def _supervise(
     return EXIT_WORKER_ENDED if ended_by_itself else EXIT_OK
 
 
-__all__ = ["EXIT_OK", "EXIT_WORKER_ENDED", "WorkerMain", "listening_socket", "run_workers"]
+__all__ = [
+    "EXIT_OK",
+    "EXIT_WORKER_ENDED",
+    "ListenFailed",
+    "WorkerMain",
+    "listening_socket",
+    "run_workers",
+]

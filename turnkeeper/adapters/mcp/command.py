@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import ipaddress
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
 from prometheus_client import start_http_server
 
 from turnkeeper.adapters.client import AgentRuntimeClient
 from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.adapters.config import Config
+from turnkeeper.adapters.http.server import ACCEPT_BACKLOG
+from turnkeeper.adapters.http.workers import ListenFailed, listening_socket
 from turnkeeper.adapters.mcp.handlers import ToolHandlers
 from turnkeeper.adapters.mcp.session import McpSession, SessionRegistry
 from turnkeeper.adapters.observability.client import ClientMetrics
@@ -38,8 +43,64 @@ MISSING_EXTRA = "turnkeeper mcp needs the MCP SDK: pip install 'turnkeeper[mcp]'
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
+#: The largest TCP port number.
+MAX_PORT = 65535
+#: A host name as the URL of the server may hold it (IDNA-encoded; IP literals apart).
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?")
+
 EXIT_OK = 0
 EXIT_USAGE = 2
+
+
+def port_number(text: str) -> int:
+    """The argparse type of a TCP port: a whole number from 0 to `MAX_PORT`.
+
+    Raises:
+        argparse.ArgumentTypeError: for anything else (the command exits 2).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to {MAX_PORT}, got {text!r}")
+    return value
+
+
+def server_url(text: str) -> str | None:
+    """The server URL of ``TURNKEEPER_URL``, or None when it is not one.
+
+    Checked when the command starts, so that a typo is one line and exit 2, not a
+    failure of every later tool call.
+
+    Args:
+        text: the variable's value.
+
+    Returns:
+        The stripped URL when it is http or https with a well-formed host and port.
+    """
+    text = text.strip()
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL:
+        return None
+    if url.scheme not in ("http", "https") or not _valid_host(url.raw_host):
+        return None
+    if url.port is not None and not 0 < url.port <= MAX_PORT:
+        return None
+    return text
+
+
+def _valid_host(raw: bytes) -> bool:
+    try:
+        host = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return _HOST_NAME.fullmatch(host) is not None
+    return True
 
 
 def add_command(commands: Any) -> None:
@@ -61,10 +122,10 @@ def add_command(commands: Any) -> None:
         "--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio"
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="address for --http")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port for --http")
+    parser.add_argument("--port", type=port_number, default=DEFAULT_PORT, help="port for --http")
     parser.add_argument(
         "--metrics-port",
-        type=int,
+        type=port_number,
         default=None,
         help="serve the client's Prometheus metrics on this port (at --host)",
     )
@@ -87,16 +148,23 @@ async def run_mcp(
         environ: the environment (``os.environ`` when None).
 
     Returns:
-        0 when served to the end, 2 without the extra or without the URL or token (one
-        line on standard error).
+        0 when served to the end, 2 without the extra, without the token or without a
+        well-formed URL (one line on standard error).
+
+    Raises:
+        ListenFailed: ``--http`` or ``--metrics-port`` cannot listen on its address
+            (bound before anything is served).
     """
     env = os.environ if environ is None else environ
     if not mcp_available():
         return _usage(MISSING_EXTRA)
-    url = env.get(ENV_URL, "").strip()
+    url = server_url(env.get(ENV_URL, ""))
     token = env.get(ENV_AGENT_TOKEN, "").strip()
-    if not url.startswith(("http://", "https://")):
-        return _usage(f"turnkeeper mcp needs {ENV_URL}, the server's http:// or https:// URL")
+    if url is None:
+        return _usage(
+            f"turnkeeper mcp needs {ENV_URL}, the server's http:// or https:// URL "
+            f"with a valid host"
+        )
     if not token:
         return _usage(f"turnkeeper mcp needs {ENV_AGENT_TOKEN}, the agent's API token")
     # Imported here: the SDK is an extra.
@@ -105,9 +173,18 @@ async def run_mcp(
 
     # httpx logs every request at info, long-polls included; the client logs what matters.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # Bound before anything is served: a taken port is one line, not uvicorn's exit 3.
+    sock = listening_socket(args.host, args.port, ACCEPT_BACKLOG) if args.http else None
     metrics = ClientMetrics()
     if args.metrics_port is not None:
-        start_http_server(args.metrics_port, addr=args.host, registry=metrics.registry)
+        try:
+            start_http_server(args.metrics_port, addr=args.host, registry=metrics.registry)
+        except OSError as exc:
+            if sock is not None:
+                sock.close()
+            raise ListenFailed(
+                f"cannot serve metrics on {args.host}:{args.metrics_port}: {exc.strerror or exc}"
+            ) from exc
 
     def new_session() -> McpSession:
         return McpSession(AgentRuntimeClient(url, token, metrics=metrics), ApiSession(url, token))
@@ -116,10 +193,15 @@ async def run_mcp(
     sessions = SessionRegistry(new_session, settings.mcp_max_sessions)
     server = build_server(ToolHandlers(settings), sessions, __version__)
     try:
-        if args.http:
-            await serve_http(
-                server, host=args.host, port=args.port, max_sessions=settings.mcp_max_sessions
-            )
+        if sock is not None:
+            with sock:
+                await serve_http(
+                    server,
+                    host=args.host,
+                    port=args.port,
+                    max_sessions=settings.mcp_max_sessions,
+                    sock=sock,
+                )
         else:
             await serve_stdio(server)
     finally:
@@ -137,8 +219,11 @@ __all__ = [
     "DEFAULT_PORT",
     "ENV_AGENT_TOKEN",
     "ENV_URL",
+    "MAX_PORT",
     "MISSING_EXTRA",
     "add_command",
     "mcp_available",
+    "port_number",
     "run_mcp",
+    "server_url",
 ]

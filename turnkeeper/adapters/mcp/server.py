@@ -12,6 +12,7 @@ Transports: stdio (`serve_stdio`, one session per process) and streamable HTTP
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import mcp.types as types
@@ -105,7 +106,14 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Server[Any], *, host: str, port: int, max_sessions: int) -> None:
+async def serve_http(
+    server: Server[Any],
+    *,
+    host: str,
+    port: int,
+    max_sessions: int,
+    sock: socket.socket | None = None,
+) -> None:
     """Serve streamable HTTP at ``http://<host>:<port>/mcp`` until stopped (SIGINT, SIGTERM).
 
     Args:
@@ -114,6 +122,8 @@ async def serve_http(server: Server[Any], *, host: str, port: int, max_sessions:
             ``Host`` and ``Origin`` headers, against DNS rebinding).
         port: the port.
         max_sessions: sessions the SDK keeps open at once (``mcp.max_sessions``).
+        sock: a socket bound to `host` and `port` already (``turnkeeper mcp`` binds
+            first); None: uvicorn binds its own.
     """
     app = server.streamable_http_app(
         streamable_http_path=HTTP_PATH, host=host, max_sessions=max_sessions
@@ -127,7 +137,7 @@ async def serve_http(server: Server[Any], *, host: str, port: int, max_sessions:
         server_header=False,  # as ``turnkeeper serve``: the stack is not named to clients
         lifespan="on",
     )
-    await uvicorn.Server(config).serve()
+    await uvicorn.Server(config).serve(sockets=None if sock is None else [sock])
 
 
 __all__ = ["HTTP_PATH", "SERVER_NAME", "build_server", "serve_http", "serve_stdio", "session_key"]
