@@ -5,13 +5,13 @@ Run it against a server (``turnkeeper serve --demo`` prints the agents' tokens):
     TURNKEEPER_URL=http://127.0.0.1:8000 TURNKEEPER_AGENT_TOKEN=tk_... python agent.py
 
 The agent announces its follow-up mode, then follows its event stream. For each
-``agent.invocation`` it starts the run with the delivery's token, reads the thread
-(which surfaces it to the freshness gate), answers with the run's id and finishes. A
-send held by the gate (a person wrote meanwhile) is answered after reading the thread
-again. A follow-up written while the run is busy is acknowledged; one that answers a
-question resumes the run. A cancel request ends the run as cancelled. Events are
-acknowledged once handled; a lost connection or a server restart is resumed with
-``Last-Event-ID``, so nothing is lost and nothing handled twice.
+``agent.invocation`` it starts the run with the delivery's token, reads the thread up to
+its latest message (which surfaces it to the freshness gate), answers with the run's id
+and finishes. A send held by the gate (a person wrote meanwhile) is answered after
+reading what is new in the thread. A follow-up written while the run is busy is
+acknowledged; one that answers a question resumes the run. A cancel request ends the
+run as cancelled. Events are acknowledged once handled; a lost connection or a server
+restart is resumed with ``Last-Event-ID``, so nothing is lost and nothing handled twice.
 """
 
 from __future__ import annotations
@@ -48,9 +48,14 @@ async def answer(client: AgentRuntimeClient, event: AgentEvent) -> None:
         # Superseded or no longer queued (a newer delivery, a cancel): nothing to do.
         print(f"run {event.run_id} not started: {problem.code}")
         return
+    read_through, asked = 0, ""
     for attempt in range(SEND_ATTEMPTS):
-        history = await client.read_history(run.thread_id)
-        asked = next((m.content for m in reversed(history.messages) if m.origin == "human"), "")
+        # Read up to the latest message (page by page in a long thread), and on a retry
+        # only what came after the last read: that is what ends a freshness hold.
+        history = await client.read_history_to_latest(run.thread_id, after_seq=read_through)
+        read_through = history.covers_through_seq
+        humans = [m.content for m in history.messages if m.origin == "human"]
+        asked = humans[-1] if humans else asked
         sent = await client.send(run.thread_id, compose(asked), f"{run.id}:answer", run_id=run.id)
         if sent.state is not SendState.HELD:
             print(f"run {run.id} answered ({sent.state.value}, attempt {attempt + 1})")

@@ -136,11 +136,18 @@ async def test_chunked_send_stops_at_a_human_message_and_the_retry_resumes(
     assert (first.held_chunk_index, first.latest_seq) == (1, interleaved[0])
     assert first.guidance is not None
 
-    # Without a refresh the retry is held locally at its first chunk.
+    # Without a refresh the retry replays the stored chunk (one request) and is held
+    # locally at the next one: partial_held with the chunk the server holds.
     sends = transport.sends
     early = await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)
-    assert (early.state, early.held_locally) == (LogicalSendState.HELD, True)
-    assert transport.sends == sends
+    assert (early.state, early.held_locally, early.held_chunk_index) == (
+        LogicalSendState.PARTIAL_HELD,
+        True,
+        1,
+    )
+    assert [(c.accepted_seq, c.replayed) for c in early.accepted] == [(1, True)]
+    assert early.accepted[0].message_id == first.accepted[0].message_id
+    assert transport.sends == sends + 1
 
     await lotse.read_history(thread_id)
     retry = await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)

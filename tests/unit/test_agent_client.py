@@ -393,16 +393,19 @@ async def test_an_intervening_message_stops_a_logical_send_and_a_retry_resumes(
     assert [s["freshness"]["seen_up_to_seq"] for s in sends] == [0, 1]
     assert seqs(client) == (1, 2, 2)
 
-    # Without a refresh the retry is held locally, with no request.
+    # Without a refresh the retry replays the stored chunk and is held locally after it:
+    # partial_held with the chunk the server holds, one request (the replay).
     server.after_accept = None
     before = len(server.requests)
     stale = await client.send_logical(THREAD, "report-1", CONTENT, chunk_size=28)
     assert (stale.state, stale.held_locally, stale.held_chunk_index) == (
-        LogicalSendState.HELD,
+        LogicalSendState.PARTIAL_HELD,
         True,
-        0,
+        1,
     )
-    assert len(server.requests) == before
+    assert [(c.index, c.accepted_seq, c.replayed) for c in stale.accepted] == [(0, 1, True)]
+    assert [s["client_message_id"] for s in server.sends()[len(sends) :]] == ["report-1:0"]
+    assert len(server.requests) == before + 1
 
     # After the refresh the stored chunk is replayed and the rest resumes.
     await client.read_history(THREAD)

@@ -4,19 +4,22 @@ It speaks the Agent runtime routes of API.md over `httpx.AsyncClient` and keeps 
 session's freshness frontiers (`turnkeeper.domain.freshness.SessionFreshnessState`):
 
 - `read_history` surfaces a thread through its ``covers_through_seq``;
+  `read_history_to_latest` pages until it covers the latest seq the thread and the
+  session know of (what an agent reads before it answers);
 - `send` carries ``seen_up_to_seq`` = the observed frontier, is held locally without a
   request while the session knows of messages the runtime has not surfaced, and applies
   the answer (sent / already_sent advance the observed frontier to the accepted seq,
   held records the latest-known seq);
 - `send_logical` splits long content into chunks with client ids ``logical_id:index``
   and stops at a held chunk (partial_held); retrying the same logical id replays the
-  stored chunks and resumes.
+  stored chunks (also when the frontiers would hold it locally: the client remembers
+  which chunks the server holds) and resumes.
 
 The event feed's ``seq`` is the ack cursor only; it never enters the frontiers.
 
 Example:
     >>> async def answer(client: AgentRuntimeClient, thread_id: str) -> None:
-    ...     await client.read_history(thread_id)
+    ...     await client.read_history_to_latest(thread_id)
     ...     result = await client.send(thread_id, "Done, Alex.", "reply-1")
     ...     if result.guidance:
     ...         print(result.guidance)
@@ -24,7 +27,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -35,6 +39,7 @@ from turnkeeper.adapters.client.errors import AnswerInvalid
 from turnkeeper.adapters.client.models import (
     Capabilities,
     EventPage,
+    HistoryMessage,
     HistoryPage,
     Id,
     LogicalSendResult,
@@ -42,7 +47,7 @@ from turnkeeper.adapters.client.models import (
     ThreadTarget,
 )
 from turnkeeper.adapters.client.runs import RunCalls
-from turnkeeper.adapters.client.sends import SendGate, log_logical_send
+from turnkeeper.adapters.client.sends import SendGate, StoredChunks, log_logical_send
 from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.adapters.client.stream import EventStreamCalls
 from turnkeeper.adapters.client.targets import TargetKeys
@@ -58,6 +63,11 @@ from turnkeeper.domain.logical_sends import (
     split_content,
 )
 
+#: The most history pages one `AgentRuntimeClient.read_history_to_latest` call reads; a
+#: thread with more unread pages is caught up by calling it again from the answer's
+#: ``covers_through_seq``.
+HISTORY_MAX_PAGES = 20
+
 
 class AgentRuntimeClient(RunCalls, EventStreamCalls):
     """An agent's client of the turnkeeper HTTP API, one per agent session.
@@ -69,6 +79,8 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
         timeout: httpx timeouts; httpx's default when None.
         freshness: the session's frontiers; a new, empty state when None.
         metrics: counts partial-held logical sends (`ClientMetrics`); none when None.
+        sleep: the pause between two reconnects of `events`; `asyncio.sleep` when None
+            (tests pass one that records the delays instead of waiting).
 
     Use it as an async context manager, or call `aclose`.
     """
@@ -82,6 +94,7 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
         timeout: httpx.Timeout | None = None,
         freshness: SessionFreshnessState | None = None,
         metrics: RuntimeMetrics | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         self._session = ApiSession(base_url, token, transport=transport, timeout=timeout)
         # The stream and long-poll calls need httpx's own streaming and timeouts.
@@ -89,7 +102,9 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
         self._freshness = freshness if freshness is not None else SessionFreshnessState()
         self._targets = TargetKeys(self._session)
         self._gate = SendGate(self._session, self._freshness, self._targets)
+        self._stored_chunks = StoredChunks()
         self._metrics = metrics
+        self._sleep = sleep if sleep is not None else asyncio.sleep
 
     def __repr__(self) -> str:
         return f"AgentRuntimeClient(base_url={self._session.base_url!r})"
@@ -126,11 +141,13 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
 
     # -- events and heartbeat -----------------------------------------------------------
 
-    async def poll_events(self, after: int = 0, limit: int | None = None) -> EventPage:
+    async def poll_events(self, after: int | None = None, limit: int | None = None) -> EventPage:
         """Read the agent's personal events after a cursor.
 
         Args:
-            after: the cursor (``next_after`` of the previous page, 0 at first).
+            after: the cursor (``next_after`` of the previous page); when None, none is
+                sent and the server reads from the agent's acknowledged position, so
+                events acknowledged before are not delivered again.
             limit: the most events to return; the server's ``page.default_limit`` when
                 None.
 
@@ -142,7 +159,11 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
             ClientUnavailable: when the server cannot be reached.
             AnswerInvalid: when the answer breaks the contract.
         """
-        params = {"after": after} if limit is None else {"after": after, "limit": limit}
+        params: dict[str, int] = {}
+        if after is not None:
+            params["after"] = after
+        if limit is not None:
+            params["limit"] = limit
         return wire.event_page(
             await self._session.request("GET", "/v1/agent/events", params=params)
         )
@@ -218,7 +239,9 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
         """Read a thread's history and surface it through ``covers_through_seq``.
 
         Hand the returned messages to the runtime: the observed frontier already
-        counts them as surfaced.
+        counts them as surfaced. This is one page: in a thread longer than a page it
+        does not reach the latest message, so before answering read with
+        `read_history_to_latest`.
 
         Args:
             thread_id: the thread.
@@ -252,6 +275,63 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
             target_key=target_key,
             messages=messages,
             covers_through_seq=covers_through,
+        )
+
+    async def read_history_to_latest(
+        self,
+        thread_id: Id,
+        after_seq: int = 0,
+        limit: int | None = None,
+        *,
+        max_pages: int = HISTORY_MAX_PAGES,
+    ) -> HistoryPage:
+        """Read a thread's history page by page until it covers the latest known seq.
+
+        The latest known seq is the higher of the thread's ``latest_seq`` (read first)
+        and the session's latest-known frontier (a held answer). Reading through it
+        ends a freshness hold, which one page of a long thread would never do. Each
+        page is surfaced as by `read_history`.
+
+        Args:
+            thread_id: the thread.
+            after_seq: read messages after this thread seq (the ``covers_through_seq``
+                of an earlier read, to read only what is new).
+            limit: the most messages of one page; the server's ``page.default_limit``
+                when None.
+            max_pages: the most pages to read. When it is reached first, the answer's
+                ``covers_through_seq`` is below the latest seq: call again from it.
+
+        Returns:
+            The messages of every page read, in seq order, with the last page's
+            ``covers_through_seq``.
+
+        Raises:
+            ValueError: for max_pages below one.
+            ClientProblem: on an error answer (404 not_found for an unreadable thread).
+            ClientUnavailable: when the server cannot be reached.
+            AnswerInvalid: when an answer breaks the contract.
+        """
+        if max_pages < 1:
+            raise ValueError("max_pages must be at least 1")
+        target = await self._targets.read(str(thread_id))
+        cursor = after_seq
+        page = await self.read_history(thread_id, cursor, limit)
+        messages: list[HistoryMessage] = list(page.messages)
+        for _ in range(max_pages - 1):
+            latest = max(
+                target.latest_seq, self._freshness.frontier(page.target_key).latest_known_seq
+            )
+            # A page that did not move past its cursor proves nothing more exists to read.
+            if page.covers_through_seq >= latest or page.covers_through_seq <= cursor:
+                break
+            cursor = page.covers_through_seq
+            page = await self.read_history(thread_id, cursor, limit)
+            messages.extend(page.messages)
+        return HistoryPage(
+            thread_id=str(thread_id),
+            target_key=page.target_key,
+            messages=tuple(messages),
+            covers_through_seq=page.covers_through_seq,
         )
 
     # -- sends --------------------------------------------------------------------------
@@ -318,7 +398,10 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
         frontier, each later chunk the accepted seq of the chunk before, so a message
         written by someone else in between holds the rest (partial_held). A retry with
         the same logical id and content replays the stored chunks (already_sent) and
-        resumes with ``max(refreshed observed frontier, last accepted seq)``.
+        resumes with ``max(refreshed observed frontier, last accepted seq)``. The client
+        remembers the chunks the server holds (per target and logical id, the most
+        recent `sends.REMEMBERED_LOGICAL_SENDS` sends), so a retry before the refresh still
+        replays them and answers partial_held with them, not held with none.
 
         Args:
             thread_id: the target thread.
@@ -346,6 +429,7 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
             raise ValueError("content must not be empty")
         target_key = await self.target_key(thread_id)
         sources = tuple(str(s) for s in source_message_ids)
+        stored = self._stored_chunks.known(target_key, logical_id)
         accepted: list[AcceptedChunk] = []
         held: SendResult | None = None
         for index, chunk in enumerate(chunks):
@@ -362,6 +446,7 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
                 seen_up_to_seq=seen,
                 run_id=run_id,
                 source_message_ids=sources,
+                known_stored=index in stored,
             )
             target_key = outcome.target_key
             if outcome.state is SendState.HELD:
@@ -370,15 +455,16 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
             if outcome.message_id is None or outcome.accepted_seq is None:
                 # wire.send_answer refuses such answers already; this narrows the types.
                 raise AnswerInvalid("an accepted chunk lacks message_id or accepted_seq")
-            accepted.append(
-                AcceptedChunk(
-                    index=index,
-                    client_message_id=client_message_id,
-                    message_id=outcome.message_id,
-                    accepted_seq=outcome.accepted_seq,
-                    replayed=outcome.state is SendState.ALREADY_SENT,
-                )
+            stored_chunk = AcceptedChunk(
+                index=index,
+                client_message_id=client_message_id,
+                message_id=outcome.message_id,
+                accepted_seq=outcome.accepted_seq,
+                replayed=outcome.state is SendState.ALREADY_SENT,
             )
+            accepted.append(stored_chunk)
+            # Remembered at once: a later chunk may fail, and its retry must still know.
+            self._stored_chunks.remember(target_key, logical_id, stored_chunk)
         result = LogicalSendResult(
             state=logical_state(
                 chunk_count=len(chunks), accepted=tuple(accepted), held=held is not None

@@ -1,12 +1,17 @@
 """One freshness-gated send: the local check, the request, the answer applied to the frontier.
 
 `SendGate.send_once` is the step that `AgentRuntimeClient.send` takes once and
-`AgentRuntimeClient.send_logical` once per chunk. Every outcome is logged as one
-structured line (frontiers and state, never content or token).
+`AgentRuntimeClient.send_logical` once per chunk; `StoredChunks` remembers which chunks
+of a logical send the server holds, so that a retry is not held locally before the
+chunks it only replays. Every outcome is logged as one structured line (frontiers and
+state, never content or token).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -17,9 +22,13 @@ from turnkeeper.adapters.client.models import Id, LogicalSendResult, SendResult
 from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.adapters.client.targets import TargetKeys
 from turnkeeper.domain.freshness import SendState, SessionFreshnessState
+from turnkeeper.domain.logical_sends import AcceptedChunk
 
 #: The logger name of every record of this client.
 LOGGER_NAME = "turnkeeper.client"
+#: Logical sends whose stored chunks a client remembers; the least recently used beyond
+#: are forgotten (a retry of a forgotten one is judged by the frontiers alone again).
+REMEMBERED_LOGICAL_SENDS = 256
 
 
 def _log() -> Any:
@@ -54,6 +63,7 @@ class SendGate:
         seen_up_to_seq: int | None,
         run_id: Id | None,
         source_message_ids: tuple[str, ...],
+        known_stored: bool = False,
     ) -> SendResult:
         """Check locally, post one message and apply the answer to the frontier.
 
@@ -66,6 +76,10 @@ class SendGate:
             run_id: the run this answer belongs to, if any.
             source_message_ids: the messages the answer is based on; when empty, the
                 message at the observed frontier, when known.
+            known_stored: the server is known to hold this client message id (a chunk
+                an earlier attempt stored). The local hold is skipped: the server
+                answers such a request from its idempotency lookup, before any
+                freshness check, so holding it locally would hide a stored message.
 
         Returns:
             sent, already_sent or held (`SendResult.held_locally` when no request was made).
@@ -76,7 +90,7 @@ class SendGate:
             AnswerInvalid: when the answer breaks the contract.
         """
         local = self._freshness.check_send(target_key, seen_up_to_seq)
-        if local.hold:
+        if local.hold and not known_stored:
             result = SendResult(
                 state=SendState.HELD,
                 target_key=target_key,
@@ -145,6 +159,53 @@ class SendGate:
         )
         log_send(result)
         return result
+
+
+class StoredChunks:
+    """The chunks the server is known to hold, by (target key, logical id).
+
+    Learnt from the answers of this client's own attempts (sent and already_sent), so a
+    retry of a logical send knows which of its chunks the server only replays.
+
+    Args:
+        limit: how many logical sends to remember (least recently used forgotten).
+    """
+
+    def __init__(self, limit: int = REMEMBERED_LOGICAL_SENDS) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self._limit = limit
+        self._by_send: OrderedDict[tuple[str, str], dict[int, AcceptedChunk]] = OrderedDict()
+
+    def known(self, target_key: str, logical_id: str) -> Mapping[int, AcceptedChunk]:
+        """The chunks of a logical send known stored, by chunk index.
+
+        Args:
+            target_key: the target's canonical key.
+            logical_id: the id of the logical send.
+
+        Returns:
+            A read-only view (empty for a send never seen or forgotten).
+        """
+        chunks = self._by_send.get((target_key, logical_id))
+        if chunks is None:
+            return MappingProxyType({})
+        self._by_send.move_to_end((target_key, logical_id))
+        return MappingProxyType(chunks)
+
+    def remember(self, target_key: str, logical_id: str, chunk: AcceptedChunk) -> None:
+        """Record a chunk the server answered as stored (sent or already_sent).
+
+        Args:
+            target_key: the target's canonical key.
+            logical_id: the id of the logical send.
+            chunk: the stored chunk.
+        """
+        key = (target_key, logical_id)
+        self._by_send.setdefault(key, {})[chunk.index] = chunk
+        self._by_send.move_to_end(key)
+        while len(self._by_send) > self._limit:
+            self._by_send.popitem(last=False)
 
 
 def log_send(result: SendResult) -> None:

@@ -4,8 +4,9 @@
 
 - `events`: an async iterator over the agent's stream (GET /v1/agent/events/stream)
   that acknowledges each event once the caller's loop body has handled it, and
-  reconnects (after a server shutdown, a lost connection, a 429 or a 503) with
-  ``Last-Event-ID``, so nothing is skipped and nothing delivered twice within a session;
+  reconnects (after a server shutdown, a lost connection, a 429 or a 503, of the stream
+  or of an ack) with ``Last-Event-ID``, so nothing is skipped and nothing delivered
+  twice within a session;
 - `wait_events`: one long-poll of the page route (``wait=<seconds>``).
 
 Example:
@@ -17,15 +18,14 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 import structlog
 
 from turnkeeper.adapters.client import wire
-from turnkeeper.adapters.client.errors import ClientUnavailable
+from turnkeeper.adapters.client.errors import ClientProblem, ClientUnavailable
 from turnkeeper.adapters.client.models import AgentEvent, EventPage
 
 #: The agent's stream route.
@@ -39,8 +39,9 @@ RECONNECT_MAX_DELAY_SECONDS = 30.0
 STREAM_IDLE_TIMEOUT_SECONDS = 60.0
 #: Seconds a long-poll's answer may take beyond its ``wait``.
 LONG_POLL_MARGIN_SECONDS = 10.0
-#: Statuses after which the stream is tried again rather than given up.
-_RETRIED_STATUSES = frozenset({429, 502, 503, 504})
+#: Statuses after which the stream (or an ack of it) is tried again rather than given
+#: up: rate limited, and a server or proxy that is briefly unavailable.
+RETRIED_STATUSES = frozenset({429, 502, 503, 504})
 
 _LOGGER_NAME = "turnkeeper.client"
 
@@ -72,6 +73,8 @@ class EventStreamCalls:
     """The live feed of an agent's client (mixed into `AgentRuntimeClient`)."""
 
     _http: httpx.AsyncClient
+    #: The pause between reconnects (`asyncio.sleep` unless the client was given another).
+    _sleep: Callable[[float], Awaitable[None]]
 
     async def ack(self, through_seq: int) -> None:
         """See `AgentRuntimeClient.ack`."""
@@ -124,7 +127,12 @@ class EventStreamCalls:
         the next one, that is after the loop body handled it; an event whose body
         raised or broke out of the loop stays unacknowledged and is delivered again in
         a later session. The stream is reopened with ``Last-Event-ID`` whenever it ends
-        or fails, after a pause that doubles per failed attempt.
+        or fails. A stream that ended after delivering events is reopened at once; one
+        that ended without an event (a server shutting down), failed, or was answered
+        (or had its ack answered) with a retriable status (`RETRIED_STATUSES`) is
+        reopened after a pause that doubles per attempt without an event, and is at
+        least the answer's ``Retry-After``. An ack refused that way is sent again
+        before the stream is reopened.
 
         Args:
             after: the cursor to start from; the acknowledged position when None.
@@ -135,40 +143,52 @@ class EventStreamCalls:
             The events, in seq order, each with its fresh invocation token.
 
         Raises:
-            ClientProblem: on an error answer that a retry cannot cure (401, 403, 400).
+            ClientProblem: on an error answer that a retry cannot cure (401, 403, 400),
+                of the stream or of an ack.
             AnswerInvalid: when an event breaks the contract.
         """
         cursor = after
         delay = RECONNECT_DELAY_SECONDS
+        # A handled event whose ack failed: acknowledged before the stream is reopened,
+        # so that a later session does not get it again.
+        unacked: int | None = None
         while True:
-            headers = {} if cursor is None else {"Last-Event-ID": str(cursor)}
-            timeout = httpx.Timeout(idle_timeout)
+            delivered = False
             try:
+                if unacked is not None:
+                    await self.ack(unacked)
+                    unacked = None
+                headers = {} if cursor is None else {"Last-Event-ID": str(cursor)}
                 async with self._http.stream(
-                    "GET", STREAM_PATH, headers=headers, timeout=timeout
+                    "GET", STREAM_PATH, headers=headers, timeout=httpx.Timeout(idle_timeout)
                 ) as response:
                     if not response.is_success:
                         await response.aread()
-                        problem = wire.problem(response)
-                        if response.status_code not in _RETRIED_STATUSES:
-                            raise problem
-                        delay = max(delay, float(problem.retry_after or 0))
-                        raise _Retry(problem.code)
-                    delay = RECONNECT_DELAY_SECONDS
+                        raise wire.problem(response)
                     async for data in sse_data(response.aiter_lines()):
                         event = wire.agent_event(data)
                         cursor = event.seq
+                        # Only an event proves the server healthy again: a 200 that ends
+                        # at once (a shutdown) must not reset the backoff.
+                        delivered = True
+                        delay = RECONNECT_DELAY_SECONDS
                         yield event
                         if ack:
+                            unacked = event.seq
                             await self.ack(event.seq)
-                # The server ended the stream (it shuts down): reopen at once.
-                _log().info("agent_stream_ended", cursor=cursor)
-                continue
-            except (httpx.TransportError, ClientUnavailable, _Retry) as exc:
+                            unacked = None
+                _log().info("agent_stream_ended", cursor=cursor, delivered=delivered)
+                if delivered:
+                    # The stream made progress: reopen at once, as a restart ends it.
+                    continue
+            except ClientProblem as problem:
+                if problem.status not in RETRIED_STATUSES:
+                    raise
+                delay = max(delay, float(problem.retry_after or 0))
+                _log().info(
+                    "agent_stream_lost", cause=problem.code, status=problem.status, cursor=cursor
+                )
+            except (httpx.TransportError, ClientUnavailable) as exc:
                 _log().info("agent_stream_lost", cause=type(exc).__name__, cursor=cursor)
-            await asyncio.sleep(delay)
+            await self._sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX_DELAY_SECONDS)
-
-
-class _Retry(Exception):
-    """An answer after which the stream is tried again."""
