@@ -3,7 +3,7 @@
 Without the ``mcp`` extra, or without its URL or token, the command exits 2 with one
 line; the command line imports no part of the SDK until the command runs. A session
 reuses the logical id of a pending send only for the same content, and the registry
-closes the least recently used session beyond its bound.
+keeps one session per key (its bound: tests/unit/test_mcp_sessions.py).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def test_a_run_is_forgotten_once_it_ended() -> None:
     assert session.runs == {}
 
 
-async def test_the_registry_keeps_one_session_per_key_and_closes_the_oldest() -> None:
+async def test_the_registry_keeps_one_session_per_key() -> None:
     made: list[McpSession] = []
 
     def factory() -> McpSession:
@@ -132,11 +132,10 @@ async def test_the_registry_keeps_one_session_per_key_and_closes_the_oldest() ->
     default = await registry.session(None)
     assert await registry.session(DEFAULT_SESSION) is default
     first = await registry.session("a")
-    await registry.session(None)  # the default is used again: "a" is the oldest now
     await registry.session("b")
-    assert len(registry) == 2
-    assert await registry.session("a") is not first
-    assert len(made) == 4
+    assert await registry.session("a") is first
+    assert len(registry) == 3
+    assert len(made) == 3
     await registry.aclose()
     assert len(registry) == 0
 

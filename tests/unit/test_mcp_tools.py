@@ -166,6 +166,33 @@ def test_invalid_arguments_name_every_offending_member(
     assert list(raised.value.problems) == problems
 
 
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        THREAD.upper(),
+        "{" + THREAD + "}",
+        f"urn:uuid:{THREAD}",
+        THREAD.replace("-", ""),
+        "{" + THREAD.upper().replace("-", "") + "}",
+    ],
+)
+@pytest.mark.parametrize(
+    ("name", "arguments", "parsed"),
+    [
+        (ToolName.SEND_MESSAGE, {"content": "Hi"}, SendArgs(target=THREAD, content="Hi")),
+        (ToolName.READ_HISTORY, {}, HistoryArgs(target=THREAD)),
+        (ToolName.AWAIT_INPUT, {}, AwaitArgs(run_id=THREAD)),
+        (ToolName.FINISH_RUN, {"state": "completed"}, FinishArgs(run_id=THREAD, state="completed")),
+    ],
+)
+def test_ids_in_any_spelling_are_typed_in_the_canonical_one(
+    name: ToolName, arguments: dict[str, Any], parsed: Any, spelling: str
+) -> None:
+    # The session keys runs and pending sends by the server's (canonical) ids.
+    member = "target" if name in (ToolName.SEND_MESSAGE, ToolName.READ_HISTORY) else "run_id"
+    assert parse_arguments(spec(name), {member: spelling, **arguments}, SETTINGS) == parsed
+
+
 def test_the_default_wait_never_exceeds_the_longest() -> None:
     settings = Settings(mcp_wait=timedelta(seconds=120), mcp_max_wait=timedelta(seconds=60))
     specs = {s.name: s for s in tool_specs(settings)}

@@ -146,7 +146,8 @@ class Settings:
         mcp_max_wait: ``mcp.max_wait_seconds``, the longest ``timeout_seconds`` a
             ``wait_for_work`` call may ask for.
         mcp_max_sessions: ``mcp.max_sessions``, MCP sessions one ``turnkeeper mcp --http``
-            process keeps (the least recently used is closed first).
+            process keeps open at once (an open one is never closed to make room; a
+            further one is refused).
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)

@@ -90,13 +90,28 @@ def _fitting_end(content: str, start: int, max_chunk_bytes: int) -> int:
     return end
 
 
+def _next_visible(content: str, start: int) -> int:
+    """The index of the first character from ``start`` on that is not whitespace."""
+    index = start
+    while index < len(content) and content[index].isspace():
+        index += 1
+    return index
+
+
 def split_content(content: str, max_chunk_bytes: int) -> tuple[str, ...]:
     """Split content into chunks of at most ``max_chunk_bytes`` UTF-8 bytes each.
 
-    Joining the chunks gives the content back. A chunk ends after the last whitespace
-    that fits, so that words stay whole where the budget allows; a word longer than the
-    budget is cut. A chunk is whitespace only when the content has a run of whitespace
-    longer than the budget.
+    A chunk ends after the last whitespace that fits, so that words stay whole where the
+    budget allows; a word longer than the budget is cut. No chunk is blank: the server
+    refuses blank content, so a blank chunk could never be sent and its logical send
+    never completed. Whitespace that cannot share a chunk with a visible character (a
+    run that fills the budget on its own, or trailing whitespace after a full chunk) is
+    left out, as the boundary between two messages stands in for it; the visible
+    characters are all kept, in order. Joining the chunks gives the content back
+    whenever nothing had to be left out.
+
+    The split is a pure function of its arguments: a retry of a logical send gets the
+    same chunks under the same indexes, so the server can replay the stored ones.
 
     Args:
         content: the text of the logical send.
@@ -104,10 +119,16 @@ def split_content(content: str, max_chunk_bytes: int) -> tuple[str, ...]:
             ``message.max_content_bytes``.
 
     Returns:
-        The chunks in order; empty for empty content.
+        The chunks in order; empty for empty or whitespace-only content.
 
     Raises:
         ValueError: when the budget cannot hold one character (below 4 bytes).
+
+    Example:
+        >>> split_content("Hello Alex and Sam", 8)
+        ('Hello ', 'Alex ', 'and Sam')
+        >>> split_content("Hi" + " " * 9 + "Sam", 4)
+        ('Hi  ', 'Sam')
     """
     if max_chunk_bytes < MAX_UTF8_CHAR_BYTES:
         raise ValueError(f"max_chunk_bytes must be at least {MAX_UTF8_CHAR_BYTES}")
@@ -115,8 +136,12 @@ def split_content(content: str, max_chunk_bytes: int) -> tuple[str, ...]:
     start = 0
     while start < len(content):
         end = _fitting_end(content, start, max_chunk_bytes)
+        window = content[start:end]
+        if not window.strip():
+            # Only whitespace fits: skip to the next visible character (or the end).
+            start = _next_visible(content, end)
+            continue
         if end < len(content):
-            window = content[start:end]
             # Break after the last whitespace that still leaves a non-blank chunk.
             cut = max(window.rfind(" "), window.rfind("\n"), window.rfind("\t"))
             if cut > 0 and window[:cut].strip():

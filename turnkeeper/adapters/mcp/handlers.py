@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from typing import Any
 
 import attrs
@@ -50,6 +51,40 @@ LOGGER_NAME = "turnkeeper.mcp"
 INVOCATION = "agent.invocation"
 FOLLOWUP = "agent.followup"
 CANCEL_REQUESTED = "run.cancel_requested"
+#: The problem that ends a logical send for good: a part of its id holds other content.
+IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+
+
+class WorkDeferred(Exception):
+    """The server cannot take an agent event now (429, 5xx, unreachable).
+
+    The event stays unacknowledged, so that the server delivers it again; the tool call
+    becomes a tool error that says to call wait_for_work again.
+
+    Args:
+        code: the problem code, or ``unavailable`` when the server was not reached.
+        retry_after: whole seconds to wait, when the server said.
+    """
+
+    def __init__(self, code: str, retry_after: int | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.retry_after = retry_after
+
+
+def _passing(problem: ClientProblem) -> bool:
+    """Whether a problem passes with time (rate limited, a server error)."""
+    return (
+        problem.status == HTTPStatus.TOO_MANY_REQUESTS
+        or problem.status >= HTTPStatus.INTERNAL_SERVER_ERROR
+    )
+
+
+def _superseded(problem: ClientProblem) -> bool:
+    """Whether starting an invocation was refused for good (the delivery is stale)."""
+    if problem.status == HTTPStatus.FORBIDDEN:
+        return problem.code == "invocation_token_invalid"
+    return problem.status == HTTPStatus.NOT_FOUND
 
 
 def _log() -> Any:
@@ -129,6 +164,12 @@ class ToolHandlers:
             return ToolAnswer(
                 text=f"Invalid arguments ({exc}).", is_error=True, outcome="invalid_arguments"
             )
+        except WorkDeferred as deferred:
+            return ToolAnswer(
+                text=texts.deferred_work_text(deferred.code, deferred.retry_after),
+                is_error=True,
+                outcome=deferred.code,
+            )
         except ClientProblem as problem:
             return ToolAnswer(text=texts.problem_text(problem), is_error=True, outcome=problem.code)
         except ClientUnavailable:
@@ -163,6 +204,11 @@ class ToolHandlers:
         async with session.lock:
             logical_id = session.logical_id_for(args.target, args.content)
             run_id = session.runs.get(args.target)
+            # Kept before the request: whatever ends this call before an answer (a
+            # problem, an unreachable server, a cancelled tool call, a failure) leaves
+            # parts possibly stored, and a resend of the same content must reuse the id
+            # so that the server replays them instead of posting them twice.
+            session.keep_pending(args.target, logical_id, args.content)
             try:
                 result = await session.client.send_logical(
                     args.target,
@@ -171,20 +217,21 @@ class ToolHandlers:
                     self._settings.mcp_chunk_bytes,
                     run_id=run_id,
                 )
-            except (ClientProblem, ClientUnavailable) as exc:
-                # Some parts may be stored: resending the same content must replay them.
-                session.keep_pending(args.target, logical_id, args.content)
-                ended = isinstance(exc, ClientProblem) and exc.reason == "run_not_active"
-                if run_id is not None and ended:
+            except ClientProblem as problem:
+                if problem.code == IDEMPOTENCY_CONFLICT:
+                    # A part of this id holds other content: the id can never complete
+                    # this send, so a resend starts a new one.
+                    session.pending.pop(args.target, None)
+                if run_id is not None and problem.reason == "run_not_active":
                     # The run ended: the next send posts outside it.
                     session.drop_run(run_id)
                 raise
-        if result.state in (LogicalSendState.SENT, LogicalSendState.ALREADY_SENT):
-            session.pending.pop(args.target, None)
-            return ToolAnswer(
-                text=texts.sent_text(args.target, result.accepted), outcome=result.state.value
-            )
-        session.keep_pending(args.target, logical_id, args.content)
+            if result.state in (LogicalSendState.SENT, LogicalSendState.ALREADY_SENT):
+                session.pending.pop(args.target, None)
+                return ToolAnswer(
+                    text=texts.sent_text(args.target, result.accepted),
+                    outcome=result.state.value,
+                )
         thread = texts.thread_words(await session.thread_title(args.target))
         guidance = (
             texts.partial_held_text(thread)
@@ -221,8 +268,16 @@ class ToolHandlers:
             page = await client.wait_events(wait=min(remaining, step), limit=1)
             if page.events:
                 event = page.events[0]
-                answer = await self._work(session, event)
-                # Handled (or nothing to do with it): it is not delivered again.
+                try:
+                    answer = await self._work(session, event)
+                except ClientUnavailable as exc:
+                    raise WorkDeferred("unavailable") from exc
+                except ClientProblem as problem:
+                    if _passing(problem):
+                        raise WorkDeferred(problem.code, problem.retry_after) from problem
+                    raise
+                # Handled (or nothing to do with it): it is not delivered again. An event
+                # whose handling failed above stays unacknowledged and comes again.
                 await client.ack(event.seq)
                 if answer is not None:
                     return answer
@@ -242,11 +297,7 @@ class ToolHandlers:
         if event.type == FOLLOWUP:
             return await self._followup(session, event)
         if event.type == CANCEL_REQUESTED:
-            return ToolAnswer(
-                text=texts.cancel_text(event.run_id, event.thread_id),
-                structured=_work_document("cancel_requested", event.run_id, event.thread_id),
-                outcome="cancel_requested",
-            )
+            return await self._cancel(session, event.run_id)
         return None
 
     async def _invocation(self, session: McpSession, run_id: str, token: str) -> ToolAnswer | None:
@@ -254,7 +305,10 @@ class ToolHandlers:
         try:
             run = await client.start(run_id, token)
         except ClientProblem as problem:
-            if problem.status != 409:
+            if problem.status != HTTPStatus.CONFLICT:
+                if not _superseded(problem):
+                    # Passing (429, 5xx) or unforeseen: the delivery stays for later.
+                    raise
                 # A superseded or expired delivery: a newer one is on its way, if any.
                 _log().info("mcp_invocation_skipped", run_id=run_id, code=problem.code)
                 return None
@@ -269,6 +323,24 @@ class ToolHandlers:
                 "invocation", run.id, run.thread_id, run.triggering_message_id
             ),
             outcome="invocation",
+        )
+
+    async def _cancel(self, session: McpSession, run_id: str) -> ToolAnswer | None:
+        try:
+            run = await session.client.get_run(run_id)
+        except ClientProblem as problem:
+            if problem.status != HTTPStatus.NOT_FOUND:
+                raise
+            # Gone or out of sight: there is nothing the model could finish.
+            return None
+        if not run.active:
+            # Ended before the request reached the model: finish_run could not cancel it.
+            session.drop_run(run.id)
+            return None
+        return ToolAnswer(
+            text=texts.cancel_text(run.id, run.thread_id),
+            structured=_work_document("cancel_requested", run.id, run.thread_id),
+            outcome="cancel_requested",
         )
 
     async def _followup(self, session: McpSession, event: AgentEvent) -> ToolAnswer | None:
@@ -334,4 +406,4 @@ def _work_document(
     return document
 
 
-__all__ = ["LOGGER_NAME", "ToolAnswer", "ToolHandlers"]
+__all__ = ["LOGGER_NAME", "ToolAnswer", "ToolHandlers", "WorkDeferred"]

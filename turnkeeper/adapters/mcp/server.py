@@ -22,7 +22,11 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
 from turnkeeper.adapters.mcp.handlers import ToolHandlers
-from turnkeeper.adapters.mcp.session import SessionRegistry
+from turnkeeper.adapters.mcp.session import (
+    SessionLimitReached,
+    SessionRegistry,
+    connection_teardown,
+)
 from turnkeeper.adapters.mcp.tools import INSTRUCTIONS
 
 #: The server's name in the MCP handshake.
@@ -79,7 +83,14 @@ def build_server(handlers: ToolHandlers, sessions: SessionRegistry, version: str
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        session = await sessions.session(session_key(ctx))
+        try:
+            # The session is dropped when the SDK closes its connection (its teardown).
+            session = await sessions.session(session_key(ctx), teardown=connection_teardown(ctx))
+        except SessionLimitReached as refused:
+            # A tool error the model can read, not a protocol error with a stack in the log.
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=str(refused))], is_error=True
+            )
         answer = await handlers.call(session, params.name, params.arguments or {})
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=answer.text)],

@@ -9,8 +9,11 @@ replays the parts it holds) and the titles of threads named in guidance.
 
 `SessionRegistry` holds the sessions of one process: over stdio there is one; over
 streamable HTTP one per ``Mcp-Session-Id``, and requests without one (stateless
-protocol revisions) share the process's default session. The least recently used
-session beyond ``mcp.max_sessions`` is closed.
+protocol revisions) share the process's default session. A session with an id lives
+until the MCP SDK closes its connection (the client's DELETE, the SDK's idle timeout, a
+crash): `connection_teardown` finds the exit stack the SDK unwinds then, and the
+registry drops the session from it. An open session is never closed to make room: at
+``mcp.max_sessions`` open sessions a new one is refused (`SessionLimitReached`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 
 import attrs
 import msgspec
@@ -156,42 +159,112 @@ class McpSession:
 SessionFactory = Callable[[], McpSession]
 
 
+class SessionLimitReached(Exception):
+    """A new session was refused: the process holds ``mcp.max_sessions`` open sessions.
+
+    ``str()`` is the text for the client (a tool error): it names the limit and what to
+    do, nothing of the other sessions.
+
+    Args:
+        max_sessions: the limit (``mcp.max_sessions``).
+    """
+
+    def __init__(self, max_sessions: int) -> None:
+        super().__init__(
+            f"This turnkeeper mcp process already serves {max_sessions} open sessions "
+            "(mcp.max_sessions), so it cannot start another one. End a session you no "
+            "longer use, or try again later."
+        )
+        self.max_sessions = max_sessions
+
+
+def connection_teardown(ctx: object) -> AsyncExitStack | None:
+    """The exit stack the MCP SDK unwinds when a request's connection closes.
+
+    The SDK keeps one connection per session and unwinds its ``exit_stack`` once the
+    session ends, whichever way (the client's DELETE, the idle timeout, a crash, the
+    end of stdio). The low-level request context of SDK 2.x reaches the connection only
+    through its session; the context the SDK plans for handlers names it
+    ``connection``, which is tried first. Nothing here imports the SDK.
+
+    Args:
+        ctx: the request context the SDK handed to a handler.
+
+    Returns:
+        The connection's exit stack; None when the context carries none.
+    """
+    connection = getattr(ctx, "connection", None)
+    if connection is None:
+        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+    stack = getattr(connection, "exit_stack", None)
+    return stack if isinstance(stack, AsyncExitStack) else None
+
+
 class SessionRegistry:
-    """The MCP sessions of one process, at most ``max_sessions`` of them.
+    """The MCP sessions of one process: the default one and at most ``max_sessions`` more.
+
+    The default session (stdio, and HTTP requests without a session id) is the
+    process's own and does not count against the limit, as the SDK's own limit of open
+    HTTP sessions does not count it either. Sessions with an id are dropped when the SDK
+    closes them (see `session`), never to make room for a new one.
 
     Args:
         factory: makes the state of a new session.
-        max_sessions: sessions kept; the least recently used beyond it is closed.
+        max_sessions: open sessions with an id kept at most (``mcp.max_sessions``).
     """
 
     def __init__(self, factory: SessionFactory, max_sessions: int) -> None:
         self._factory = factory
         self._max = max_sessions
-        self._sessions: OrderedDict[str, McpSession] = OrderedDict()
+        self._sessions: dict[str, McpSession] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
 
-    async def session(self, key: str | None) -> McpSession:
+    async def session(
+        self, key: str | None, *, teardown: AsyncExitStack | None = None
+    ) -> McpSession:
         """The session of a key, made on first use.
 
         Args:
             key: the transport's session id; None for the default session.
+            teardown: the exit stack the SDK unwinds when the key's connection closes
+                (`connection_teardown`); a new session with an id is dropped from it.
+                Ignored for the default session, whose requests may each come on a
+                connection of their own (the stateless protocol revision).
 
         Returns:
             The session's state.
+
+        Raises:
+            SessionLimitReached: for a new id while ``max_sessions`` sessions with an id
+                are open.
         """
         name = key or DEFAULT_SESSION
         found = self._sessions.get(name)
         if found is not None:
-            self._sessions.move_to_end(name)
             return found
+        if name != DEFAULT_SESSION:
+            open_with_id = sum(1 for other in self._sessions if other != DEFAULT_SESSION)
+            if open_with_id >= self._max:
+                # Closing an open session would lose its frontiers and pending sends
+                # while its client still works with them.
+                raise SessionLimitReached(self._max)
         made = self._factory()
         self._sessions[name] = made
-        while len(self._sessions) > self._max:
-            _, oldest = self._sessions.popitem(last=False)
-            await oldest.aclose()
+        if teardown is not None and name != DEFAULT_SESSION:
+            teardown.push_async_callback(self.close, name)
         return made
+
+    async def close(self, key: str | None) -> None:
+        """Drop and close the session of a key; nothing when there is none.
+
+        Args:
+            key: the transport's session id; None for the default session.
+        """
+        session = self._sessions.pop(key or DEFAULT_SESSION, None)
+        if session is not None:
+            await session.aclose()
 
     async def aclose(self) -> None:
         """Close every session."""
@@ -205,6 +278,8 @@ __all__ = [
     "McpSession",
     "PendingSend",
     "SessionFactory",
+    "SessionLimitReached",
     "SessionRegistry",
+    "connection_teardown",
     "content_digest",
 ]

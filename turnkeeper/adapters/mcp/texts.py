@@ -257,6 +257,23 @@ def problem_text(problem: ClientProblem) -> str:
     return " ".join(parts)
 
 
+def deferred_work_text(code: str, retry_after: int | None) -> str:
+    """The tool error of wait_for_work when the server could not take work now.
+
+    Args:
+        code: the problem code (``rate_limited``, ``unavailable`` ...).
+        retry_after: whole seconds to wait, when the server said.
+
+    Returns:
+        That nothing was lost, and when to call wait_for_work again.
+    """
+    wait = f"Wait {retry_after} seconds" if retry_after else "Wait a moment"
+    return (
+        f"The turnkeeper server could not take your work now ({code}). {wait}, then call "
+        "wait_for_work again: the work stays and is handed to you then."
+    )
+
+
 #: The tool error when the turnkeeper server cannot be reached.
 UNAVAILABLE_TEXT = (
     "The turnkeeper server could not be reached (unavailable). Try the same call again "
@@ -275,6 +292,7 @@ __all__ = [
     "UNAVAILABLE_TEXT",
     "awaiting_text",
     "cancel_text",
+    "deferred_work_text",
     "finished_text",
     "followup_text",
     "held_text",

@@ -322,7 +322,13 @@ def _object(properties: Mapping[str, Any], *, required: tuple[str, ...]) -> dict
 
 
 def _checked(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The arguments, once every member passed its schema (the subset the tools use)."""
+    """The arguments, once every member passed its schema (the subset the tools use).
+
+    Ids (``format: uuid``) come back in their canonical spelling: the session keys its
+    runs and pending sends by the ids the server gives, which are canonical, so an id
+    the model wrote in capitals, in braces, as ``urn:uuid:`` or without hyphens must
+    find them too.
+    """
     properties: Mapping[str, Mapping[str, Any]] = schema["properties"]
     problems = [
         f"{name}: not an argument of this tool" for name in arguments if name not in properties
@@ -330,15 +336,18 @@ def _checked(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[st
     problems += [
         f"{name}: required" for name in schema.get("required", ()) if name not in arguments
     ]
+    values = dict(arguments)
     for name, value in arguments.items():
         rule = properties.get(name)
         if rule is not None:
             problem = _member_problem(rule, value)
             if problem is not None:
                 problems.append(f"{name}: {problem}")
+            elif rule.get("format") == "uuid":
+                values[name] = _canonical_uuid(value)
     if problems:
         raise ArgumentError(problems)
-    return dict(arguments)
+    return values
 
 
 def _member_problem(rule: Mapping[str, Any], value: object) -> str | None:
@@ -356,17 +365,17 @@ def _member_problem(rule: Mapping[str, Any], value: object) -> str | None:
         return "must be one of " + ", ".join(rule["enum"])
     if len(value) < rule.get("minLength", 0) or (rule.get("minLength") and not value.strip()):
         return "must not be empty"
-    if rule.get("format") == "uuid" and not _is_uuid(value):
+    if rule.get("format") == "uuid" and _canonical_uuid(value) is None:
         return "must be an id (a UUID)"
     return None
 
 
-def _is_uuid(value: str) -> bool:
+def _canonical_uuid(value: str) -> str | None:
+    """The canonical spelling of an id (lower case, hyphenated), None for no UUID."""
     try:
-        uuid.UUID(value)
+        return str(uuid.UUID(value))
     except ValueError:
-        return False
-    return True
+        return None
 
 
 __all__ = [

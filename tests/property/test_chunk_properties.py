@@ -1,0 +1,81 @@
+"""Properties of the chunks of a logical send (`split_content`).
+
+Whatever the text and the budget: no chunk is blank (the server refuses blank content,
+so a blank chunk could never be sent), every chunk fits the budget, the same input
+gives the same chunks (a retry must find its stored chunks under the same indexes), and
+the visible characters all come back in order. Where no whitespace has to be left out,
+joining the chunks gives the text back.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from turnkeeper.domain.logical_sends import MAX_UTF8_CHAR_BYTES, split_content
+
+#: Whitespace of every kind the server's blank check knows, long runs included.
+WHITESPACE = " \n\t\r\u00a0\u2003"
+texts = (
+    st.text(alphabet=st.sampled_from("ab" + WHITESPACE + "ä😀"), max_size=400)
+    | st.lists(
+        st.sampled_from(["Alex", "Sam", " " * 9, "\n" * 5, "\t", "Robin 😀"]), max_size=40
+    ).map("".join)
+    | st.text(max_size=400)
+)
+sizes = st.integers(min_value=MAX_UTF8_CHAR_BYTES, max_value=64)
+
+
+def visible(text: str) -> str:
+    """The text without its whitespace (what the server's blank check looks for)."""
+    return "".join(text.split())
+
+
+def utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+@given(texts, sizes)
+def test_no_chunk_is_blank_and_every_chunk_fits(content: str, size: int) -> None:
+    for chunk in split_content(content, size):
+        assert chunk.strip()
+        assert utf8_size(chunk) <= size
+
+
+@given(texts, sizes)
+def test_the_same_content_gives_the_same_chunks(content: str, size: int) -> None:
+    assert split_content(content, size) == split_content(str(content), size)
+
+
+@given(texts, sizes)
+def test_the_visible_characters_come_back_in_order(content: str, size: int) -> None:
+    assert visible("".join(split_content(content, size))) == visible(content)
+
+
+@given(texts, sizes)
+def test_whitespace_only_content_has_no_chunks(content: str, size: int) -> None:
+    blank = "".join(ch for ch in content if ch.isspace())
+    assert split_content(blank, size) == ()
+
+
+@st.composite
+def spaced_words(draw: st.DrawFn) -> tuple[str, int]:
+    """Words with whitespace runs between them short enough to share a chunk."""
+    size = draw(sizes)
+    # A run and the character after it fit one chunk: nothing has to be left out.
+    runs = st.text(alphabet=st.sampled_from(" \n\t"), max_size=size - MAX_UTF8_CHAR_BYTES)
+    words = st.text(
+        alphabet=st.characters(exclude_categories=["Cs"]).filter(lambda ch: not ch.isspace()),
+        min_size=1,
+        max_size=30,
+    )
+    pieces = draw(st.lists(st.tuples(runs, words), max_size=20))
+    return "".join(run + word for run, word in pieces), size
+
+
+@given(spaced_words())
+def test_chunks_join_to_the_content_when_no_whitespace_must_be_left_out(
+    case: tuple[str, int],
+) -> None:
+    content, size = case
+    assert "".join(split_content(content, size)) == content

@@ -1,0 +1,430 @@
+"""The tool handlers of ``turnkeeper mcp`` against an in-test fake of the HTTP contract.
+
+`FakeTurnkeeper` answers the routes the handlers reach (thread reads, agent sends, the
+agent feed and its ack, run reads and starts) and can stall, fail or refuse any of
+them. A send keeps its logical id until its outcome is known, whatever ends the tool
+call; wait_for_work acknowledges an invocation only when it was started or refused for
+good, and a cancel request only reaches the model for a run that can still end; ids in
+any spelling find the session's runs and pending sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+
+from turnkeeper.adapters.client import AgentRuntimeClient
+from turnkeeper.adapters.client.session import ApiSession
+from turnkeeper.adapters.mcp.handlers import ToolAnswer, ToolHandlers
+from turnkeeper.adapters.mcp.session import McpSession
+from turnkeeper.application.settings import Settings
+
+BASE_URL = "https://turnkeeper.example.com"
+TOKEN = "tk_lotse_example"
+THREAD = "01900000-0000-7000-8000-00000000000d"
+RUN = "01900000-0000-7000-8000-00000000001b"
+ASKING_MESSAGE = "01900000-0000-7000-8000-00000000001a"
+LOTSE = "01900000-0000-7000-8000-00000000000a"
+ALEX = "01900000-0000-7000-8000-000000000001"
+KEY = f"thr:{THREAD}"
+CREATED = "2026-11-30T09:00:00Z"
+#: The other spellings of THREAD that `uuid.UUID` reads.
+THREAD_SPELLINGS = (
+    THREAD.upper(),
+    "{" + THREAD + "}",
+    f"urn:uuid:{THREAD}",
+    THREAD.replace("-", ""),
+)
+
+SendHook = Callable[[httpx.Request], Awaitable[httpx.Response | None]]
+
+
+def problem(status: int, code: str, *, retry_after: int | None = None) -> httpx.Response:
+    """A problem+json answer."""
+    body = {"title": code.replace("_", " ").capitalize(), "status": status, "code": code}
+    headers = {"Content-Type": "application/problem+json"}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return httpx.Response(status, content=json.dumps(body), headers=headers)
+
+
+@attrs.define
+class FakeTurnkeeper:
+    """The routes of the tool handlers, in memory; hooks stand in for the server."""
+
+    #: The bodies of POST /v1/agent/send, in order.
+    sends: list[dict[str, Any]] = attrs.Factory(list)
+    #: Runs by id (state and thread).
+    runs: dict[str, dict[str, Any]] = attrs.Factory(dict)
+    #: The agent feed.
+    events: list[dict[str, Any]] = attrs.Factory(list)
+    #: The ``through_seq`` of every ack.
+    acked: list[int] = attrs.Factory(list)
+    #: Answers of POST /v1/runs/{id}/start, taken one per call; a start then succeeds.
+    start_answers: list[httpx.Response | Exception] = attrs.Factory(list)
+    #: Called before a send is stored; its answer (if any) is the send's answer.
+    send_hook: SendHook | None = None
+    latest_seq: int = 0
+
+    def session(self) -> McpSession:
+        transport = httpx.MockTransport(self.handle)
+        return McpSession(
+            AgentRuntimeClient(BASE_URL, TOKEN, transport=transport),
+            ApiSession(BASE_URL, TOKEN, transport=transport),
+        )
+
+    def client_message_ids(self) -> list[str]:
+        return [body["client_message_id"] for body in self.sends]
+
+    def add_run(self, state: str) -> None:
+        self.runs[RUN] = {
+            "id": RUN,
+            "thread_id": THREAD,
+            "agent_id": LOTSE,
+            "state": state,
+            "version": 1,
+            "triggering_message_id": ASKING_MESSAGE,
+            "triggered_by": ALEX,
+            "created_at": CREATED,
+            "updated_at": CREATED,
+        }
+
+    def add_event(self, kind: str) -> None:
+        self.events.append(
+            {
+                "seq": len(self.events) + 1,
+                "type": kind,
+                "actor": {"id": ALEX, "kind": "person"},
+                "created_at": CREATED,
+                "scope": {"thread_id": THREAD},
+                "payload": {"run_id": RUN, "message_id": ASKING_MESSAGE},
+                "invocation_token": "inv_example",
+            }
+        )
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        path, method = request.url.path, request.method
+        if method == "GET" and path == f"/v1/threads/{THREAD}":
+            document = {"id": THREAD, "latest_seq": self.latest_seq, "target_key": KEY}
+            return httpx.Response(200, json=document | {"title": "Eskalation"})
+        if method == "POST" and path == "/v1/agent/send":
+            return await self.send(request)
+        if method == "PUT" and path == "/v1/agent/heartbeat":
+            return httpx.Response(204)
+        if method == "GET" and path == "/v1/agent/events":
+            through = max(self.acked, default=0)
+            events = [e for e in self.events if e["seq"] > through][:1]
+            next_after = events[-1]["seq"] if events else through
+            return httpx.Response(200, json={"events": events, "next_after": next_after})
+        if method == "POST" and path == "/v1/agent/events/ack":
+            self.acked.append(json.loads(request.content)["through_seq"])
+            return httpx.Response(204)
+        if method == "POST" and path == f"/v1/runs/{RUN}/start":
+            return self.start(request)
+        if method == "GET" and path == f"/v1/runs/{RUN}" and RUN in self.runs:
+            return httpx.Response(200, json=self.runs[RUN])
+        return problem(404, "not_found")
+
+    async def send(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.sends.append(body)
+        if self.send_hook is not None:
+            answer = await self.send_hook(request)
+            if answer is not None:
+                return answer
+        self.latest_seq += 1
+        return httpx.Response(
+            200,
+            json={
+                "state": "sent",
+                "target_key": KEY,
+                "client_message_id": body["client_message_id"],
+                "message_id": f"01900000-0000-7000-8000-0000000001{self.latest_seq:02d}",
+                "seen_up_to_seq": body["freshness"]["seen_up_to_seq"],
+                "accepted_seq": self.latest_seq,
+                "latest_seq": self.latest_seq,
+            },
+        )
+
+    def start(self, request: httpx.Request) -> httpx.Response:
+        if self.start_answers:
+            answer = self.start_answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        self.add_run("running")
+        return httpx.Response(200, json=self.runs[RUN])
+
+
+@pytest.fixture
+def server() -> FakeTurnkeeper:
+    return FakeTurnkeeper()
+
+
+@pytest.fixture
+def handlers() -> ToolHandlers:
+    return ToolHandlers(Settings())
+
+
+async def send(
+    handlers: ToolHandlers, session: McpSession, content: str, target: str = THREAD
+) -> ToolAnswer:
+    return await handlers.call(session, "send_message", {"target": target, "content": content})
+
+
+async def wait(handlers: ToolHandlers, session: McpSession) -> ToolAnswer:
+    # 0 seconds: one look at the feed, so the test never waits for time to pass.
+    return await handlers.call(session, "wait_for_work", {"timeout_seconds": 0})
+
+
+def logical_id(client_message_id: str) -> str:
+    return client_message_id.rpartition(":")[0]
+
+
+# -- send_message keeps its logical id until the outcome is known --------------------------
+
+
+async def test_a_cancelled_send_keeps_its_logical_id_for_the_resend(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    reached = asyncio.Event()
+
+    async def stall(request: httpx.Request) -> httpx.Response | None:
+        # The request reached the server (it may store the part) but no answer comes.
+        reached.set()
+        await asyncio.Event().wait()
+        return None
+
+    server.send_hook = stall
+    session = server.session()
+    call = asyncio.create_task(send(handlers, session, "The invoice is paid, Alex."))
+    await reached.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    server.send_hook = None
+
+    answer = await send(handlers, session, "The invoice is paid, Alex.")
+
+    assert answer.outcome == "sent"
+    first, resent = server.client_message_ids()
+    assert first == resent
+    assert THREAD not in session.pending
+
+
+async def _raise_unforeseen(request: httpx.Request) -> httpx.Response | None:
+    raise RuntimeError("the connection broke in an unforeseen way")
+
+
+async def _answer_garbled(request: httpx.Request) -> httpx.Response | None:
+    return httpx.Response(200, json={"state": "sent"})
+
+
+@pytest.mark.parametrize(
+    ("hook", "outcome"),
+    [(_raise_unforeseen, "internal"), (_answer_garbled, "answer_invalid")],
+    ids=["unforeseen failure", "answer breaks the contract"],
+)
+async def test_a_send_that_failed_otherwise_keeps_its_logical_id_for_the_resend(
+    server: FakeTurnkeeper, handlers: ToolHandlers, hook: SendHook, outcome: str
+) -> None:
+    server.send_hook = hook
+    session = server.session()
+    failed = await send(handlers, session, "Sam, the report is ready.")
+    server.send_hook = None
+
+    resent = await send(handlers, session, "Sam, the report is ready.")
+
+    assert (failed.is_error, failed.outcome) == (True, outcome)
+    assert resent.outcome == "sent"
+    first, second = server.client_message_ids()
+    assert first == second
+
+
+async def test_a_sent_send_forgets_its_logical_id(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    session = server.session()
+    await send(handlers, session, "Robin, done.")
+    await send(handlers, session, "Robin, done.")
+    first, second = server.client_message_ids()
+    assert logical_id(first) != logical_id(second)
+
+
+async def test_an_idempotency_conflict_ends_the_logical_send(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    async def conflict(request: httpx.Request) -> httpx.Response | None:
+        return problem(409, "idempotency_conflict")
+
+    server.send_hook = conflict
+    session = server.session()
+    refused = await send(handlers, session, "Alex, see above.")
+    server.send_hook = None
+    resent = await send(handlers, session, "Alex, see above.")
+
+    assert (refused.is_error, refused.outcome) == (True, "idempotency_conflict")
+    assert resent.outcome == "sent"
+    first, second = server.client_message_ids()
+    assert logical_id(first) != logical_id(second)
+
+
+# -- wait_for_work acknowledges an invocation only once it is settled ------------------------
+
+
+@pytest.mark.parametrize(
+    ("refusal", "words"),
+    [
+        (problem(429, "rate_limited", retry_after=12), "(rate_limited). Wait 12 seconds"),
+        (problem(503, "unavailable", retry_after=3), "(unavailable). Wait 3 seconds"),
+        (problem(500, "internal"), "(internal). Wait a moment"),
+        (httpx.ConnectError("connection refused"), "(unavailable). Wait a moment"),
+    ],
+    ids=["429", "503", "500", "unreachable"],
+)
+async def test_a_start_refused_for_now_leaves_the_invocation_for_the_next_wait(
+    server: FakeTurnkeeper,
+    handlers: ToolHandlers,
+    refusal: httpx.Response | Exception,
+    words: str,
+) -> None:
+    server.add_event("agent.invocation")
+    server.start_answers.append(refusal)
+    session = server.session()
+
+    deferred = await wait(handlers, session)
+
+    assert deferred.is_error
+    assert words in deferred.text
+    assert "call wait_for_work again" in deferred.text
+    assert server.acked == []
+
+    started = await wait(handlers, session)
+
+    assert started.outcome == "invocation"
+    assert started.structured == {
+        "event": "invocation",
+        "run_id": RUN,
+        "thread_id": THREAD,
+        "message_id": ASKING_MESSAGE,
+    }
+    assert server.acked == [1]
+    assert session.runs == {THREAD: RUN}
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [problem(403, "invocation_token_invalid"), problem(404, "not_found")],
+    ids=["403 invocation_token_invalid", "404 not_found"],
+)
+async def test_a_start_refused_for_good_skips_the_invocation(
+    server: FakeTurnkeeper, handlers: ToolHandlers, refusal: httpx.Response
+) -> None:
+    server.add_event("agent.invocation")
+    server.start_answers.append(refusal)
+    session = server.session()
+
+    answer = await wait(handlers, session)
+
+    assert (answer.is_error, answer.outcome) == (False, "idle")
+    assert server.acked == [1]
+    assert session.runs == {}
+
+
+async def test_a_start_refused_otherwise_is_a_tool_error_and_not_acknowledged(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    server.add_event("agent.invocation")
+    server.start_answers.append(problem(401, "unauthenticated"))
+
+    answer = await wait(handlers, server.session())
+
+    assert (answer.is_error, answer.outcome) == (True, "unauthenticated")
+    assert server.acked == []
+
+
+# -- a cancel request reaches the model only for a run that can still end -------------------
+
+
+async def test_a_cancel_request_of_an_ended_run_is_acknowledged_and_skipped(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    server.add_run("completed")
+    server.add_event("run.cancel_requested")
+    session = server.session()
+    session.take_run(THREAD, RUN)
+
+    answer = await wait(handlers, session)
+
+    assert (answer.is_error, answer.outcome) == (False, "idle")
+    assert "finish_run" not in answer.text
+    assert server.acked == [1]
+    assert session.runs == {}
+
+
+async def test_a_cancel_request_of_a_running_run_asks_to_finish_it_cancelled(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    server.add_run("running")
+    server.add_event("run.cancel_requested")
+
+    answer = await wait(handlers, server.session())
+
+    assert answer.outcome == "cancel_requested"
+    assert f'finish_run with run_id "{RUN}" and state "cancelled"' in answer.text
+    assert answer.structured == {"event": "cancel_requested", "run_id": RUN, "thread_id": THREAD}
+    assert server.acked == [1]
+
+
+async def test_a_cancel_request_of_an_unknown_run_is_acknowledged_and_skipped(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    server.add_event("run.cancel_requested")
+
+    answer = await wait(handlers, server.session())
+
+    assert answer.outcome == "idle"
+    assert server.acked == [1]
+
+
+# -- ids in any spelling find the session's runs and pending sends ---------------------------
+
+
+@pytest.mark.parametrize("spelling", THREAD_SPELLINGS)
+async def test_a_target_in_another_spelling_carries_the_run_of_its_thread(
+    server: FakeTurnkeeper, handlers: ToolHandlers, spelling: str
+) -> None:
+    session = server.session()
+    session.take_run(THREAD, RUN)  # as wait_for_work notes it: the server's spelling
+
+    answer = await send(handlers, session, "Checking invoice 4711 now.", target=spelling)
+
+    assert answer.outcome == "sent"
+    (body,) = server.sends
+    assert (body["target"], body.get("run_id")) == (THREAD, RUN)
+
+
+@pytest.mark.parametrize("spelling", THREAD_SPELLINGS)
+async def test_a_resend_in_another_spelling_reuses_the_pending_logical_id(
+    server: FakeTurnkeeper, handlers: ToolHandlers, spelling: str
+) -> None:
+    async def unavailable(request: httpx.Request) -> httpx.Response | None:
+        return problem(503, "unavailable")
+
+    server.send_hook = unavailable
+    session = server.session()
+    await send(handlers, session, "Sam, the report is ready.")
+    server.send_hook = None
+
+    answer = await send(handlers, session, "Sam, the report is ready.", target=spelling)
+
+    assert answer.outcome == "sent"
+    first, resent = server.client_message_ids()
+    assert first == resent
+    assert session.pending == {}
