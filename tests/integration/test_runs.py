@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.fakes import FakeClock
 from tests.support.scenario import (
+    denials,
     draft,
     invocations,
     main_thread,
@@ -457,6 +458,17 @@ class TestHeartbeat:
         assert stored.reported_followups == "steer"
         with pytest.raises(AccessDenied):
             await services.runs.heartbeat(world.principal("alex"), "queue")
+
+    async def test_a_persons_heartbeat_is_refused_and_audited(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        alex = world.principal("alex")
+        with pytest.raises(AccessDenied) as caught:
+            await services.runs.heartbeat(alex, "steer")
+        assert caught.value.reason == "agents_only"
+        assert await denials(services, alex) == [("agent.heartbeat", "agents_only", 1)]
+        async with services.uow.read_only() as uow:
+            assert (await uow.principals.get(alex.id)) == alex
 
 
 class TestRestrictedMessages:

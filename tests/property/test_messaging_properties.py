@@ -7,7 +7,7 @@ import uuid
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from turnkeeper.domain.errors import FieldError
+from turnkeeper.domain.errors import NUL, FieldError
 from turnkeeper.domain.messaging import MessageDraft, draft_errors, payload_digest
 from turnkeeper.domain.world import PrincipalKind
 
@@ -17,13 +17,15 @@ uuids = st.uuids()
 maybe_uuid = st.none() | uuids
 audiences = st.none() | st.lists(uuids, max_size=4)
 contents = st.text(max_size=80)
+#: Text a store can hold: every character but NUL (refused as invalid_character).
+storable = st.characters(exclude_characters=NUL)
 
 
 def fits(text: str) -> bool:
     return bool(text.strip()) and len(text.encode("utf-8")) <= MAX_BYTES
 
 
-valid_contents = st.text(min_size=1, max_size=MAX_BYTES).filter(fits)
+valid_contents = st.text(storable, min_size=1, max_size=MAX_BYTES).filter(fits)
 
 
 @given(uuids, contents, maybe_uuid, audiences)
@@ -67,7 +69,7 @@ def test_digest_changes_when_the_thread_changes(
 @st.composite
 def valid_agent_drafts(draw: st.DrawFn) -> MessageDraft:
     return MessageDraft(
-        client_msg_id=draw(st.text(min_size=1, max_size=20)),
+        client_msg_id=draw(st.text(storable, min_size=1, max_size=20)),
         content=draw(valid_contents),
         mentions=tuple(draw(st.lists(uuids, max_size=4, unique=True))),
         reply_to_id=draw(maybe_uuid),
@@ -119,6 +121,8 @@ def test_content_limit_counts_utf8_bytes(content: str, limit: int) -> None:
     codes = {(e.pointer, e.code) for e in errors}
     if not content.strip():
         assert codes == {("/content", "required")}
+    elif NUL in content:
+        assert codes == {("/content", "invalid_character")}
     elif len(content.encode("utf-8")) > limit:
         assert codes == {("/content", "too_long")}
     else:
@@ -137,3 +141,19 @@ def test_client_id_limit_counts_characters(client_id: str, limit: int) -> None:
     )
     codes = {(e.pointer, e.code) for e in errors}
     assert (("/client_msg_id", "too_long") in codes) == (len(client_id) > limit)
+
+
+@given(st.text(storable, max_size=20), st.text(storable, max_size=20), st.booleans())
+def test_a_nul_anywhere_in_a_text_member_is_an_invalid_character(
+    before: str, after: str, in_content: bool
+) -> None:
+    with_nul = f"{before}{NUL}{after}x"
+    draft = MessageDraft(
+        client_msg_id="c" if in_content else with_nul,
+        content=with_nul if in_content else "hello",
+    )
+    errors = draft_errors(
+        draft, author_kind=PrincipalKind.PERSON, kind=None, max_content_bytes=MAX_BYTES * 4
+    )
+    member = "/content" if in_content else "/client_msg_id"
+    assert errors == [FieldError(pointer=member, code="invalid_character")]

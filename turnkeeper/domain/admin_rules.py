@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 
-from turnkeeper.domain.errors import FieldError
+from turnkeeper.domain.errors import NUL, FieldError
 from turnkeeper.domain.world import BillingMode, OperatorMode, PrincipalKind
 
 
@@ -35,8 +35,9 @@ def principal_errors(
         max_handle_length: ``principal.max_handle_length`` (characters).
 
     Returns:
-        ``/kind`` invalid_enum for app; ``/handle`` invalid (empty or not one word) or
-        too_long; ``/billing_mode``, ``/holder_id`` and ``/supports_followups``
+        ``/kind`` invalid_enum for app; ``/handle`` invalid (empty or not one word),
+        invalid_character (a NUL) or too_long; ``/billing_mode``, ``/holder_id`` and
+        ``/supports_followups``
         agents_only for a person that sets them; ``/holder_id`` personal_needs_holder
         when an agent's billing mode and holder disagree.
     """
@@ -45,6 +46,8 @@ def principal_errors(
         errors.append(FieldError(pointer="/kind", code="invalid_enum"))
     if not handle or len(handle.split()) != 1:
         errors.append(FieldError(pointer="/handle", code="invalid"))
+    elif NUL in handle:
+        errors.append(FieldError(pointer="/handle", code="invalid_character"))
     elif len(handle) > max_handle_length:
         # The handle is a key of a unique index, whose rows have a size limit.
         errors.append(FieldError(pointer="/handle", code="too_long"))
@@ -67,16 +70,20 @@ def principal_errors(
 
 
 def name_errors(name: str, pointer: str = "/name") -> list[FieldError]:
-    """The rule of a space's or channel's name: not blank.
+    """The rule of a space's or channel's name: not blank, no NUL.
 
     Args:
         name: the name.
         pointer: its member.
 
     Returns:
-        ``required`` at `pointer` for a blank name.
+        ``required`` at `pointer` for a blank name, ``invalid_character`` for a NUL.
     """
-    return [] if name.strip() else [FieldError(pointer=pointer, code="required")]
+    if not name.strip():
+        return [FieldError(pointer=pointer, code="required")]
+    if NUL in name:
+        return [FieldError(pointer=pointer, code="invalid_character")]
+    return []
 
 
 def operator_errors(

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from turnkeeper.domain.errors import FieldError
+from turnkeeper.domain.errors import NUL, FieldError
 
 #: The label of the token that ``TURNKEEPER_OWNER_TOKEN`` names.
 OWNER_ENV_LABEL = "owner-env"
@@ -105,12 +105,15 @@ def label_errors(label: str | None, *, max_chars: int) -> list[FieldError]:
         max_chars: ``auth.token_label_max_chars``.
 
     Returns:
-        ``/label`` required for a blank label, too_long beyond `max_chars`; else none.
+        ``/label`` required for a blank label, invalid_character for a NUL, too_long
+        beyond `max_chars`; else none.
     """
     if label is None:
         return []
     if not label.strip():
         return [FieldError(pointer="/label", code="required")]
+    if NUL in label:
+        return [FieldError(pointer="/label", code="invalid_character")]
     if len(label) > max_chars:
         return [FieldError(pointer="/label", code="too_long")]
     return []

@@ -6,7 +6,7 @@ optional `reason`; adapters map them to their own answers in one place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -55,6 +55,28 @@ class ValidationFailed(DomainError):
     def __init__(self, errors: Sequence[FieldError], message: str = "") -> None:
         super().__init__(message or "the request is not valid")
         self.errors = tuple(errors)
+
+
+#: The one character PostgreSQL's ``text`` cannot hold. Refused in every text member by
+#: the domain rules, so that both stores answer 400 ``invalid_character`` (as the HTTP
+#: body guard does) instead of the memory store keeping it and PostgreSQL failing.
+NUL = "\x00"
+
+
+def character_errors(members: Mapping[str, str | None]) -> list[FieldError]:
+    """``invalid_character`` for every text member that holds a NUL.
+
+    Args:
+        members: JSON pointer to text (None: absent, nothing to check).
+
+    Returns:
+        One error per offending member, in the members' order.
+    """
+    return [
+        FieldError(pointer=pointer, code="invalid_character")
+        for pointer, text in members.items()
+        if text is not None and NUL in text
+    ]
 
 
 def reject_invalid(errors: Sequence[FieldError]) -> None:

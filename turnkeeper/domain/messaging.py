@@ -15,7 +15,7 @@ from datetime import datetime
 
 import attrs
 
-from turnkeeper.domain.errors import FieldError
+from turnkeeper.domain.errors import NUL, FieldError, character_errors
 from turnkeeper.domain.world import PrincipalKind
 
 
@@ -146,10 +146,13 @@ def content_errors(content: str, *, max_content_bytes: int, prefix: str = "") ->
         prefix: the pointer of the object holding ``content`` (``/first_message``).
 
     Returns:
-        ``{prefix}/content`` required or too_long; empty when the text is fine.
+        ``{prefix}/content`` required, invalid_character (a NUL) or too_long; empty when
+        the text is fine.
     """
     if not content.strip():
         return [FieldError(pointer=f"{prefix}/content", code="required")]
+    if NUL in content:
+        return [FieldError(pointer=f"{prefix}/content", code="invalid_character")]
     if len(content.encode("utf-8")) > max_content_bytes:
         return [FieldError(pointer=f"{prefix}/content", code="too_long")]
     return []
@@ -189,6 +192,8 @@ def draft_errors(
     elif max_client_id_length is not None and len(draft.client_msg_id) > max_client_id_length:
         # The client id is a key of a unique index, whose rows have a size limit.
         errors.append(FieldError(pointer=f"{prefix}/client_msg_id", code="too_long"))
+    else:
+        errors.extend(character_errors({f"{prefix}/client_msg_id": draft.client_msg_id}))
     errors.extend(content_errors(draft.content, max_content_bytes=max_content_bytes, prefix=prefix))
     if draft.run_id is not None and (first_message or author_kind is not PrincipalKind.AGENT):
         # A run belongs to an agent, and a thread made by this request has no run yet.

@@ -23,7 +23,13 @@ from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.admin_rules import name_errors, operator_errors, principal_errors
 from turnkeeper.domain.credentials import OWNER_ENV_LABEL, TokenOrigin
-from turnkeeper.domain.errors import FieldError, NotFound, ValidationFailed, reject_invalid
+from turnkeeper.domain.errors import (
+    FieldError,
+    NotFound,
+    ValidationFailed,
+    character_errors,
+    reject_invalid,
+)
 from turnkeeper.domain.world import (
     BillingMode,
     Channel,
@@ -180,14 +186,17 @@ class AdminService:
         """
         await self._require_owner(actor, AuditAction.PRINCIPAL_CREATE)
         reject_invalid(
-            principal_errors(
-                kind=kind,
-                handle=handle,
-                billing_mode=billing_mode,
-                holder_id=holder_id,
-                supports_followups=supports_followups,
-                max_handle_length=self._settings.max_handle_length,
-            )
+            [
+                *principal_errors(
+                    kind=kind,
+                    handle=handle,
+                    billing_mode=billing_mode,
+                    holder_id=holder_id,
+                    supports_followups=supports_followups,
+                    max_handle_length=self._settings.max_handle_length,
+                ),
+                *character_errors({"/display_name": display_name}),
+            ]
         )
         if kind is PrincipalKind.AGENT:
             billing_mode = billing_mode or BillingMode.ORGANIZATION

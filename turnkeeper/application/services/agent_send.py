@@ -72,6 +72,7 @@ from turnkeeper.domain.errors import (
     DomainError,
     FieldError,
     ValidationFailed,
+    character_errors,
     reject_invalid,
 )
 from turnkeeper.domain.freshness import SendState
@@ -138,6 +139,8 @@ def send_errors(request: AgentSend, *, settings: Settings) -> list[FieldError]:
         errors.append(FieldError(pointer="/client_message_id", code="client_message_id_required"))
     elif len(request.client_message_id) > settings.max_client_id_length:
         errors.append(FieldError(pointer="/client_message_id", code="too_long"))
+    else:
+        errors.extend(character_errors({"/client_message_id": request.client_message_id}))
     freshness = request.freshness
     if freshness is None:
         if settings.freshness_required_for_agents:

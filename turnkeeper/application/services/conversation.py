@@ -42,7 +42,7 @@ from turnkeeper.application.settings import Settings
 from turnkeeper.application.tracking import TrackedUnit
 from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action
-from turnkeeper.domain.errors import FieldError, NotFound, reject_invalid
+from turnkeeper.domain.errors import FieldError, NotFound, character_errors, reject_invalid
 from turnkeeper.domain.events import Event
 from turnkeeper.domain.messaging import (
     Message,
@@ -191,15 +191,18 @@ class ConversationService:
             RateLimited: the author's rl.message bucket is empty.
         """
         reject_invalid(
-            draft_errors(
-                first_message,
-                author_kind=actor.kind,
-                kind=kind,
-                max_content_bytes=self._settings.max_content_bytes,
-                max_client_id_length=self._settings.max_client_id_length,
-                prefix="/first_message",
-                first_message=True,
-            )
+            [
+                *character_errors({"/title": title}),
+                *draft_errors(
+                    first_message,
+                    author_kind=actor.kind,
+                    kind=kind,
+                    max_content_bytes=self._settings.max_content_bytes,
+                    max_client_id_length=self._settings.max_client_id_length,
+                    prefix="/first_message",
+                    first_message=True,
+                ),
+            ]
         )
 
         async def work(uow: TrackedUnit) -> CreatedThread:

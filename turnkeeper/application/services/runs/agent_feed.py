@@ -327,7 +327,12 @@ class AgentFeedService:
             AccessDenied: when the caller is not an agent.
             ValidationFailed: for an unknown capability value.
         """
-        require_agent(agent, AuditAction.AGENT_HEARTBEAT)
+        try:
+            require_agent(agent, AuditAction.AGENT_HEARTBEAT)
+        except AccessDenied as denied:
+            # Refused before any unit, so the transactor would not audit it: done here.
+            await self._tx.record_denial(denied)
+            raise
         if followups is not None and followups not in _CAPABILITIES:
             raise ValidationFailed(
                 [FieldError(pointer="/capabilities/followups", code="invalid_enum")]

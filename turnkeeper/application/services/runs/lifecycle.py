@@ -32,7 +32,12 @@ from turnkeeper.application.services.runs.run_end import RunEnder
 from turnkeeper.application.services.runs.views import RunView, agent_view_later, run_view
 from turnkeeper.application.transactions import Later, Transactor
 from turnkeeper.domain.authorization import Action
-from turnkeeper.domain.errors import InvalidStateTransition, NotFound
+from turnkeeper.domain.errors import (
+    InvalidStateTransition,
+    NotFound,
+    character_errors,
+    reject_invalid,
+)
 from turnkeeper.domain.runs import (
     EndReason,
     Run,
@@ -212,9 +217,12 @@ class RunLifecycleService:
         Raises:
             Unauthenticated: for a bearer token that is unknown or revoked.
             InvalidStateTransition: from queued, or to another end than the stored one.
+            ValidationFailed: ``/reason`` invalid_character for a NUL in the reason.
         """
 
         async def work(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
+            # Checked once the caller is known to be the run's agent: others learn nothing.
+            reject_invalid(character_errors({"/reason": reason}))
             if finish(run, state, reason, self._clock.now()) is None:
                 return await agent_view_later(uow, run)
             # The triggering message, its author (its message.updated) and the agent
