@@ -236,6 +236,10 @@ class AgentFeedService:
     ) -> AgentEventPage:
         """The page of a poll from its first events, the cursor moved past what it read."""
         position = cursor.acked_seq if after is None else after
+        # The delivered position moves only over events actually read: a cursor past the
+        # feed's end delivered nothing, and taking it as delivered would flag the next
+        # invocation redelivered and let an ack up to it swallow every later event.
+        read_through = cursor.delivered_seq
         deliveries: list[Delivery] = []
         # Undeliverable events leave no trace in the page: read on past them, so that a
         # page is empty only when nothing deliverable is left after the cursor (API.md),
@@ -247,11 +251,14 @@ class AgentFeedService:
                     deliveries.append(delivery)
             if events:
                 position = events[-1].seq
+                read_through = max(read_through, position)
             if deliveries or len(events) < size:
                 break
             events = await uow.agent_feed.read(agent.id, position, size)
-        if position > cursor.delivered_seq:
-            await uow.agent_feed.save_cursor(agent.id, attrs.evolve(cursor, delivered_seq=position))
+        if read_through > cursor.delivered_seq:
+            await uow.agent_feed.save_cursor(
+                agent.id, attrs.evolve(cursor, delivered_seq=read_through)
+            )
         return AgentEventPage(deliveries=deliveries, next_after=position)
 
     async def _delivery(self, uow: UnitOfWork, event: Event, delivered_seq: int) -> Delivery | None:
