@@ -210,6 +210,8 @@ def payload_digest(
     content: str,
     reply_to_id: uuid.UUID | None,
     restricted_to: Sequence[uuid.UUID] | None,
+    *,
+    title: str | None = None,
 ) -> str:
     """The versioned digest that decides whether a repeated client id is a replay.
 
@@ -217,10 +219,13 @@ def payload_digest(
     never freshness members, so a retry of the same answer without them still replays.
 
     Args:
-        thread_id: the target thread.
+        thread_id: the target thread (createThread: the channel).
         content: the text.
         reply_to_id: the replied message.
         restricted_to: the audience.
+        title: createThread's title (empty for none), a member of its own, so that no
+            split of text between title and content shares a digest with another;
+            None for createMessage and agent sends, whose digests never hold one.
 
     Returns:
         ``v1:`` followed by a SHA-256 hex digest.
@@ -230,6 +235,8 @@ def payload_digest(
         "content": content,
         "reply_to": str(reply_to_id) if reply_to_id else "",
     }
+    if title is not None:
+        parts["title"] = title
     # A public message has no audience member at all, so it never shares a digest with
     # an audience (even an empty one).
     if restricted_to is not None:

@@ -213,9 +213,10 @@ class ConversationService:
             # not exist before the first request, and a replay must find the same one.
             digest = payload_digest(
                 channel_id,
-                f"{title or ''}\n{first_message.content}",
-                None,
+                first_message.content,
+                first_message.reply_to_id,
                 first_message.restricted_to,
+                title=title or "",
             )
             existing = await replay(uow, actor, first_message.client_msg_id, digest)
             if existing is not None:
