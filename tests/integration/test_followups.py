@@ -666,6 +666,23 @@ class TestAG13_CancelForOtherReasonDefers:  # noqa: N801 (the seed names the sce
         assert await rows(services, run.id) == {followup.id: DEFERRED}
         assert await trigger_of(services, followup.id) == ("received", None)
 
+    async def test_an_agent_cannot_fake_a_persons_stop(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        # No person asked to stop: user_cancelled from the agent would discard Sam's
+        # follow-up as if someone had stopped the run. It is the server's reason only.
+        world = ext
+        await set_mode(services, world, "queue")
+        thread_id = main_thread(world, "allgemein")
+        run, _ = await started(services, world)
+        followup = await post(services, world, "sam", thread_id, "f1")
+        with pytest.raises(ValidationFailed) as caught:
+            await finish(services, world, run.id, RunState.CANCELLED, "user_cancelled")
+        assert [(e.pointer, e.code) for e in caught.value.errors] == [("/reason", "reserved")]
+        assert (await get_run(services, run.id)).state is RunState.RUNNING
+        assert await rows(services, run.id) == {followup.id: QUEUED}
+        assert await trigger_of(services, followup.id) == ("received", None)
+
     async def test_cancel_timeout_job(
         self, services: Services, ext: DemoWorld, clock: FakeClock
     ) -> None:
@@ -935,10 +952,18 @@ class TestFollowupNotDeliverableAfterEnd:
         thread_id = main_thread(world, "allgemein")
         run, _ = await started(services, world)
         followup = await post(services, world, "sam", thread_id, "f1")
+        if state is RunState.CANCELLED:
+            # A stop is a person's: Alex asks, the agent confirms.
+            await services.runs.cancel(world.principal("alex"), run.id)
         await finish(services, world, run.id, state, reason)
 
         page = await services.runs.poll(lotse)
-        got = [(d.event.type.value, d.event.payload["run_id"]) for d in page.deliveries]
+        got = [
+            (d.event.type.value, d.event.payload["run_id"])
+            for d in page.deliveries
+            # Alex's cancel request is the agent's own news, not the follow-up's.
+            if d.event.type is not EventType.RUN_CANCEL_REQUESTED
+        ]
         if state is RunState.COMPLETED:
             new = await follow_on(services, world, await get_run(services, run.id))
             assert got == [("agent.invocation", str(new.id))]
@@ -1069,6 +1094,13 @@ def _finishing(state: RunState, reason: str | None) -> Callable[..., Awaitable[N
     return act
 
 
+async def _confirming_stop(
+    services: Services, world: DemoWorld, clock: FakeClock, run: Run
+) -> None:
+    await services.runs.cancel(world.principal("alex"), run.id)
+    await finish(services, world, run.id, RunState.CANCELLED, "user_cancelled")
+
+
 async def _cancel_queued(services: Services, world: DemoWorld, clock: FakeClock, run: Run) -> None:
     await services.runs.cancel(world.principal("alex"), run.id)
 
@@ -1134,7 +1166,7 @@ END_PATHS = [
         "finish-cancelled-user",
         True,
         RunEnd(state=RunState.CANCELLED, reason="user_cancelled"),
-        _finishing(RunState.CANCELLED, "user_cancelled"),
+        _confirming_stop,
         DISCARDED,
         ("cancelled", "user_cancelled"),
         False,

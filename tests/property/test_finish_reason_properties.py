@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from turnkeeper.domain import strategies as ds
+from turnkeeper.domain.errors import ValidationFailed
 from turnkeeper.domain.followups import OpenFollowup, RunEnd, plan_run_end
 from turnkeeper.domain.runs import EndReason, Run, RunState, finish, finish_reason
 
 reasons = st.none() | st.text(max_size=20) | st.sampled_from(list(EndReason))
+SERVER_REASONS = {reason.value for reason in EndReason}
 
 
 @given(
@@ -27,12 +30,18 @@ reasons = st.none() | st.text(max_size=20) | st.sampled_from(list(EndReason))
 def test_a_confirmed_stop_is_a_stop(
     run: Run, state: RunState, reason: str | None, open_followups: list[OpenFollowup]
 ) -> None:
+    confirmed_stop = state is RunState.CANCELLED and run.cancel_requested
+    if reason in SERVER_REASONS and not confirmed_stop:
+        # Only the server gives its reasons: refused, so that no agent fakes a stop.
+        with pytest.raises(ValidationFailed):
+            finish(run, state, reason, run.updated_at + timedelta(seconds=1))
+        return
     stored = finish_reason(run, state, reason)
     ended = finish(run, state, reason, run.updated_at + timedelta(seconds=1))
     assert ended is not None
     assert ended.state_reason == stored
     plan = plan_run_end(RunEnd(state=state, reason=stored), open_followups)
-    if state is RunState.CANCELLED and run.cancel_requested:
+    if confirmed_stop:
         assert stored == EndReason.USER_CANCELLED
         assert plan.candidates == ()
     else:

@@ -12,8 +12,9 @@ import attrs
 import pytest
 
 from tests.support.domain_world import T0, fixed_id
+from turnkeeper.domain.errors import ValidationFailed
 from turnkeeper.domain.followups import OpenFollowup, RunEnd, plan_run_end
-from turnkeeper.domain.runs import EndReason, Run, RunState, finish, finish_reason
+from turnkeeper.domain.runs import END_STATES, EndReason, Run, RunState, finish, finish_reason
 
 STOP = EndReason.USER_CANCELLED.value
 
@@ -44,7 +45,6 @@ def running(*, cancel_requested: bool) -> Run:
         (True, RunState.FAILED, "crashed", "crashed"),
         (False, RunState.CANCELLED, "gave_up", "gave_up"),
         (False, RunState.CANCELLED, None, None),
-        (False, RunState.CANCELLED, STOP, STOP),
         (False, RunState.COMPLETED, None, None),
         (False, RunState.FAILED, "crashed", "crashed"),
     ],
@@ -57,6 +57,18 @@ def test_finish_reason(
     ended = finish(run, state, given, T0 + timedelta(seconds=1))
     assert ended is not None
     assert (ended.state, ended.state_reason) == (state, stored)
+
+
+@pytest.mark.parametrize("given", sorted(EndReason))
+@pytest.mark.parametrize("state", sorted(END_STATES))
+def test_a_servers_reason_is_reserved_outside_a_confirmed_stop(
+    given: EndReason, state: RunState
+) -> None:
+    # No person asked to stop: an agent writing user_cancelled (or any reason of the
+    # server's) would make the settlement discard the people's follow-ups.
+    with pytest.raises(ValidationFailed) as caught:
+        finish(running(cancel_requested=False), state, given.value, T0)
+    assert [(e.pointer, e.code) for e in caught.value.errors] == [("/reason", "reserved")]
 
 
 @pytest.mark.parametrize("given", [STOP, "tool_stopped", None])

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import attrs
 
-from turnkeeper.domain.errors import InvalidStateTransition
+from turnkeeper.domain.errors import FieldError, InvalidStateTransition, ValidationFailed
 from turnkeeper.domain.messaging import Origin, TriggerState
 from turnkeeper.domain.world import BillingMode, ChannelBehavior, Level
 
@@ -365,6 +365,7 @@ def finish(run: Run, state: RunState, reason: str | None, at: datetime) -> Run |
     Raises:
         InvalidStateTransition: from queued, to a non-end state, or when the run ended
             in another state.
+        ValidationFailed: ``/reason`` reserved (see `finish_reason`).
     """
     if state not in END_STATES:
         raise InvalidStateTransition(f"finish to {state}")
@@ -377,12 +378,19 @@ def finish(run: Run, state: RunState, reason: str | None, at: datetime) -> Run |
     return end(run, state, finish_reason(run, state, reason), at)
 
 
+#: The reasons only the server gives when it ends a run.
+_SERVER_REASONS = frozenset(reason.value for reason in EndReason)
+
+
 def finish_reason(run: Run, state: RunState, reason: str | None) -> str | None:
     """The reason an agent's finish stores: a person's stop stays a stop.
 
     An agent that confirms a stop a person requested (``cancel_requested``) with
     ``cancelled`` ends the run ``user_cancelled`` whatever reason it gives, so that the
     settlement discards the open follow-ups and nothing new starts (`plan_run_end`).
+    Otherwise the agent's own words are kept, but never one of the server's reasons
+    (`EndReason`): an agent that wrote ``user_cancelled`` would discard the people's
+    follow-ups as if one of them had stopped the run.
 
     Args:
         run: the run before the finish.
@@ -392,9 +400,15 @@ def finish_reason(run: Run, state: RunState, reason: str | None) -> str | None:
     Returns:
         ``user_cancelled`` for a cancelled finish of a run a person asked to stop, else
         the agent's reason.
+
+    Raises:
+        ValidationFailed: ``/reason`` reserved for one of the server's reasons outside
+            a confirmed stop.
     """
     if state is RunState.CANCELLED and run.cancel_requested:
         return EndReason.USER_CANCELLED.value
+    if reason in _SERVER_REASONS:
+        raise ValidationFailed([FieldError(pointer="/reason", code="reserved")])
     return reason
 
 
