@@ -18,10 +18,11 @@ anyway, so the task group bought nothing and cost about 0.09 ms of CPU per reque
 
 The hot routes, ``POST /v1/threads/{thread_id}/messages`` and ``POST /v1/agent/send``,
 take the token unresolved (``bearer``, no read) and their use cases resolve it in the
-first round trip of their unit (ADR 0026). A request of such a route that Litestar
-cannot decode fails before the use case runs; `refuse_unknown_bearer` then resolves the
-token, so that an unknown token still answers 401 before any 400, as on every other
-route.
+first round trip of their unit (ADR 0026). A request of any authenticated route that is
+refused for its input before its caller is known (a hostile body refused by the body
+guard, a body of another media type, malformed JSON, a member that does not decode, a
+body rule checked before the unit) gets its token resolved by `refuse_unknown_bearer`
+then, so that a missing or unknown token always answers 401 before any 400 or 415.
 """
 
 from __future__ import annotations
@@ -30,20 +31,29 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, cast
 
 from litestar import Request
+from litestar.datastructures import Headers
 from litestar.di import NamedDependency, Provide
-from litestar.exceptions import ValidationException
+from litestar.exceptions import HTTPException, ValidationException
 from litestar.routes import BaseRoute, HTTPRoute
 from litestar.types import Scope
 
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.services.identity import BearerToken, IdentityService
+from turnkeeper.domain.errors import ValidationFailed
 from turnkeeper.domain.world import Principal
 
 _BEARER = "bearer"
 #: Scope state: the unresolved token of a ``bearer`` route, then what resolving it raised.
 _UNRESOLVED_KEY = "turnkeeper.bearer"
 _REFUSED_KEY = "turnkeeper.bearer_refused"
+#: Scope state: the caller of a ``principal`` route was authenticated.
+_AUTHENTICATED_KEY = "turnkeeper.authenticated"
+#: The handler parameters that make a route an authenticated one.
+_CALLER_PARAMETERS = ("principal", "bearer")
+#: Statuses of the framework's refusals of a request's input (malformed JSON, a body of
+#: another media type), answered only once the caller is known.
+_INPUT_REFUSALS = frozenset({400, 415})
 
 
 def _constant(value: object) -> Provide:
@@ -142,7 +152,9 @@ async def provide_principal(
     token = bearer_token(request)
     if token is None:
         raise Unauthenticated()
-    return await identity.authenticate(token)
+    principal = await identity.authenticate(token)
+    _state(request.scope)[_AUTHENTICATED_KEY] = True
+    return principal
 
 
 def provide_bearer(request: Request[Any, Any, Any]) -> BearerToken:
@@ -183,29 +195,58 @@ def _state(scope: Scope) -> dict[str, Any]:
 def refuse_unknown_bearer(
     identity: IdentityService,
 ) -> Callable[[Exception, Scope], Awaitable[None]]:
-    """The ``after_exception`` hook that keeps 401 before 400 on ``bearer`` routes.
+    """The ``after_exception`` hook that keeps 401 before 400 and 415 on every route.
 
     Args:
         identity: the token authentication.
 
     Returns:
-        The hook: when a request of a ``bearer`` route failed to decode, it resolves the
-        token (as `provide_principal` would have before the decoding) and keeps what
-        that raised for `bearer_failure`.
+        The hook: when a request of an authenticated route (one whose handler takes
+        ``principal`` or ``bearer``) was refused for its input before its caller was
+        known, it resolves the token (as `provide_principal` would have first) and keeps
+        what that raised for `bearer_failure`: `Unauthenticated` for a missing,
+        malformed or unknown token, the store's error without a store.
     """
 
     async def hook(exc: Exception, scope: Scope) -> None:
         state = _state(scope)
-        bearer = state.get(_UNRESOLVED_KEY)
-        if not isinstance(exc, ValidationException) or not isinstance(bearer, BearerToken):
+        if not _refuses_input(exc) or state.get(_AUTHENTICATED_KEY):
             return
+        bearer = state.get(_UNRESOLVED_KEY)
         try:
-            await identity.authenticate_bearer(bearer)
+            if isinstance(bearer, BearerToken):
+                await identity.authenticate_bearer(bearer)
+            elif _takes_a_caller(scope):
+                token = _header_token(scope)
+                if token is None:
+                    raise Unauthenticated()
+                await identity.authenticate(token)
         # What authenticating first would have answered: 401, or 503 without a store.
         except Exception as failure:
             state[_REFUSED_KEY] = failure
 
     return hook
+
+
+def _refuses_input(exc: Exception) -> bool:
+    """Whether an error refuses the request's input (and so may precede authentication)."""
+    if isinstance(exc, ValidationException | ValidationFailed):
+        return True
+    return isinstance(exc, HTTPException) and exc.status_code in _INPUT_REFUSALS
+
+
+def _takes_a_caller(scope: Scope) -> bool:
+    handler = scope.get("route_handler")
+    if handler is None:
+        return False
+    parameters = handler.parsed_fn_signature.parameters
+    return any(name in parameters for name in _CALLER_PARAMETERS)
+
+
+def _header_token(scope: Scope) -> str | None:
+    """The bearer token of the exchange, read as `bearer_token` reads it."""
+    header = Headers.from_scope(scope).get("authorization")
+    return token_of_header(header) if header else None
 
 
 def bearer_failure(scope: Scope) -> Exception | None:
