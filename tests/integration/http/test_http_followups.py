@@ -209,8 +209,18 @@ class TestPatchRoute:
             "/followups",
             "/state",
             "/followups/{trigger}/state",
+            "/followups/{followup}/state\n",
+            "/followups/{followup}/state/",
         ],
-        ids=["unknown-id", "bad-id", "no-message", "other-member", "trigger-message"],
+        ids=[
+            "unknown-id",
+            "bad-id",
+            "no-message",
+            "other-member",
+            "trigger-message",
+            "trailing-line-break",
+            "trailing-slash",
+        ],
     )
     async def test_target_missing(self, client: ContractClient, ext: DemoWorld, path: str) -> None:
         world = ext
@@ -220,7 +230,7 @@ class TestPatchRoute:
         document = (
             await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, "lotse"))
         ).json()
-        target = path.format(trigger=document["triggering_message_id"])
+        target = path.format(trigger=document["triggering_message_id"], followup=followup)
         for ops, index in [
             ([(target, "delivered")], 0),
             ([(state_path(followup), "delivered"), (target, "delivered")], 1),

@@ -31,7 +31,7 @@ Seq = Annotated[int, msgspec.Meta(le=MAX_SEQ)]
 V = TypeVar("V")
 
 #: The path of a run patch operation: the state of one follow-up.
-_FOLLOWUP_PATH = re.compile(r"^/followups/(?P<message_id>[^/]+)/state$")
+_FOLLOWUP_PATH = re.compile(r"/followups/(?P<message_id>[^/]+)/state")
 
 
 class Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -224,7 +224,8 @@ class RunPatch(Body):
 
 def _followup_target(path: str) -> uuid.UUID | None:
     """The message id a patch path names, or None for a path that names no follow-up."""
-    match = _FOLLOWUP_PATH.match(path)
+    # The whole path: ``$`` of `re.match` also matches before a trailing line break.
+    match = _FOLLOWUP_PATH.fullmatch(path)
     if match is None:
         return None
     try:
