@@ -11,6 +11,10 @@ are refused here, before anything is decoded or stored, with ``400 validation_fa
   value is too deep (the empty pointer when the body itself is an array);
 - code ``invalid_character`` at the pointer of the first string member holding a NUL.
 
+A route that takes no body (close, cancel, archive ...) refuses one that is not empty,
+blank or ``{}`` (`unexpected_body`): ``unknown_member`` at each member, as API.md
+refuses every unknown member.
+
 Before them, a route that takes a JSON body refuses a body of another media type
 (``415 unsupported_media_type``: a ``Content-Type`` that is neither ``application/json``
 nor ``*/*+json``; a request without one is read as JSON), and after them a member that
@@ -37,6 +41,8 @@ from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 from turnkeeper.adapters.http.decoding import (
     duplicate_member,
     loose_member,
+    malformed_body,
+    pointer,
     pointer_token,
 )
 from turnkeeper.adapters.http.problems import ClientGone
@@ -200,6 +206,38 @@ def _body_type(request: Request[Any, Any, Any]) -> type[Any] | None:
     return kind if isinstance(kind, type) else None
 
 
+def unexpected_body(content_type: str | None, body: bytes) -> Exception | None:
+    """The refusal of a body sent to a route that takes none (close, cancel, archive ...).
+
+    API.md gives these routes no body, and every unknown member is refused: a body that
+    is empty, blank or ``{}`` is nothing to refuse, anything else is.
+
+    Args:
+        content_type: the request's ``Content-Type``, None when absent.
+        body: the raw body.
+
+    Returns:
+        None for nothing to refuse; else 415 for a body that is no JSON, 400
+        ``malformed_json``, ``invalid_type`` at ``""`` for JSON other than an object,
+        or ``unknown_member`` at each member.
+    """
+    if not body.strip():
+        return None
+    if not is_json_media_type(content_type):
+        return HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return malformed_body()
+    if not isinstance(value, dict):
+        return ValidationFailed([FieldError(pointer="", code="invalid_type")])
+    if not value:
+        return None
+    return ValidationFailed(
+        [FieldError(pointer=pointer((name,)), code="unknown_member") for name in value]
+    )
+
+
 def body_guard(max_depth: int) -> BeforeRequest:
     """The ``before_request`` hook that refuses hostile bodies before decoding.
 
@@ -236,7 +274,12 @@ def body_guard(max_depth: int) -> BeforeRequest:
         hostile = hostile_member(body, max_depth)
         if hostile is not None:
             raise ValidationFailed([hostile])
-        loose = None if kind is None else loose_member(body, kind)
+        if kind is None:
+            unexpected = unexpected_body(request.headers.get("content-type"), body)
+            if unexpected is not None:
+                raise unexpected
+            return
+        loose = loose_member(body, kind)
         if loose is not None:
             raise ValidationFailed([loose])
 
