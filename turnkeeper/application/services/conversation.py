@@ -231,7 +231,9 @@ class ConversationService:
                     trigger=await message_trigger(uow, existing),
                 )
             reject_invalid(
-                await reference_errors(uow, first_message, thread_id=None, prefix="/first_message")
+                await reference_errors(
+                    uow, first_message, thread_id=None, author_id=actor.id, prefix="/first_message"
+                )
             )
             await self._appender.take_rate_token(uow, actor)
             thread = Thread(
@@ -329,7 +331,9 @@ class ConversationService:
                     trigger=await message_trigger(uow, existing),
                 )
                 return posted, caller
-            reject_invalid(await reference_errors(uow, draft, thread_id=thread_id))
+            reject_invalid(
+                await reference_errors(uow, draft, thread_id=thread_id, author_id=author.id)
+            )
             refuse_if_limited(facts.retry_after)
             message = uow.written.message(
                 await self._appender.append(uow, author, facts.target, draft, digest)

@@ -29,6 +29,7 @@ from turnkeeper.domain.messaging import (
     MessageKind,
     Origin,
     origin_for,
+    visible_to,
 )
 from turnkeeper.domain.ratelimit import RL_MESSAGE
 from turnkeeper.domain.world import Principal, ThreadState
@@ -100,7 +101,12 @@ async def prefetch_references(uow: UnitOfWork, draft: MessageDraft) -> None:
 
 
 async def reference_errors(
-    uow: UnitOfWork, draft: MessageDraft, *, thread_id: uuid.UUID | None, prefix: str = ""
+    uow: UnitOfWork,
+    draft: MessageDraft,
+    *,
+    thread_id: uuid.UUID | None,
+    author_id: uuid.UUID,
+    prefix: str = "",
 ) -> list[FieldError]:
     """Check that mentions, audience and reply_to name things that exist.
 
@@ -108,11 +114,14 @@ async def reference_errors(
         uow: the unit of work.
         draft: the request.
         thread_id: the target thread (None while createThread makes it).
+        author_id: the writing principal: a reply names a message it may see.
         prefix: the pointer of the draft in its request (``/first_message``).
 
     Returns:
         ``unknown_principal`` for unknown mentions and audience members,
-        ``not_in_thread`` for a reply_to outside the thread; empty when all exist.
+        ``not_in_thread`` for a reply_to outside the thread or restricted from the
+        author (answered as an unknown one, so that no reply tells a restricted
+        message's existence); empty when all exist.
     """
     errors: list[FieldError] = []
     named = _named(draft)
@@ -129,7 +138,12 @@ async def reference_errors(
     )
     if draft.reply_to_id is not None:
         reply = await uow.messages.get(draft.reply_to_id)
-        if reply is None or thread_id is None or reply.thread_id != thread_id:
+        if (
+            reply is None
+            or thread_id is None
+            or reply.thread_id != thread_id
+            or not visible_to(reply, author_id)
+        ):
             errors.append(FieldError(pointer=f"{prefix}/reply_to_id", code="not_in_thread"))
     return errors
 
