@@ -268,7 +268,16 @@ def test_digest_does_not_depend_on_the_order_of_restricted_to() -> None:
 
 def test_digest_has_no_run_id_or_freshness_part() -> None:
     parameters = list(inspect.signature(payload_digest).parameters)
-    assert parameters == ["thread_id", "content", "reply_to_id", "restricted_to"]
+    # createThread's title is a member of its own (createMessage and sends give none).
+    assert parameters == ["thread_id", "content", "reply_to_id", "restricted_to", "title"]
+
+
+def test_a_title_is_a_member_of_its_own() -> None:
+    joined = payload_digest(THREAD, "Plans\nfor Sam\nDraft", None, None, title="")
+    assert payload_digest(THREAD, "Draft", None, None, title="Plans\nfor Sam") != joined
+    assert payload_digest(THREAD, "Draft", None, None, title="") != payload_digest(
+        THREAD, "Draft", None, None
+    )
 
 
 def test_digest_tells_public_from_author_only() -> None:
