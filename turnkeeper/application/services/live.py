@@ -279,6 +279,10 @@ class LiveDelivery:
             ValidationFailed: for a bad cursor.
         """
         size = self._settings.page_default_limit
+        if not agent.is_agent:
+            # Refused (403, audited) before a place is taken, as a poll is: a person
+            # holding its streams is told it may not, not 429 to retry for ever.
+            await self._runs.poll(agent, after=after, limit=size)
         caller = Reader(agent, bearer, self._identity)
 
         async def read(cursor: int | None) -> AgentEventPage:
