@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 
-from turnkeeper.domain.errors import NUL, FieldError
+from turnkeeper.domain.errors import FieldError, character_errors
 from turnkeeper.domain.world import BillingMode, OperatorMode, PrincipalKind
 
 
@@ -46,8 +46,8 @@ def principal_errors(
         errors.append(FieldError(pointer="/kind", code="invalid_enum"))
     if not handle or len(handle.split()) != 1:
         errors.append(FieldError(pointer="/handle", code="invalid"))
-    elif NUL in handle:
-        errors.append(FieldError(pointer="/handle", code="invalid_character"))
+    elif nul := character_errors({"/handle": handle}):
+        errors.extend(nul)
     elif len(handle) > max_handle_length:
         # The handle is a key of a unique index, whose rows have a size limit.
         errors.append(FieldError(pointer="/handle", code="too_long"))
@@ -81,9 +81,7 @@ def name_errors(name: str, pointer: str = "/name") -> list[FieldError]:
     """
     if not name.strip():
         return [FieldError(pointer=pointer, code="required")]
-    if NUL in name:
-        return [FieldError(pointer=pointer, code="invalid_character")]
-    return []
+    return character_errors({pointer: name})
 
 
 def operator_errors(

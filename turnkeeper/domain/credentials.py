@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from turnkeeper.domain.errors import NUL, FieldError
+from turnkeeper.domain.errors import FieldError, character_errors
 
 #: The label of the token that ``TURNKEEPER_OWNER_TOKEN`` names.
 OWNER_ENV_LABEL = "owner-env"
@@ -112,8 +112,8 @@ def label_errors(label: str | None, *, max_chars: int) -> list[FieldError]:
         return []
     if not label.strip():
         return [FieldError(pointer="/label", code="required")]
-    if NUL in label:
-        return [FieldError(pointer="/label", code="invalid_character")]
+    if nul := character_errors({"/label": label}):
+        return nul
     if len(label) > max_chars:
         return [FieldError(pointer="/label", code="too_long")]
     return []

@@ -15,7 +15,7 @@ from datetime import datetime
 
 import attrs
 
-from turnkeeper.domain.errors import NUL, FieldError, character_errors
+from turnkeeper.domain.errors import FieldError, character_errors
 from turnkeeper.domain.world import PrincipalKind
 
 
@@ -151,8 +151,8 @@ def content_errors(content: str, *, max_content_bytes: int, prefix: str = "") ->
     """
     if not content.strip():
         return [FieldError(pointer=f"{prefix}/content", code="required")]
-    if NUL in content:
-        return [FieldError(pointer=f"{prefix}/content", code="invalid_character")]
+    if nul := character_errors({f"{prefix}/content": content}):
+        return nul
     if len(content.encode("utf-8")) > max_content_bytes:
         return [FieldError(pointer=f"{prefix}/content", code="too_long")]
     return []

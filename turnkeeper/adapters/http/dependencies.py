@@ -115,7 +115,19 @@ def bearer_token(request: Request[Any, Any, Any]) -> str | None:
     Returns:
         The token, or None when the header is missing or of another scheme.
     """
-    header = request.headers.get("authorization")
+    return scope_token(request.scope)
+
+
+def scope_token(scope: Scope) -> str | None:
+    """The token of an exchange's ``Authorization: Bearer <token>`` header.
+
+    Args:
+        scope: the exchange's ASGI scope (its headers are parsed once per exchange).
+
+    Returns:
+        The token, or None when the header is missing or of another scheme.
+    """
+    header = Headers.from_scope(scope).get("authorization")
     return token_of_header(header) if header else None
 
 
@@ -217,7 +229,7 @@ def refuse_unknown_bearer(
             if isinstance(bearer, BearerToken):
                 await identity.authenticate_bearer(bearer)
             elif _takes_a_caller(scope):
-                token = _header_token(scope)
+                token = scope_token(scope)
                 if token is None:
                     raise Unauthenticated()
                 await identity.authenticate(token)
@@ -241,12 +253,6 @@ def _takes_a_caller(scope: Scope) -> bool:
         return False
     parameters = handler.parsed_fn_signature.parameters
     return any(name in parameters for name in _CALLER_PARAMETERS)
-
-
-def _header_token(scope: Scope) -> str | None:
-    """The bearer token of the exchange, read as `bearer_token` reads it."""
-    header = Headers.from_scope(scope).get("authorization")
-    return token_of_header(header) if header else None
 
 
 def bearer_failure(scope: Scope) -> Exception | None:

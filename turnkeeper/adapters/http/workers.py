@@ -51,7 +51,19 @@ class ListenFailed(Exception):
     """An address cannot be listened on (in use, not local, not resolvable).
 
     Its text is the one line the command prints: which address, and why.
+
+    Args:
+        what: what could not be done (``listen``, ``serve metrics``).
+        host: the address or host name.
+        port: the port.
+        cause: the error of the socket.
     """
+
+    def __init__(self, what: str, host: str, port: int, cause: OSError) -> None:
+        # gaierror and friends carry their text in strerror; the errno prefix helps nobody.
+        reason = cause.strerror or str(cause) or type(cause).__name__
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        super().__init__(f"cannot {what} on {address}: {reason}")
 
 
 def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
@@ -80,17 +92,8 @@ def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
         sock.listen(backlog)
     except OSError as exc:
         sock.close()
-        raise ListenFailed(f"cannot listen on {_address(host, port)}: {_reason(exc)}") from exc
+        raise ListenFailed("listen", host, port, exc) from exc
     return sock
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _reason(exc: OSError) -> str:
-    # gaierror and friends carry their text in strerror; the errno prefix helps nobody.
-    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def _signal_all(workers: dict[int, int], signum: int) -> None:

@@ -182,9 +182,7 @@ async def run_mcp(
         except OSError as exc:
             if sock is not None:
                 sock.close()
-            raise ListenFailed(
-                f"cannot serve metrics on {args.host}:{args.metrics_port}: {exc.strerror or exc}"
-            ) from exc
+            raise ListenFailed("serve metrics", args.host, args.metrics_port, exc) from exc
 
     def new_session() -> McpSession:
         return McpSession(AgentRuntimeClient(url, token, metrics=metrics), ApiSession(url, token))

@@ -218,18 +218,15 @@ class AdminService:
                 supports_followups=supports_followups,
                 created_at=now,
             )
-            try:
-                await uow.principals.add(principal)
-            except DuplicateKey as taken:
-                raise _handle_taken(taken) from None
+            await uow.principals.add(principal)
             issued = await add_token(uow, self._ids, principal.id, now)
             return NewPrincipal(principal=principal, token=issued.secret)
 
         try:
             return await self._tx.run(work)
         except DuplicateKey as taken:
-            # A store that pipelines its writes reports the taken handle at COMMIT,
-            # after `add` returned: the answer is the same 400 either way.
+            # Out of the unit: a store that pipelines its writes reports the taken handle
+            # at COMMIT, after `add` returned, the memory store at `add` itself.
             raise _handle_taken(taken) from None
 
     async def create_space(

@@ -210,10 +210,20 @@ class AgentFeedService:
             await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
         return polled
 
-    async def _refuse_non_agent(self, principal: Principal) -> None:
-        """Refuse (and audit, as a refusal inside a unit is) a poll by a person or app."""
+    async def _refuse_non_agent(
+        self, principal: Principal, action: AuditAction = AuditAction.AGENT_EVENTS_CONSUME
+    ) -> None:
+        """Refuse (and audit, as a refusal inside a unit is) a person or app.
+
+        Args:
+            principal: the caller.
+            action: what it asked for (a poll unless told otherwise).
+
+        Raises:
+            AccessDenied: ``agents_only`` for anyone but an agent (nothing for an agent).
+        """
         try:
-            require_agent(principal, AuditAction.AGENT_EVENTS_CONSUME)
+            require_agent(principal, action)
         except AccessDenied as denied:
             await self._tx.record_denial(denied)
             raise
@@ -334,12 +344,7 @@ class AgentFeedService:
             AccessDenied: when the caller is not an agent.
             ValidationFailed: for an unknown capability value.
         """
-        try:
-            require_agent(agent, AuditAction.AGENT_HEARTBEAT)
-        except AccessDenied as denied:
-            # Refused before any unit, so the transactor would not audit it: done here.
-            await self._tx.record_denial(denied)
-            raise
+        await self._refuse_non_agent(agent, AuditAction.AGENT_HEARTBEAT)
         if followups is not None and followups not in _CAPABILITIES:
             raise ValidationFailed(
                 [FieldError(pointer="/capabilities/followups", code="invalid_enum")]
