@@ -16,6 +16,17 @@ import attrs
 import httpx
 import pytest
 
+from tests.support.agent_stream import (
+    BASE_URL,
+    CREATED,
+    LOTSE,
+    MESSAGE,
+    RUN,
+    THREAD,
+)
+from tests.support.agent_stream import agent_event as _event
+from tests.support.agent_stream import problem_response as _problem
+from tests.support.agent_stream import sse_body as _sse
 from turnkeeper.adapters.client import (
     AgentEvent,
     AgentRuntimeClient,
@@ -23,34 +34,6 @@ from turnkeeper.adapters.client import (
     RunState,
 )
 from turnkeeper.adapters.client import stream as client_stream
-
-BASE_URL = "https://turnkeeper.example.com"
-LOTSE = "0190a000-0000-7000-8000-00000000a001"
-RUN = "0190a000-0000-7000-8000-0000000000c1"
-THREAD = "0190a000-0000-7000-8000-0000000000f1"
-MESSAGE = "0190a000-0000-7000-8000-0000000000d1"
-CREATED = "2025-03-01T09:00:00Z"
-
-
-def _event(seq: int, kind: str = "agent.invocation") -> dict[str, Any]:
-    return {
-        "seq": seq,
-        "type": kind,
-        "actor": {"id": LOTSE, "kind": "person"},
-        "scope": {"space_id": LOTSE, "channel_id": LOTSE, "thread_id": THREAD},
-        "resource": {"kind": "run", "id": RUN},
-        "payload": {"run_id": RUN, "thread_id": THREAD, "message_id": MESSAGE},
-        "created_at": CREATED,
-        "invocation_token": f"token-{seq}",
-    }
-
-
-def _sse(*seqs: int) -> bytes:
-    parts = [": heartbeat\r\n\r\n"]
-    for seq in seqs:
-        data = json.dumps(_event(seq))
-        parts.append(f"id: {seq}\r\nevent: agent.invocation\r\ndata: {data}\r\n\r\n")
-    return "".join(parts).encode()
 
 
 def _run(version: int = 1, state: str = "running") -> dict[str, Any]:
@@ -67,13 +50,6 @@ def _run(version: int = 1, state: str = "running") -> dict[str, Any]:
         "created_at": CREATED,
         "updated_at": CREATED,
     }
-
-
-def _problem(status: int, code: str, **headers: str) -> httpx.Response:
-    body = {"type": "x", "title": "x", "status": status, "code": code, "correlation_id": "c"}
-    return httpx.Response(
-        status, json=body, headers={"content-type": "application/problem+json", **headers}
-    )
 
 
 @attrs.define

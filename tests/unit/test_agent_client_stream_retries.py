@@ -15,15 +15,11 @@ import attrs
 import httpx
 import pytest
 
+from tests.support.agent_stream import BASE_URL, sse_body
+from tests.support.agent_stream import problem_response as _problem
 from turnkeeper.adapters.client import AgentEvent, AgentRuntimeClient, ClientProblem
 from turnkeeper.adapters.client import stream as client_stream
 
-BASE_URL = "https://turnkeeper.example.com"
-LOTSE = "0190a000-0000-7000-8000-00000000a001"
-RUN = "0190a000-0000-7000-8000-0000000000c1"
-THREAD = "0190a000-0000-7000-8000-0000000000f1"
-MESSAGE = "0190a000-0000-7000-8000-0000000000d1"
-CREATED = "2025-03-01T09:00:00Z"
 STREAM = "/v1/agent/events/stream"
 ACK = "/v1/agent/events/ack"
 #: A Retry-After far above the first reconnect delay, so that honouring it shows.
@@ -31,34 +27,14 @@ RETRY_AFTER_SECONDS = 7
 
 
 def _sse(*seqs: int) -> httpx.Response:
-    parts = [": heartbeat\n\n"]
-    for seq in seqs:
-        event = {
-            "seq": seq,
-            "type": "agent.invocation",
-            "actor": {"id": LOTSE, "kind": "person"},
-            "scope": {"space_id": LOTSE, "channel_id": LOTSE, "thread_id": THREAD},
-            "resource": {"kind": "run", "id": RUN},
-            "payload": {"run_id": RUN, "thread_id": THREAD, "message_id": MESSAGE},
-            "created_at": CREATED,
-            "invocation_token": f"token-{seq}",
-        }
-        parts.append(f"id: {seq}\nevent: agent.invocation\ndata: {json.dumps(event)}\n\n")
     return httpx.Response(
-        200, content="".join(parts).encode(), headers={"content-type": "text/event-stream"}
+        200, content=sse_body(*seqs, newline="\n"), headers={"content-type": "text/event-stream"}
     )
 
 
 def _ended() -> httpx.Response:
     """A stream the server ends at once (it shuts down): 200 with an empty body."""
     return httpx.Response(200, content=b"", headers={"content-type": "text/event-stream"})
-
-
-def _problem(status: int, code: str, **headers: str) -> httpx.Response:
-    body = {"type": "x", "title": "x", "status": status, "code": code, "correlation_id": "c"}
-    return httpx.Response(
-        status, json=body, headers={"content-type": "application/problem+json", **headers}
-    )
 
 
 @attrs.define
