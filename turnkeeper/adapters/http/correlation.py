@@ -22,11 +22,12 @@ import os
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, cast
 
 import structlog
 from litestar import Litestar
+from litestar.routes import BaseRoute, HTTPRoute
 from litestar.types import Message, Receive, Scope, Send
 
 from turnkeeper.adapters.logging import write_direct
@@ -152,6 +153,17 @@ def correlation_id_of(scope: Scope | dict[str, Any]) -> str:
     return chosen
 
 
+_ALLOW = b"allow"
+
+
+def _allow_of(routes: Sequence[BaseRoute], template: str | None) -> bytes | None:
+    """The ``Allow`` value of the HTTP route with this path template, if one has it."""
+    for route in routes:
+        if isinstance(route, HTTPRoute) and route.path_format == template:
+            return ", ".join(sorted(route.methods)).encode("latin-1")
+    return None
+
+
 class Exchange:
     """What the wrapper knows of one HTTP exchange, for the hooks of a subclass.
 
@@ -233,7 +245,28 @@ class CorrelatedApp(Litestar):
         if fast is not None and fast.claims(scope):
             await fast.serve(scope, receive, send, self._litestar)
             return
+        if scope.get("method") == "OPTIONS":
+            send = self._allowing(scope, send)
         await Litestar.__call__(self, scope, receive, send)
+
+    def _allowing(self, scope: Scope, send: Send) -> Send:
+        """`send` with the ``Allow`` of an OPTIONS answer naming every method of its path.
+
+        Litestar's OPTIONS handler is made with a path's first handler and keeps naming
+        only that handler's methods once other handlers join the path (its 405 answers
+        name them all), so the answer's ``Allow`` is taken from the route it matched.
+        """
+
+        async def send_allowing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                allow = _allow_of(self.routes, scope.get("path_template"))
+                if allow is not None:
+                    headers = [h for h in message.get("headers", ()) if h[0].lower() != _ALLOW]
+                    headers.append((_ALLOW, allow))
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        return send_allowing
 
     async def _litestar(self, scope: Scope, receive: Receive, send: Send) -> None:
         await Litestar.__call__(self, scope, receive, send)
