@@ -265,6 +265,29 @@ class TestLifecycle:
             ("completed", 7),
         ]
 
+    @pytest.mark.parametrize(
+        ("state", "trigger_state", "kept"),
+        [
+            (RunState.COMPLETED, TriggerState.DONE, None),
+            (RunState.FAILED, TriggerState.FAILED, "tool crashed"),
+            (RunState.CANCELLED, TriggerState.CANCELLED, "tool crashed"),
+        ],
+    )
+    async def test_the_trigger_keeps_a_reason_only_when_failed_or_cancelled(
+        self,
+        services: Services,
+        world: DemoWorld,
+        state: RunState,
+        trigger_state: TriggerState,
+        kept: str | None,
+    ) -> None:
+        run, _token = await started_run(services, world)
+        ended = await services.runs.finish(world.principal("lotse"), run.id, state, "tool crashed")
+        # The run keeps the agent's words; a done message has no reason (DESIGN 6).
+        assert ended.run.state_reason == "tool crashed"
+        trigger = await message(services, run.triggering_message_id)
+        assert (trigger.trigger_state, trigger.trigger_state_reason) == (trigger_state, kept)
+
     async def test_finish_from_queued_is_invalid(
         self, services: Services, world: DemoWorld
     ) -> None:

@@ -16,11 +16,13 @@ from turnkeeper.domain.messaging import (
     MessageDraft,
     MessageKind,
     Origin,
+    TriggerState,
     content_errors,
     draft_errors,
     origin_for,
     payload_digest,
     title_from_content,
+    trigger_reason,
     visible_to,
 )
 from turnkeeper.domain.world import PrincipalKind
@@ -378,3 +380,22 @@ def test_a_client_id_longer_than_the_limit_is_too_long(
         first_message=bool(prefix),
     )
     assert set(found) == expected
+
+
+@pytest.mark.parametrize(
+    ("state", "kept"),
+    [
+        (TriggerState.RECEIVED, None),
+        (TriggerState.QUEUED, None),
+        (TriggerState.WORKING, None),
+        (TriggerState.DONE, None),
+        (TriggerState.FOLLOWUP_DELIVERED, None),
+        (TriggerState.FAILED, "no_trigger_right"),
+        (TriggerState.CANCELLED, "no_trigger_right"),
+    ],
+)
+def test_a_trigger_state_keeps_a_reason_only_when_failed_or_cancelled(
+    state: TriggerState, kept: str | None
+) -> None:
+    assert trigger_reason(state, "no_trigger_right") == kept
+    assert trigger_reason(state, None) is None

@@ -48,6 +48,25 @@ class TriggerState(enum.StrEnum):
     FOLLOWUP_DELIVERED = "followup_delivered"
 
 
+#: The trigger states that say why (the run's end reason, or the refusal's): any other
+#: state carries no trigger_state_reason.
+REASONED_TRIGGER_STATES = frozenset({TriggerState.FAILED, TriggerState.CANCELLED})
+
+
+def trigger_reason(state: TriggerState, reason: str | None) -> str | None:
+    """The trigger_state_reason a message keeps with a trigger_state.
+
+    Args:
+        state: the message's new trigger_state.
+        reason: the reason at hand (a run's end reason, a refusal's reason), or None.
+
+    Returns:
+        `reason` when the state is failed or cancelled, else None: a completed run's
+        reason stays on the run, its trigger message is done without one.
+    """
+    return reason if state in REASONED_TRIGGER_STATES else None
+
+
 #: The system line written before the first message into a done thread.
 SYSTEM_REOPENED_CONTENT = "thread.reopened"
 

@@ -25,7 +25,13 @@ from hypothesis import strategies as st
 
 from turnkeeper.domain.followups import FollowupMode, FollowupState, OpenFollowup, RunEnd
 from turnkeeper.domain.freshness import MessageFreshnessFrontier
-from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
+from turnkeeper.domain.messaging import (
+    REASONED_TRIGGER_STATES,
+    Message,
+    MessageKind,
+    Origin,
+    TriggerState,
+)
 from turnkeeper.domain.runs import (
     END_STATES,
     AgentFacts,
@@ -215,7 +221,7 @@ def messages(draw: st.DrawFn) -> Message:
         mentions=tuple(draw(st.lists(person_ids | agent_ids, max_size=3))),
         trigger_state=state,
         trigger_state_reason=draw(st.none() | st.sampled_from(["no_trigger_right"]))
-        if state is not None
+        if state in REASONED_TRIGGER_STATES
         else None,
         run_id=draw(run_ids) if kind is MessageKind.RUN else None,
         created_at=draw(times),

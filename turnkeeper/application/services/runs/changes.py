@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.ports import UnitOfWork
 from turnkeeper.domain.authorization import AccessTarget
-from turnkeeper.domain.messaging import TriggerState
+from turnkeeper.domain.messaging import TriggerState, trigger_reason
 from turnkeeper.domain.runs import TRIGGER_STATE_OF, Run
 from turnkeeper.domain.world import Principal
 
@@ -80,13 +80,16 @@ class RunChanges:
             target: the thread, channel and space of the messages.
             message_ids: the messages.
             state: the new trigger_state.
-            reason: its reason (failed, cancelled), or None.
+            reason: the reason at hand, kept only with failed and cancelled
+                (`trigger_reason`).
             known: authors the caller has at hand (the author of the message it
                 posted), not read again.
         """
         if not message_ids:
             return
-        changed = await uow.messages.set_trigger_states(message_ids, state, reason)
+        changed = await uow.messages.set_trigger_states(
+            message_ids, state, trigger_reason(state, reason)
+        )
         if not changed:
             return
         authors = {p.id: p for p in known}
