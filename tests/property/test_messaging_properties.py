@@ -17,8 +17,9 @@ uuids = st.uuids()
 maybe_uuid = st.none() | uuids
 audiences = st.none() | st.lists(uuids, max_size=4)
 contents = st.text(max_size=80)
-#: Text a store can hold: every character but NUL (refused as invalid_character).
-storable = st.characters(exclude_characters=NUL)
+#: Text a store can hold: every character UTF-8 encodes (no lone surrogate) but NUL
+#: (refused as invalid_character).
+storable = st.characters(codec="utf-8", exclude_characters=NUL)
 
 
 def fits(text: str) -> bool:
