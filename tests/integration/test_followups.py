@@ -1127,7 +1127,9 @@ async def _denied_delivery(
     services: Services, world: DemoWorld, clock: FakeClock, run: Run
 ) -> None:
     await revoke(services, world, "alex", world.spaces["support"].id)
-    assert await poll(services, world, EventType.AGENT_INVOCATION) == []
+    # The poll refuses the run's invocation and delivers the follow-on run's instead.
+    (delivery,) = await poll(services, world, EventType.AGENT_INVOCATION)
+    assert delivery.event.payload["run_id"] != str(run.id)
 
 
 async def _expired(services: Services, world: DemoWorld, clock: FakeClock, run: Run) -> None:
@@ -1214,7 +1216,8 @@ END_PATHS = [
         RunEnd(state=RunState.FAILED, reason="no_trigger_right"),
         _denied_delivery,
         DEFERRED,
-        RECEIVED,
+        # The poll that refused the run delivered the follow-on run's invocation.
+        ("queued", None),
         True,
     ),
     EndPath(
@@ -1303,6 +1306,33 @@ class TestRunEndSettlesOnEveryEndPath:
             and e.payload["state"] == path.end.state.value
         ]
         assert len(ends) == 1
+
+
+class TestDeniedDeliveryDeliversTheFollowOnRun:
+    async def test_the_poll_that_refuses_an_invocation_delivers_the_run_it_opened(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        world = ext
+        await set_mode(services, world, "queue")
+        thread_id = main_thread(world, "allgemein")
+        run = await queued(services, world)
+        followup = await post(services, world, "sam", thread_id, "f1")
+        # Alex loses the right to trigger: the invocation of the run is refused at delivery.
+        await revoke(services, world, "alex", world.spaces["support"].id)
+
+        page = await services.runs.poll(world.principal("lotse"))
+
+        ended = await get_run(services, run.id)
+        assert (ended.state, ended.state_reason) == (RunState.FAILED, "no_trigger_right")
+        new = await active_run(services, thread_id)
+        assert new is not None
+        assert new.triggering_message_id == followup.id
+        # A page is empty only when nothing deliverable is left after the cursor (API.md):
+        # the follow-on run's invocation, appended by this very poll, is in it.
+        assert [(d.event.type, d.event.payload["run_id"]) for d in page.deliveries] == [
+            (EventType.AGENT_INVOCATION, str(new.id))
+        ]
+        assert not page.deliveries[0].redelivered
 
 
 class TestFollowOnRunRefusedWhenAgentDisabled:

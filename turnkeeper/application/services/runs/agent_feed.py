@@ -187,7 +187,11 @@ class AgentFeedService:
                 # Answered once the token is known to be live and an agent's.
                 size, invalid = self._settings.page_size(None), exc
 
+        # The runs whose invocation the unit refused (a retried unit starts it again).
+        refused: list[uuid.UUID] = []
+
         async def work(uow: UnitOfWork) -> tuple[PolledPage, ResolvedToken | None]:
+            refused.clear()
             token: ResolvedToken | None = None
             if isinstance(actor, Principal):
                 agent = actor
@@ -202,10 +206,16 @@ class AgentFeedService:
                 events = found.events if found is not None else []
             if check is not None:
                 check(agent)
-            page = await self._deliver(uow, agent, cursor, events, after, size)
+            page = await self._deliver(uow, agent, cursor, events, after, size, refused)
             return PolledPage(agent=agent, page=page), token
 
         polled, caller = await self._tx.run(work, named=self.poll)
+        while refused and not polled.page.deliveries:
+            # A refused invocation ended its run, which may have opened the follow-on
+            # run: its invocation is readable once that unit committed, and a page is
+            # empty only when nothing deliverable is left after the cursor (API.md).
+            after = polled.page.next_after
+            polled, caller = await self._tx.run(work, named=self.poll)
         if caller is not None:
             await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
         return polled
@@ -243,8 +253,12 @@ class AgentFeedService:
         events: list[Event],
         after: int | None,
         size: int,
+        refused: list[uuid.UUID],
     ) -> AgentEventPage:
-        """The page of a poll from its first events, the cursor moved past what it read."""
+        """The page of a poll from its first events, the cursor moved past what it read.
+
+        The runs whose invocation it refuses are added to `refused`.
+        """
         position = cursor.acked_seq if after is None else after
         # The delivered position moves only over events actually read: a cursor past the
         # feed's end delivered nothing, and taking it as delivered would flag the next
@@ -256,7 +270,7 @@ class AgentFeedService:
         # however many ended runs fill the feed before it.
         while True:
             for event in events:
-                delivery = await self._delivery(uow, event, cursor.delivered_seq)
+                delivery = await self._delivery(uow, event, cursor.delivered_seq, refused)
                 if delivery is not None:
                     deliveries.append(delivery)
             if events:
@@ -271,11 +285,13 @@ class AgentFeedService:
             )
         return AgentEventPage(deliveries=deliveries, next_after=position)
 
-    async def _delivery(self, uow: UnitOfWork, event: Event, delivered_seq: int) -> Delivery | None:
+    async def _delivery(
+        self, uow: UnitOfWork, event: Event, delivered_seq: int, refused: list[uuid.UUID]
+    ) -> Delivery | None:
         """One event as delivered now, or None when it is not deliverable any more."""
         token: str | None = None
         if event.type is EventType.AGENT_INVOCATION:
-            token = await self._deliver_invocation(uow, event)
+            token = await self._deliver_invocation(uow, event, refused)
             if token is None:
                 return None
         elif event.type is EventType.AGENT_FOLLOWUP:
@@ -355,8 +371,13 @@ class AgentFeedService:
 
         await self._tx.run(work)
 
-    async def _deliver_invocation(self, uow: UnitOfWork, event: Event) -> str | None:
-        """Deliver an invocation with a fresh token, or None when nothing is to be sent."""
+    async def _deliver_invocation(
+        self, uow: UnitOfWork, event: Event, refused: list[uuid.UUID]
+    ) -> str | None:
+        """Deliver an invocation with a fresh token, or None when nothing is to be sent.
+
+        A refused one ends its run, whose id is added to `refused`.
+        """
         run = await uow.runs.lock(event.resource_id)
         if run is None or run.state is not RunState.QUEUED:
             return None
@@ -377,6 +398,7 @@ class AgentFeedService:
             await self._ender.end(
                 uow, run, target, RunState.FAILED, reason.value, actor=agent, agent=agent
             )
+            refused.append(run.id)
             return None
         token, _ = self._sign(run.id, message.id, TriggerKind.MESSAGE, author.id)
         if message.trigger_state is TriggerState.RECEIVED:
