@@ -683,3 +683,26 @@ class TestLogs:
             assert all(secret not in str(value) for value in record.values())
             assert "content" not in record
         assert LOGGER_NAME == "turnkeeper.freshness"
+
+    async def test_an_agents_create_message_is_one_ungated_record(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        thread_id = main_thread(world, "eskalation")
+        secret = "the secret text of the answer"
+        with capture_logs() as records:
+            first = await post(services, world, "lotse", thread_id, "c1", content=secret)
+            await post(services, world, "lotse", thread_id, "c1", content=secret)
+            await post(services, world, "alex", thread_id, "p1", content=secret)
+        mine = [r for r in records if r["event"] == "agent_send"]
+        assert [(r["state"], r["path"], r["gated"]) for r in mine] == [
+            ("sent", SendPath.COMPAT, False),
+            ("already_sent", SendPath.REPLAY, False),
+        ]
+        for record in mine:
+            assert (record["target_key"], record["accepted_seq"], record["client_message_id"]) == (
+                thread_target_key(thread_id),
+                first.thread_seq,
+                "c1",
+            )
+            assert record["agent_id"] == str(world.principal("lotse").id)
+            assert all(secret not in str(value) for value in record.values())

@@ -139,6 +139,34 @@ async def test_sends_without_freshness_take_the_compatibility_count(
     )
 
 
+async def test_an_agents_create_message_and_thread_take_the_compatibility_count(
+    services: Services, world: DemoWorld
+) -> None:
+    # createMessage and createThread are the agent's ungated compatibility path (DESIGN
+    # section 9), with freshness.required_for_agents at its default (true).
+    thread = eskalation(world)
+    async with client_of(services) as client:
+        for _ in range(2):
+            answer = await post(client, world, "lotse", thread, "c1", "Lotse, ungated")
+            assert answer.status_code in (200, 201)
+        created = await client.post(
+            f"/v1/channels/{world.channels['eskalation'].id}/threads",
+            json={"first_message": {"client_msg_id": "c2", "content": "A report"}},
+            headers=token_of(world, "lotse"),
+        )
+        assert created.status_code == 201
+        # A person's message is no agent send at all.
+        assert (await post(client, world, "alex", thread, "p1", "Alex asks")).status_code == 201
+        samples = await scrape(client)
+    assert samples.value("turnkeeper_agent_send_compat_total", target_type="thread") == 3
+    assert samples.value("turnkeeper_agent_send_idempotency_total", target_type="thread") == 1
+    name = "turnkeeper_agent_send_freshness_total"
+    assert all(
+        samples.value(name, state=s, target_type="thread") == 0
+        for s in ("sent", "already_sent", "held")
+    )
+
+
 async def test_a_rolled_back_unit_counts_nothing(services: Services, world: DemoWorld) -> None:
     thread = allgemein(world)
     async with client_of(services) as client:

@@ -36,10 +36,8 @@ same answer states.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import attrs
-import structlog
 
 from turnkeeper.application.errors import RetriableConflict
 from turnkeeper.application.event_factory import EventFactory
@@ -54,8 +52,10 @@ from turnkeeper.application.services.messages_append import (
     replayed,
 )
 from turnkeeper.application.services.send_records import (
+    LOGGER_NAME,
     outcome_fields,
     refused_fields,
+    send_log,
     seq_delta,
 )
 from turnkeeper.application.services.send_types import (
@@ -79,16 +79,11 @@ from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.messaging import Message, MessageDraft, content_errors, payload_digest
 from turnkeeper.domain.world import Principal, thread_target_key
 
-#: The logger of every send outcome (one record per answered or refused send).
-LOGGER_NAME = "turnkeeper.freshness"
-
 #: The action of a refused send in the audit (a person or app is not an agent).
 SEND_ACTION = AuditAction.AGENT_SEND
 
 
-def _log() -> Any:
-    # A fresh proxy per record: it follows the structlog configuration of the moment.
-    return structlog.get_logger(LOGGER_NAME)
+_log = send_log
 
 
 @attrs.frozen(kw_only=True)

@@ -37,6 +37,7 @@ from turnkeeper.application.services.messages_append import (
     replay,
     replayed,
 )
+from turnkeeper.application.services.send_records import report_ungated
 from turnkeeper.application.services.trigger_report import message_trigger
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.tracking import TrackedUnit
@@ -263,7 +264,9 @@ class ConversationService:
                 trigger=await message_trigger(uow, message),
             )
 
-        return await self._tx.run(work)
+        created = await self._tx.run(work)
+        report_ungated(self._tx.telemetry, created.author, created.message, created.replayed)
+        return created
 
     async def create_message(
         self,
@@ -349,6 +352,7 @@ class ConversationService:
         posted, caller = await self._tx.run(work)
         if caller is not None:
             await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
+        report_ungated(self._tx.telemetry, posted.author, posted.message, posted.replayed)
         return posted
 
     async def close_thread(self, actor: Principal, thread_id: uuid.UUID) -> Thread:

@@ -7,11 +7,24 @@ same keys (``agent_id``, ``target_key``, ``state``, ``seen_up_to_seq``, ``latest
 
 from __future__ import annotations
 
-from turnkeeper.application.services.send_types import AgentSend, SendOutcome
-from turnkeeper.application.telemetry import AttributeValue
+from typing import Any
+
+import structlog
+
+from turnkeeper.application.services.send_types import AgentSend, SendOutcome, SendPath
+from turnkeeper.application.telemetry import AttributeValue, SendAnswered, TelemetryHub
 from turnkeeper.domain.errors import DomainError
 from turnkeeper.domain.freshness import SendState
+from turnkeeper.domain.messaging import Message
 from turnkeeper.domain.world import Principal, thread_target_key
+
+#: The logger of every send outcome (one record per answered or refused send).
+LOGGER_NAME = "turnkeeper.freshness"
+
+
+def send_log() -> Any:
+    """The logger of send records (a fresh proxy per record: it follows the configuration)."""
+    return structlog.get_logger(LOGGER_NAME)
 
 
 def request_fields(actor: Principal, request: AgentSend) -> dict[str, AttributeValue]:
@@ -107,3 +120,35 @@ def refused_fields(
 
 
 __all__ = ["outcome_fields", "refused_fields", "request_fields", "seq_delta"]
+
+
+def report_ungated(
+    telemetry: TelemetryHub, author: Principal, message: Message, replayed: bool
+) -> None:
+    """Record an agent's message written through createMessage or createThread.
+
+    Those are the agent's ungated compatibility path (DESIGN section 9): it is logged
+    as an ``agent_send`` record with ``gated`` false and counted as a compatibility
+    send (an idempotent replay as an ``already_sent`` one), as a send without
+    freshness is. A person's message is no send: nothing is recorded.
+
+    Args:
+        telemetry: where the answer is counted.
+        author: the message's author.
+        message: the stored message (or the replayed original).
+        replayed: whether the request was an idempotent replay.
+    """
+    if not author.is_agent:
+        return
+    state = SendState.ALREADY_SENT if replayed else SendState.SENT
+    send_log().info(
+        "agent_send",
+        agent_id=str(author.id),
+        target_key=thread_target_key(message.thread_id),
+        client_message_id=message.client_msg_id or "",
+        gated=False,
+        state=state.value,
+        path=SendPath.REPLAY if replayed else SendPath.COMPAT,
+        accepted_seq=message.thread_seq,
+    )
+    telemetry.send_answered(SendAnswered(state=state.value, gated=False))
