@@ -59,6 +59,17 @@ WHERE m.deleted_at IS NULL
       END
 ORDER BY m.id;
 
+-- Only a failed or cancelled trigger says why: a reason beside any other trigger_state
+-- (a completed run's reason on its done message) breaks the rule. The reason itself is
+-- not shown: an agent's finish reason is its own text.
+-- name: TriggerReasonViolations :many
+SELECT m.id AS subject_id,
+       concat('trigger_state=', m.trigger_state, ' with a trigger_state_reason')::text AS detail
+FROM messages m
+WHERE m.trigger_state_reason IS NOT NULL
+  AND m.trigger_state NOT IN ('failed', 'cancelled')
+ORDER BY m.id;
+
 -- Only a person's human message ever carries a trigger_state.
 -- name: NonHumanTriggerStateViolations :many
 SELECT m.id AS subject_id,

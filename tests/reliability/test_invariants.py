@@ -99,6 +99,11 @@ CORRUPTIONS: list[tuple[Invariant, list[str], str]] = [
         None,  # type: ignore[list-item]
     ),
     (
+        Invariant.TRIGGER_REASON,
+        ["UPDATE messages SET trigger_state_reason = 'all good' WHERE id = %(active_trigger)s"],
+        "active_trigger",
+    ),
+    (
         Invariant.NON_HUMAN_TRIGGER_STATE,
         [
             "UPDATE messages SET origin = 'human', trigger_state = 'received' "

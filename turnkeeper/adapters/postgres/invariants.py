@@ -32,6 +32,7 @@ class Invariant(enum.StrEnum):
     NO_OPEN_FOLLOWUP_ON_ENDED_RUN = "no_open_followup_on_ended_run"
     RUN_VERSION = "run_version_counts_changes"
     TRIGGER_STATE = "trigger_state_follows_run"
+    TRIGGER_REASON = "trigger_reason_only_when_failed_or_cancelled"
     NON_HUMAN_TRIGGER_STATE = "no_trigger_state_on_non_human_message"
     NULL_PAYLOAD = "no_null_in_event_payload"
     PERSONAL_CONTENT = "no_content_in_personal_event"
@@ -74,6 +75,7 @@ CHECKS: tuple[tuple[Invariant, _Query], ...] = (
     (Invariant.NO_OPEN_FOLLOWUP_ON_ENDED_RUN, q.open_followup_on_ended_run_violations),
     (Invariant.RUN_VERSION, q.run_version_violations),
     (Invariant.TRIGGER_STATE, q.trigger_state_violations),
+    (Invariant.TRIGGER_REASON, q.trigger_reason_violations),
     (Invariant.NON_HUMAN_TRIGGER_STATE, q.non_human_trigger_state_violations),
     (Invariant.NULL_PAYLOAD, q.null_payload_violations),
     (Invariant.PERSONAL_CONTENT, q.personal_content_violations),

@@ -339,6 +339,19 @@ class TriggerStateViolationsRow:
 
 
 @attrs.frozen
+class TriggerReasonViolationsRow:
+    """A result row of TriggerReasonViolations.
+
+    Attributes:
+        subject_id: ``uuid``.
+        detail: ``text``.
+    """
+
+    subject_id: uuid.UUID
+    detail: str
+
+
+@attrs.frozen
 class NonHumanTriggerStateViolationsRow:
     """A result row of NonHumanTriggerStateViolations.
 
@@ -1180,6 +1193,13 @@ WHERE m.deleted_at IS NULL
         WHEN 'cancelled' THEN m.trigger_state IS DISTINCT FROM 'cancelled'
         ELSE coalesce(m.trigger_state, '') NOT IN ('received', 'queued', 'working')
       END
+ORDER BY m.id"""
+
+_TRIGGER_REASON_VIOLATIONS = """SELECT m.id AS subject_id,
+       concat('trigger_state=', m.trigger_state, ' with a trigger_state_reason')::text AS detail
+FROM messages m
+WHERE m.trigger_state_reason IS NOT NULL
+  AND m.trigger_state NOT IN ('failed', 'cancelled')
 ORDER BY m.id"""
 
 _NON_HUMAN_TRIGGER_STATE_VIOLATIONS = """SELECT m.id AS subject_id,
@@ -3205,6 +3225,35 @@ async def trigger_state_violations(
     """
     async with conn.cursor(row_factory=args_row(TriggerStateViolationsRow)) as cur:
         await cur.execute(_TRIGGER_STATE_VIOLATIONS)
+        return await cur.fetchall()
+
+
+async def trigger_reason_violations(
+    conn: psycopg.AsyncConnection[Any],
+) -> list[TriggerReasonViolationsRow]:
+    """Run TriggerReasonViolations (:many, sql/queries/invariants.sql).
+
+    Only a failed or cancelled trigger says why: a reason beside any other trigger_state
+    (a completed run's reason on its done message) breaks the rule. The reason itself is
+    not shown: an agent's finish reason is its own text.
+
+    SQL::
+
+        SELECT m.id AS subject_id,
+               concat('trigger_state=', m.trigger_state, ' with a trigger_state_reason')::text AS detail
+        FROM messages m
+        WHERE m.trigger_state_reason IS NOT NULL
+          AND m.trigger_state NOT IN ('failed', 'cancelled')
+        ORDER BY m.id
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(TriggerReasonViolationsRow)) as cur:
+        await cur.execute(_TRIGGER_REASON_VIOLATIONS)
         return await cur.fetchall()
 
 
