@@ -6,10 +6,12 @@ import uuid
 
 import pytest
 
-from tests.support.fakes import FakeClock
+from tests.support.fakes import FakeClock, TickingClock
 from tests.support.scenario import draft, main_thread, shared_events
+from tests.support.services import services_over
 from turnkeeper.application.bootstrap import Services
-from turnkeeper.application.demo import DemoWorld
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.ports import UnitOfWorkFactory
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.errors import IdempotencyConflict, NotFound, RateLimited, ValidationFailed
 from turnkeeper.domain.events import EventType
@@ -257,6 +259,23 @@ class TestThreads:
         ]
         thread = await services.conversation.get_thread(alex, thread_id)
         assert (thread.state, thread.latest_seq) == (ThreadState.OPEN, 3)
+
+    async def test_the_reopen_line_is_not_later_than_the_message_after_it(
+        self, uow_factory: UnitOfWorkFactory
+    ) -> None:
+        # A clock that moves at every reading, as a real one does between two readings.
+        services = services_over(uow_factory, clock=TickingClock())
+        world = await build_demo_world(services)
+        alex = world.principal("alex")
+        thread_id = main_thread(world, "eskalation")
+        await services.conversation.create_message(alex, thread_id, draft("a1"))
+        await services.conversation.close_thread(alex, thread_id)
+        await services.conversation.create_message(alex, thread_id, draft("a2"))
+        page = await services.conversation.list_messages(alex, thread_id)
+        _first, line, message = page.messages
+        assert (line.kind, message.kind) == (MessageKind.SYSTEM, MessageKind.TEXT)
+        # The line comes first in seq, and its time does not say otherwise.
+        assert line.created_at <= message.created_at
 
     async def test_agent_cannot_close(self, services: Services, world: DemoWorld) -> None:
         with pytest.raises(AccessDenied) as denied:

@@ -40,6 +40,18 @@ class FakeClock:
         self.current += by if isinstance(by, timedelta) else timedelta(seconds=by)
 
 
+class TickingClock(FakeClock):
+    """A fake clock that moves one `TICK` forward at every reading (as a real one may)."""
+
+    def now(self) -> datetime:
+        self.current += TICK
+        return self.current
+
+
+#: How far a `TickingClock` moves per reading.
+TICK = timedelta(microseconds=1)
+
+
 class SequentialIds:
     """UUIDv7-shaped ids from a counter: ordered and reproducible."""
 

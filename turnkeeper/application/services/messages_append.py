@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 
 from turnkeeper.application.bus import EventBus, MessagePosted
 from turnkeeper.application.event_factory import EventFactory
@@ -256,7 +257,7 @@ class MessageAppender:
                 return pending.pop()
             return await uow.threads.allocate_seq(thread.id)
 
-        await self.reopen_if_done(uow, actor, target, next_seq)
+        await self.reopen_if_done(uow, actor, target, next_seq, at=now)
         restricted = stored_audience(draft.restricted_to, actor.id)
         message = Message(
             id=self._ids.new_id(),
@@ -284,6 +285,8 @@ class MessageAppender:
         actor: Principal,
         target: AccessTarget,
         next_seq: Callable[[], Awaitable[int]] | None = None,
+        *,
+        at: datetime | None = None,
     ) -> None:
         """Before a message is stored in a done thread: reopen it with its system line.
 
@@ -298,6 +301,8 @@ class MessageAppender:
             actor: the author of the message that follows (the line's author).
             target: the thread with its channel and space.
             next_seq: allocates the line's seq (None: the thread's next seq).
+            at: the time of the message that follows, which the line takes too (it is
+                written first and must not look later); None: now.
         """
         thread = thread_of(target)
         locked = await uow.threads.lock_state(thread.id)
@@ -313,7 +318,7 @@ class MessageAppender:
             origin=Origin.SYSTEM,
             kind=MessageKind.SYSTEM,
             content=SYSTEM_REOPENED_CONTENT,
-            created_at=self._clock.now(),
+            created_at=at if at is not None else self._clock.now(),
         )
         await self.store(uow, line, actor, target)
 

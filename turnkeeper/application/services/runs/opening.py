@@ -87,7 +87,7 @@ class RunOpener:
         await uow.runs.add(run)
         # A follow-on run opens when its run ends, and the thread may have been closed
         # since its follow-up was written: its anchor is a message like any other.
-        await self._appender.reopen_if_done(uow, agent, target)
+        await self._appender.reopen_if_done(uow, agent, target, at=now)
         anchor = Message(
             id=self._ids.new_id(),
             thread_id=thread.id,
