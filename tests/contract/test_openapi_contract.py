@@ -207,3 +207,14 @@ async def test_seqs_in_request_bodies_state_their_exact_bound(client: ContractCl
         ("SendFreshnessBody", "seen_up_to_seq"),
     ):
         assert schemas[name]["properties"][member]["maximum"] == 2**63 - 1, name
+
+
+async def test_the_message_members_state_their_rules(client: ContractClient) -> None:
+    # The seed's document names the run_id rule and the one kind a client may send.
+    schemas = client.spec["components"]["schemas"]
+    sent = schemas["MessageCreate"]["properties"]
+    assert sent["kind"]["enum"] == ["text"]
+    rule = sent["run_id"]["description"]
+    for term in ("Agents only", "run_mismatch", "run_not_active", "not stored"):
+        assert term in rule, term
+    assert "kind run" in schemas["Message"]["properties"]["run_id"]["description"]

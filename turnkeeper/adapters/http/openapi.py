@@ -7,7 +7,7 @@ leaves out (closed request bodies, paging bounds, links).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec
@@ -19,6 +19,7 @@ from litestar.openapi.spec import (
     OpenAPIType,
     Operation,
     Parameter,
+    Reference,
     Schema,
 )
 
@@ -263,6 +264,42 @@ def _drop_example_ids(openapi: OpenAPI) -> None:
                         example.id = None
 
 
+#: What the generated schemas cannot say of some members: (schema, member) -> description.
+MEMBER_RULES: dict[tuple[str, str], str] = {
+    ("MessageCreate", "run_id"): (
+        "Agents only: an active run (queued, running or waiting_input) of the calling agent"
+        " in this thread, which the message answers. Validated, not stored on the message"
+        " and not part of the idempotency digest (a replay is unaffected). Any other run"
+        " (unknown, of another thread or of another agent) or a person naming a run: 400"
+        " validation_failed, code run_mismatch at /run_id (one uniform answer); the"
+        " agent's own ended run: 409 conflict, reason run_not_active."
+    ),
+    ("MessageCreate", "kind"): (
+        "Only text may be sent: system lines and run anchors come from the server alone"
+        " (400 validation_failed at /kind)."
+    ),
+    ("Message", "run_id"): "Set only for kind run: the run whose live box this anchor holds.",
+}
+#: The kinds a client may send (`MessageCreate` keeps ``kind`` free text so that the
+#: message rules answer the others with their own pointer and code).
+SENDABLE_KINDS = ("text",)
+
+
+def _member(schemas: Mapping[str, Schema | Reference], name: str, member: str) -> Schema:
+    schema = schemas.get(name)
+    found = (schema.properties or {}).get(member) if isinstance(schema, Schema) else None
+    if not isinstance(found, Schema):
+        raise LookupError(f"the OpenAPI document has no member {name}.{member}")
+    return found
+
+
+def _member_rules(schemas: Mapping[str, Schema | Reference]) -> None:
+    for (name, member), rule in MEMBER_RULES.items():
+        _member(schemas, name, member).description = rule
+    kind = _member(schemas, "MessageCreate", "kind")
+    kind.one_of, kind.type, kind.enum = None, OpenAPIType.STRING, list(SENDABLE_KINDS)
+
+
 def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
     """Add to the generated document what the routes do but Litestar does not write.
 
@@ -275,6 +312,7 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
     - Every 429 and 503 answer documents its ``Retry-After`` header.
     - The problem examples (real answers, `problem_examples`) carry no ``id`` member.
     - The links between operations (`turnkeeper.adapters.http.openapi_links`).
+    - The rules of `MEMBER_RULES` (``run_id``) and the one kind a client may send.
 
     Args:
         openapi: the document Litestar generated; changed in place.
@@ -284,7 +322,8 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
         The same document.
 
     Raises:
-        LookupError: when a request body has no schema in the document.
+        LookupError: when a request body or a member of `MEMBER_RULES` has no schema in
+            the document.
     """
     schemas = openapi.components.schemas or {}
     for kind in _request_bodies():
@@ -293,6 +332,7 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
             raise LookupError(f"the OpenAPI document has no schema {kind.__name__}")
         schema.additional_properties = False
         _exact_integer_bounds(kind, schema)
+    _member_rules(schemas)
     bounds = {
         "after": (0, None),
         "after_seq": (0, None),
