@@ -112,6 +112,9 @@ class Settings:
             the headers of a request before the server closes it.
         body_timeout: ``http.body_timeout``, how long a connection may take to send the
             body of a request after its headers (beyond: 408, and the server closes it).
+        max_header_bytes: ``http.max_header_bytes``, how many bytes a connection may
+            send before a request's headers are complete (beyond: 431, and the server
+            closes it).
         max_connections: ``http.max_connections``, HTTP connections one process keeps
             open at most.
         shutdown_timeout: ``http.shutdown_timeout``, how long a stopping server waits
@@ -195,6 +198,7 @@ class Settings:
     readiness_timeout: timedelta = attrs.field(default=_seconds(2), validator=_positive_duration)
     header_timeout: timedelta = attrs.field(default=_seconds(10), validator=_positive_duration)
     body_timeout: timedelta = attrs.field(default=_seconds(30), validator=_positive_duration)
+    max_header_bytes: int = attrs.field(default=65536, validator=_positive)
     max_connections: int = attrs.field(default=1000, validator=_positive)
     shutdown_timeout: timedelta = attrs.field(default=_seconds(30), validator=_positive_duration)
     max_json_depth: int = attrs.field(default=32, validator=_positive)
@@ -272,6 +276,7 @@ SETTING_KEYS: dict[str, str] = {
     "database.reconnect_max_wait": "reconnect_max_wait",
     "database.readiness_timeout": "readiness_timeout",
     "http.header_timeout": "header_timeout",
+    "http.max_header_bytes": "max_header_bytes",
     "http.body_timeout": "body_timeout",
     "http.max_connections": "max_connections",
     "http.shutdown_timeout": "shutdown_timeout",

@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast
 import msgspec
 import structlog
 
+from turnkeeper.adapters.http.answers import FieldErrorOut
 from turnkeeper.adapters.http.correlation import CORRELATION_HEADER, correlation_id_of
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
 
@@ -46,17 +47,87 @@ def request_timeout_answer(correlation_id: str) -> bytes:
     Returns:
         A whole HTTP/1.1 answer, status line to body.
     """
-    body = msgspec.json.encode(
-        problem_of(ProblemAnswer(code="request_timeout", status=408), correlation_id)
-    )
+    return closing_answer(ProblemAnswer(code="request_timeout", status=408), correlation_id)
+
+
+#: The status lines of the answers the server writes itself (no application behind).
+_REASONS = {
+    400: "Bad Request",
+    408: "Request Timeout",
+    431: "Request Header Fields Too Large",
+}
+#: The problem of a request the HTTP parser could not read.
+MALFORMED_REQUEST = ProblemAnswer(
+    code="validation_failed",
+    status=400,
+    errors=(FieldErrorOut(pointer="", code="malformed_request"),),
+)
+#: The problem of a request whose headers exceed ``http.max_header_bytes``.
+HEADERS_TOO_LARGE = ProblemAnswer(code="headers_too_large", status=431)
+
+
+def closing_answer(answer: ProblemAnswer, correlation_id: str) -> bytes:
+    """The bytes of a problem answer the server writes itself, closing the connection.
+
+    Args:
+        answer: the problem (its status one of the server's own: 400, 408, 431).
+        correlation_id: the request's correlation id (answered in its header).
+
+    Returns:
+        A whole HTTP/1.1 answer, status line to body.
+    """
+    body = msgspec.json.encode(problem_of(answer, correlation_id))
     head = (
-        "HTTP/1.1 408 Request Timeout\r\n"
+        f"HTTP/1.1 {answer.status} {_REASONS[answer.status]}\r\n"
         f"content-type: {PROBLEM_MEDIA_TYPE}\r\n"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n"
         f"{CORRELATION_HEADER.lower()}: {correlation_id}\r\n\r\n"
     )
     return head.encode("latin-1") + body
+
+
+def refuse_unread(
+    guard: ConnectionGuard,
+    connection: GuardedConnection,
+    transport: asyncio.WriteTransport,
+    too_large: bool,
+) -> None:
+    """Answer a request the server could not read as a problem, and end the connection.
+
+    The parser refused it (400 ``validation_failed`` / ``malformed_request``) or its
+    headers passed ``http.max_header_bytes`` (431 ``headers_too_large``). The request
+    never reached the application, so its log line is written here (route
+    ``(unread)``), with a new correlation id. The connection's writing side is closed
+    after the answer while the client may still be sending: closing the whole socket
+    with its bytes unread would reset the connection and lose the answer. The protocol
+    discards what still arrives, and the guard closes the connection at the latest
+    ``http.header_timeout`` after its headers began.
+
+    Args:
+        guard: the server's guard.
+        connection: the connection.
+        transport: its transport.
+        too_large: the headers were too long (else the request was malformed).
+    """
+    if transport.is_closing():
+        return
+    answer = HEADERS_TOO_LARGE if too_large else MALFORMED_REQUEST
+    correlation_id = correlation_id_of({})
+    _log.info(
+        "http_request",
+        method="",
+        route="(unread)",
+        status=answer.status,
+        correlation_id=correlation_id,
+    )
+    transport.write(closing_answer(answer, correlation_id))
+    guard.body_received(connection)
+    guard.await_headers(connection)
+    if transport.can_write_eof():
+        transport.write_eof()
+    else:
+        transport.close()
 
 
 def close_dropped(
@@ -188,6 +259,8 @@ class ConnectionGuard:
         header_timeout: ``http.header_timeout`` in seconds.
         max_connections: open connections at most (see `connection_budget`).
         body_timeout: ``http.body_timeout`` in seconds.
+        max_header_bytes: ``http.max_header_bytes``: bytes a connection may send before
+            a request's headers are complete (None: no bound).
         clock: the time waits are measured in, the loop's (None: the running loop's
             `time`; a test gives its own and fires the timers itself).
     """
@@ -198,9 +271,11 @@ class ConnectionGuard:
         header_timeout: float,
         max_connections: int,
         body_timeout: float = 30.0,
+        max_header_bytes: int | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.header_timeout = header_timeout
+        self.max_header_bytes = max_header_bytes
         self.max_connections = max_connections
         self.body_timeout = body_timeout
         self.open: set[GuardedConnection] = set()

@@ -5,6 +5,10 @@ to the same `turnkeeper.adapters.http.guard.ConnectionGuard` as the h11 protocol
 from the parser's callbacks instead of h11's states: the header timer stops when a
 request's headers are complete (``on_headers_complete``) and starts again when an
 answer is complete and no pipelined request is waiting (``on_response_complete``).
+httptools keeps a header of any length in memory, so the bytes received before a
+request's headers are complete are counted here: beyond ``http.max_header_bytes`` the
+connection gets ``431 headers_too_large`` and is closed. A request the parser refuses
+gets a problem answer with a correlation id, not uvicorn's plain text.
 This module imports httptools: import it only where httptools is installed.
 """
 
@@ -21,6 +25,7 @@ from turnkeeper.adapters.http.guard import (
     ConnectionGuard,
     close_dropped,
     end_late_request,
+    refuse_unread,
     request_timeout_answer,
 )
 
@@ -35,6 +40,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """
 
     guard: ClassVar[ConnectionGuard]
+    #: Bytes received since the current request's headers began (while they are read).
+    _head_bytes = 0
+    #: Whether the current request's headers are still being read.
+    _reading_head = True
+    #: Whether a request was refused unread: what still arrives is discarded.
+    _refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Register the connection with the guard (after uvicorn's own setup).
@@ -44,6 +55,25 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(cast("asyncio.Transport", CorkedTransport(transport, self.loop)))
         self.guard.opened(self)
 
+    def data_received(self, data: bytes) -> None:
+        """Let uvicorn parse the bytes; refuse headers longer than allowed."""
+        if self._refused:
+            return
+        if self._reading_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        limit = self.guard.max_header_bytes
+        if self._reading_head and limit is not None and self._head_bytes > limit:
+            self._refuse(too_large=True)
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer a request the parser refused as a problem (uvicorn writes plain text)."""
+        self._refuse(too_large=False)
+
+    def _refuse(self, *, too_large: bool) -> None:
+        self._refused = True
+        refuse_unread(self.guard, self, self.transport, too_large)
+
     def connection_lost(self, exc: Exception | None) -> None:
         """Forget the connection, then let uvicorn clean up."""
         self.guard.closed(self)
@@ -51,6 +81,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         """Stop the header timer, let uvicorn start the request, start the body timer."""
+        self._reading_head = False
         self.guard.headers_received(self)
         super().on_headers_complete()
         self.guard.await_body(self)
@@ -59,6 +90,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Stop the body timer: the request's body is complete (or there is none)."""
         self.guard.body_received(self)
         super().on_message_complete()
+        # The next request's headers begin with the next byte.
+        self._reading_head, self._head_bytes = True, 0
 
     def on_response_complete(self) -> None:
         """Let uvicorn finish the answer, then start the timer of the next request."""

@@ -35,6 +35,7 @@ from litestar.status_codes import (
     HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     HTTP_415_UNSUPPORTED_MEDIA_TYPE,
     HTTP_429_TOO_MANY_REQUESTS,
+    HTTP_431_REQUEST_HEADER_FIELDS_TOO_LARGE,
     HTTP_500_INTERNAL_SERVER_ERROR,
     HTTP_503_SERVICE_UNAVAILABLE,
 )
@@ -50,9 +51,10 @@ from turnkeeper.domain.errors import DomainError, RateLimited, ValidationFailed
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 #: Problem code -> HTTP status. The codes are those of API.md; ``method_not_allowed``,
-#: ``request_timeout``, ``unsupported_media_type`` and ``unavailable`` cover the answers
-#: of the framework, of the server to a body too slow, of a body that is no JSON and of
-#: /readyz that the contract's list does not name.
+#: ``request_timeout``, ``headers_too_large``, ``unsupported_media_type`` and
+#: ``unavailable`` cover the answers of the framework, of the server to a body too slow
+#: or headers too long, of a body that is no JSON and of /readyz that the contract's
+#: list does not name.
 STATUS_BY_CODE: dict[str, int] = {
     "validation_failed": HTTP_400_BAD_REQUEST,
     "unauthenticated": HTTP_401_UNAUTHORIZED,
@@ -67,6 +69,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_state_transition": HTTP_409_CONFLICT,
     "base_version_conflict": HTTP_409_CONFLICT,
     "payload_too_large": HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    "headers_too_large": HTTP_431_REQUEST_HEADER_FIELDS_TOO_LARGE,
     "unsupported_media_type": HTTP_415_UNSUPPORTED_MEDIA_TYPE,
     "rate_limited": HTTP_429_TOO_MANY_REQUESTS,
     "internal": HTTP_500_INTERNAL_SERVER_ERROR,
@@ -87,6 +90,7 @@ _TITLES: dict[str, str] = {
     "invalid_state_transition": "Invalid state transition",
     "base_version_conflict": "The base version is not current",
     "payload_too_large": "Payload too large",
+    "headers_too_large": "The request headers are too large",
     "unsupported_media_type": "Unsupported media type: the body must be JSON",
     "rate_limited": "Too many requests",
     "internal": "Internal error",

@@ -51,7 +51,12 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from turnkeeper.adapters.http.corked import CorkedTransport
 from turnkeeper.adapters.http.correlation import CORRELATION_HEADER
-from turnkeeper.adapters.http.guard import ConnectionGuard, close_dropped, end_late_request
+from turnkeeper.adapters.http.guard import (
+    ConnectionGuard,
+    close_dropped,
+    end_late_request,
+    refuse_unread,
+)
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
 from turnkeeper.adapters.http.shutdown import StreamClosingServer
 from turnkeeper.application.services.live import LiveDelivery
@@ -77,6 +82,11 @@ class GuardedH11Protocol(H11Protocol):
     """
 
     guard: ClassVar[ConnectionGuard]
+    #: Bytes received while no request's headers were complete (h11 bounds its buffer
+    #: by ``http.max_header_bytes`` and refuses beyond; this count says why).
+    _head_bytes = 0
+    #: Whether a request was refused unread: what still arrives is discarded.
+    _refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Register the connection with the guard (after uvicorn's own setup).
@@ -93,12 +103,34 @@ class GuardedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         """Let uvicorn parse the bytes, then follow the connection's state."""
+        if self._refused:
+            return
+        if self.conn.their_state is h11.IDLE:
+            self._head_bytes += len(data)
         super().data_received(data)
-        self._follow()
+        if not self._refused:
+            self._follow()
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer a request h11 refused as a problem (uvicorn writes plain text).
+
+        Headers beyond ``http.max_header_bytes`` are ``431 headers_too_large``; any
+        other request h11 cannot read is ``400 validation_failed``.
+        """
+        limit = self.guard.max_header_bytes
+        self._refused = True
+        refuse_unread(
+            self.guard,
+            self,
+            self.transport,
+            too_large=limit is not None and self._head_bytes > limit,
+        )
 
     def on_response_complete(self) -> None:
         """Let uvicorn finish the answer, then follow the connection's state."""
         super().on_response_complete()
+        # The next request's headers begin with the next byte.
+        self._head_bytes = 0
         self._follow()
 
     def _follow(self) -> None:
@@ -305,6 +337,7 @@ def guarded_server(
         header_timeout=settings.header_timeout.total_seconds(),
         max_connections=connection_budget(settings),
         body_timeout=settings.body_timeout.total_seconds(),
+        max_header_bytes=settings.max_header_bytes,
     )
     protocol = guarded_protocol(guard, settings.http_parser)
     _log.info(
@@ -329,6 +362,11 @@ def guarded_server(
             # uvicorn takes whole seconds; a fraction (only a program's own Settings can
             # hold one) is rounded up so that the bound is never shorter than asked.
             timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout.total_seconds()),
+            # An idle kept-alive connection is the guard's to close, after
+            # http.header_timeout (uvicorn's own default closed it after 5 seconds).
+            timeout_keep_alive=math.ceil(settings.header_timeout.total_seconds()),
+            # h11 buffers at most this much of an incomplete request head.
+            h11_max_incomplete_event_size=settings.max_header_bytes,
         ),
         live,
         sock=sock,
