@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -218,3 +219,30 @@ async def test_the_message_members_state_their_rules(client: ContractClient) -> 
     for term in ("Agents only", "run_mismatch", "run_not_active", "not stored"):
         assert term in rule, term
     assert "kind run" in schemas["Message"]["properties"]["run_id"]["description"]
+
+
+async def test_the_document_names_the_headers_and_statuses_the_routes_answer(
+    client: ContractClient,
+) -> None:
+    paths = client.spec["paths"]
+    with_body = 0
+    for method, path in _operations(client.spec):
+        operation = paths[path][method]
+        for status, response in operation["responses"].items():
+            # Every answer carries its correlation id (API.md conventions).
+            assert "X-Correlation-Id" in response.get("headers", {}), (path, method, status)
+        if "requestBody" in operation:
+            # A body slower than http.body_timeout is answered 408 request_timeout.
+            assert "408" in operation["responses"], (path, method)
+            with_body += 1
+        for parameter in operation.get("parameters", []):
+            # A query string holds no JSON null: no parameter schema admits one.
+            assert "null" not in json.dumps(parameter["schema"]), (path, parameter["name"])
+    assert with_body > 0
+    run = paths["/v1/runs/{run_id}"]["get"]["responses"]["200"]["headers"]
+    assert run["ETag"]["required"] is True
+    for path in ("/v1/threads/{thread_id}/messages", "/v1/channels/{channel_id}/threads"):
+        replay = paths[path]["post"]["responses"]["200"]["headers"]["Idempotent-Replay"]
+        assert replay["schema"]["enum"] == ["true"]
+    freshness = client.spec["components"]["schemas"]["SendFreshnessBody"]
+    assert set(freshness["required"]) == {"seen_up_to_seq", "target_key"}

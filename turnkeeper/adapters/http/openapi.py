@@ -15,6 +15,7 @@ from litestar.openapi.spec import (
     Example,
     OpenAPI,
     OpenAPIHeader,
+    OpenAPIMediaType,
     OpenAPIResponse,
     OpenAPIType,
     Operation,
@@ -24,6 +25,7 @@ from litestar.openapi.spec import (
 )
 
 from turnkeeper.adapters.http.answers import FieldErrorOut, Problem
+from turnkeeper.adapters.http.correlation import CORRELATION_HEADER
 from turnkeeper.adapters.http.openapi_links import add_links
 from turnkeeper.adapters.http.problems import (
     PROBLEM_MEDIA_TYPE,
@@ -40,6 +42,7 @@ _DESCRIPTIONS: dict[int, str] = {
     403: "forbidden, channel_read_only or invocation_token_invalid (reason says why)",
     404: "not_found: unknown, or not readable by the caller (identical answers)",
     405: "method_not_allowed",
+    408: "request_timeout: the body did not arrive within http.body_timeout",
     409: "conflict, idempotency_conflict, invalid_state_transition or base_version_conflict",
     413: "payload_too_large: the body exceeds http.max_body_bytes",
     415: "unsupported_media_type: a body whose Content-Type is not JSON",
@@ -120,6 +123,12 @@ _EXAMPLES: dict[int, tuple[tuple[str, ProblemAnswer], ...]] = {
     404: (("unknown, or not readable by the caller", ProblemAnswer(code="not_found", status=404)),),
     405: (
         ("a method the route does not have", ProblemAnswer(code="method_not_allowed", status=405)),
+    ),
+    408: (
+        (
+            "a body slower than http.body_timeout",
+            ProblemAnswer(code="request_timeout", status=408),
+        ),
     ),
     409: (
         (
@@ -225,6 +234,78 @@ def _retry_after_headers(operation: Operation) -> None:
             }
 
 
+#: The header every answer carries (API.md conventions).
+_CORRELATION_HEADER = OpenAPIHeader(
+    schema=Schema(type=OpenAPIType.STRING),
+    description="the request's X-Correlation-Id when acceptable, else a new id",
+    required=True,
+)
+#: Answers with headers of their own: (path, method, status) -> headers.
+_ANSWER_HEADERS: dict[tuple[str, str, str], dict[str, OpenAPIHeader]] = {
+    ("/v1/runs/{run_id}", "get", "200"): {
+        "ETag": OpenAPIHeader(
+            schema=Schema(type=OpenAPIType.STRING),
+            description='the run\'s version, quoted: "<version>"',
+            required=True,
+        )
+    },
+    **{
+        (path, "post", "200"): {
+            "Idempotent-Replay": OpenAPIHeader(
+                schema=Schema(type=OpenAPIType.STRING, enum=["true"]),
+                description="the answer replays an earlier identical request",
+                required=True,
+            )
+        }
+        for path in ("/v1/threads/{thread_id}/messages", "/v1/channels/{channel_id}/threads")
+    },
+}
+
+
+def _answer_headers(openapi: OpenAPI) -> None:
+    for path, item in (openapi.paths or {}).items():
+        for method in ("get", "put", "post", "delete", "patch"):
+            operation = getattr(item, method)
+            if not isinstance(operation, Operation):
+                continue
+            if operation.request_body is not None:
+                _slow_body_answer(operation)
+            for status, response in (operation.responses or {}).items():
+                if isinstance(response, OpenAPIResponse):
+                    response.headers = {
+                        **(response.headers or {}),
+                        **_ANSWER_HEADERS.get((path, method, status), {}),
+                        CORRELATION_HEADER: _CORRELATION_HEADER,
+                    }
+
+
+def _slow_body_answer(operation: Operation) -> None:
+    """Document the 408 of a route with a body, shaped as its other problem answers."""
+    responses = operation.responses or {}
+    model = responses.get("413")
+    if not isinstance(model, OpenAPIResponse) or not model.content:
+        raise LookupError(f"{operation.operation_id} has a body but no 413 answer")
+    responses["408"] = OpenAPIResponse(
+        description=_DESCRIPTIONS[408],
+        content={
+            media: OpenAPIMediaType(
+                schema=found.schema,
+                examples={example.id or "": example for example in problem_examples(408)},
+            )
+            for media, found in model.content.items()
+        },
+    )
+
+
+def _without_null(schema: Schema) -> None:
+    """A query parameter's schema without Litestar's null alternative (no JSON there)."""
+    kept = [
+        s for s in schema.one_of or () if not (isinstance(s, Schema) and s.type == OpenAPIType.NULL)
+    ]
+    if schema.one_of and len(kept) == 1 and isinstance(kept[0], Schema):
+        schema.one_of, schema.type = None, kept[0].type
+
+
 def _request_bodies(kind: type[Body] = Body) -> Iterator[type[Body]]:
     for sub in kind.__subclasses__():
         yield sub
@@ -296,6 +377,10 @@ def _member(schemas: Mapping[str, Schema | Reference], name: str, member: str) -
 def _member_rules(schemas: Mapping[str, Schema | Reference]) -> None:
     for (name, member), rule in MEMBER_RULES.items():
         _member(schemas, name, member).description = rule
+    freshness = schemas.get("SendFreshnessBody")
+    if not isinstance(freshness, Schema):
+        raise LookupError("the OpenAPI document has no schema SendFreshnessBody")
+    freshness.required = sorted({*(freshness.required or ()), "target_key"})
     kind = _member(schemas, "MessageCreate", "kind")
     kind.one_of, kind.type, kind.enum = None, OpenAPIType.STRING, list(SENDABLE_KINDS)
 
@@ -312,7 +397,11 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
     - Every 429 and 503 answer documents its ``Retry-After`` header.
     - The problem examples (real answers, `problem_examples`) carry no ``id`` member.
     - The links between operations (`turnkeeper.adapters.http.openapi_links`).
-    - The rules of `MEMBER_RULES` (``run_id``) and the one kind a client may send.
+    - The rules of `MEMBER_RULES` (``run_id``) and the one kind a client may send;
+      ``freshness.target_key`` is required (without it: 400 ``target_key_required``).
+    - Every answer documents ``X-Correlation-Id``; a run's 200 its ``ETag``, a replay's
+      200 ``Idempotent-Replay``; a route with a body its 408 ``request_timeout``.
+    - No parameter admits JSON null (Litestar writes one for an optional parameter).
 
     Args:
         openapi: the document Litestar generated; changed in place.
@@ -342,9 +431,12 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
     for operation in _operations(openapi):
         _retry_after_headers(operation)
         for parameter in operation.parameters or ():
+            if isinstance(parameter, Parameter) and isinstance(parameter.schema, Schema):
+                _without_null(parameter.schema)
             if isinstance(parameter, Parameter) and parameter.param_in == "query":
                 found = bounds.get(parameter.name)
                 if found is not None and isinstance(parameter.schema, Schema):
                     parameter.schema.minimum, parameter.schema.maximum = found
+    _answer_headers(openapi)
     _drop_example_ids(openapi)
     return add_links(openapi)
