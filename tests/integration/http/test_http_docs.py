@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.support.http import ContractClient
 from turnkeeper.adapters.http.docs_page import ASSET_FILES, ASSETS_PATH, assets_dir
 
@@ -35,3 +37,19 @@ async def test_the_packaged_copy_keeps_its_license(client: ContractClient) -> No
     license_text = (assets_dir() / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in license_text
     assert (await client.get(f"{ASSETS_PATH}/no-such-file.js")).status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/docs/redoc", "/docs/zzz", "/docs/index.html"])
+async def test_an_unknown_page_under_docs_is_the_not_found_problem(
+    client: ContractClient, path: str
+) -> None:
+    # Litestar's documentation router answered its own HTML page (API.md: problem+json).
+    unknown = await client.get("/nowhere")
+    answer = await client.get(path)
+    assert (answer.status_code, answer.headers["content-type"]) == (
+        404,
+        unknown.headers["content-type"],
+    )
+    body = answer.json()
+    assert body["correlation_id"] == answer.headers["x-correlation-id"]
+    assert {**body, "correlation_id": ""} == {**unknown.json(), "correlation_id": ""}

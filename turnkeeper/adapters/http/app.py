@@ -33,7 +33,7 @@ from turnkeeper.adapters.http.operations import (
     openapi_document,
     readyz,
 )
-from turnkeeper.adapters.http.problems import handle_exception
+from turnkeeper.adapters.http.problems import handle_exception, not_found_as_problem
 from turnkeeper.adapters.http.runs import runs_router
 from turnkeeper.adapters.http.streams import document_streams, streams_router
 from turnkeeper.adapters.http.tokens import tokens_router
@@ -148,6 +148,8 @@ def create_app(
         logging_config=None,
     )
     resolve_one_by_one(app.routes)
+    # Litestar's documentation router answers an unknown page below /docs in HTML.
+    app.send_filters = ((f"{openapi.path}/", not_found_as_problem),)
     # The hottest routes' plain requests skip Litestar's pipeline (ADR 0032).
     app.fast_path = BearerPostFastPath(
         app,

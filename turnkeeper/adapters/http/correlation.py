@@ -183,6 +183,9 @@ class Exchange:
 
 #: The ASGI application that answers a request a `FastPath` hands back (Litestar).
 Fallback = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: Wraps the send of an exchange whose answer a part of Litestar gives in a shape of its
+#: own (`CorrelatedApp.send_filters`).
+SendFilter = Callable[[Scope, Send], Send]
 
 
 class FastPath(Protocol):
@@ -216,6 +219,8 @@ class CorrelatedApp(Litestar):
 
     #: The route served without Litestar's pipeline, when one is set (`create_app`).
     fast_path: FastPath | None = None
+    #: Send wrappers by path prefix (`create_app` sets them).
+    send_filters: tuple[tuple[str, SendFilter], ...] = ()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Serve one ASGI connection.
@@ -247,6 +252,9 @@ class CorrelatedApp(Litestar):
             return
         if scope.get("method") == "OPTIONS":
             send = self._allowing(scope, send)
+        for prefix, wrap in self.send_filters:
+            if scope["path"].startswith(prefix):
+                send = wrap(scope, send)
         await Litestar.__call__(self, scope, receive, send)
 
     def _allowing(self, scope: Scope, send: Send) -> Send:

@@ -39,6 +39,7 @@ from litestar.status_codes import (
     HTTP_500_INTERNAL_SERVER_ERROR,
     HTTP_503_SERVICE_UNAVAILABLE,
 )
+from litestar.types import Message, Scope, Send
 
 from turnkeeper.adapters.http.answers import FieldErrorOut, Problem
 from turnkeeper.adapters.http.correlation import correlation_id_of
@@ -147,6 +148,47 @@ class ProblemAnswer:
     errors: tuple[FieldErrorOut, ...] = ()
     current: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def not_found_as_problem(scope: Scope, send: Send) -> Send:
+    """`send` with a 404 answered as the ``not_found`` problem, whatever its own shape.
+
+    Litestar's documentation router answers an unknown page below its path with an HTML
+    page of its own; API.md wants every error as problem+json, and a 404 identical to
+    that of any unknown path.
+
+    Args:
+        scope: the exchange's ASGI scope (for its correlation id).
+        send: the ASGI send callable.
+
+    Returns:
+        The send to give the application.
+    """
+    replaced = False
+
+    async def send_problem(message: Message) -> None:
+        nonlocal replaced
+        if message["type"] == "http.response.start" and message["status"] == HTTP_404_NOT_FOUND:
+            replaced = True
+            answer = problem_of(
+                ProblemAnswer(code="not_found", status=HTTP_404_NOT_FOUND), correlation_id_of(scope)
+            )
+            body = msgspec.json.encode(answer)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": HTTP_404_NOT_FOUND,
+                    "headers": [
+                        (b"content-type", PROBLEM_MEDIA_TYPE.encode("latin-1")),
+                        (b"content-length", str(len(body)).encode("latin-1")),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+        elif not replaced:
+            await send(message)
+
+    return send_problem
 
 
 def status_for(code: str) -> int:
