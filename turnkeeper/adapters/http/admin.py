@@ -23,6 +23,7 @@ from turnkeeper.adapters.http.answers import (
     PrincipalCreated,
     Space,
 )
+from turnkeeper.adapters.http.dependencies import owner_route
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import (
     AgentConfigUpdate,
@@ -34,6 +35,7 @@ from turnkeeper.adapters.http.requests import (
     SpaceCreate,
     given,
 )
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.admin import AdminService
 from turnkeeper.application.services.grants import GrantService
 from turnkeeper.domain.world import (
@@ -47,7 +49,12 @@ from turnkeeper.domain.world import (
 )
 
 
-@post("/principals", status_code=201, responses=problems(403))
+@post(
+    "/principals",
+    status_code=201,
+    responses=problems(403),
+    opt=owner_route(AuditAction.PRINCIPAL_CREATE),
+)
 async def create_principal(
     data: JSONBody[PrincipalCreate],
     principal: NamedDependency[Principal],
@@ -67,7 +74,9 @@ async def create_principal(
     return PrincipalCreated.created(created.principal, created.token)
 
 
-@post("/spaces", status_code=201, responses=problems(403))
+@post(
+    "/spaces", status_code=201, responses=problems(403), opt=owner_route(AuditAction.SPACE_CREATE)
+)
 async def create_space(
     data: JSONBody[SpaceCreate],
     principal: NamedDependency[Principal],
@@ -80,7 +89,12 @@ async def create_space(
     return Space.of(space)
 
 
-@post("/spaces/{space_id:str}/channels", status_code=201, responses=problems(403))
+@post(
+    "/spaces/{space_id:str}/channels",
+    status_code=201,
+    responses=problems(403),
+    opt=owner_route(AuditAction.CHANNEL_CREATE),
+)
 async def create_channel(
     space_id: FromPath[uuid.UUID],
     data: JSONBody[ChannelCreate],
@@ -100,7 +114,11 @@ async def create_channel(
     return Channel.of(channel)
 
 
-@put("/channels/{channel_id:str}/behavior", responses=problems(403))
+@put(
+    "/channels/{channel_id:str}/behavior",
+    responses=problems(403),
+    opt=owner_route(AuditAction.CHANNEL_BEHAVIOR),
+)
 async def set_behavior(
     channel_id: FromPath[uuid.UUID],
     data: JSONBody[BehaviorUpdate],
@@ -118,7 +136,11 @@ async def set_behavior(
     return Channel.of(channel)
 
 
-@put("/channels/{channel_id:str}/operator", responses=problems(403))
+@put(
+    "/channels/{channel_id:str}/operator",
+    responses=problems(403),
+    opt=owner_route(AuditAction.CHANNEL_OPERATOR),
+)
 async def set_operator(
     channel_id: FromPath[uuid.UUID],
     data: JSONBody[OperatorUpdate],
@@ -135,7 +157,12 @@ async def set_operator(
     return Channel.of(channel)
 
 
-@post("/channels/{channel_id:str}/archive", status_code=200, responses=problems(403))
+@post(
+    "/channels/{channel_id:str}/archive",
+    status_code=200,
+    responses=problems(403),
+    opt=owner_route(AuditAction.CHANNEL_ARCHIVE),
+)
 async def archive_channel(
     channel_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
@@ -149,6 +176,7 @@ async def archive_channel(
 @post(
     "/grants",
     status_code=HTTP_201_CREATED,
+    opt=owner_route(AuditAction.GRANT_CREATE),
     responses={
         **problems(403),
         HTTP_200_OK: ResponseSpec(
@@ -174,7 +202,7 @@ async def create_grant(
     return Response(Grant.of(change.grant), status_code=status)
 
 
-@get("/grants", responses=problems(403))
+@get("/grants", responses=problems(403), opt=owner_route(AuditAction.GRANT_LIST))
 async def list_grants(
     principal: NamedDependency[Principal],
     grants: NamedDependency[GrantService],
@@ -190,7 +218,12 @@ async def list_grants(
     return GrantList(grants=[Grant.of(g) for g in found])
 
 
-@delete("/grants/{grant_id:str}", status_code=204, responses=problems(403))
+@delete(
+    "/grants/{grant_id:str}",
+    status_code=204,
+    responses=problems(403),
+    opt=owner_route(AuditAction.GRANT_DELETE),
+)
 async def delete_grant(
     grant_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
@@ -200,7 +233,11 @@ async def delete_grant(
     await admin.delete_grant(principal, grant_id)
 
 
-@put("/agents/{agent_id:str}/config", responses=problems(403))
+@put(
+    "/agents/{agent_id:str}/config",
+    responses=problems(403),
+    opt=owner_route(AuditAction.AGENT_CONFIG),
+)
 async def set_agent_config(
     agent_id: FromPath[uuid.UUID],
     data: JSONBody[AgentConfigUpdate],

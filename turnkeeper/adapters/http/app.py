@@ -137,7 +137,7 @@ def create_app(
             "readiness": Provide(provide_readiness, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
-        after_exception=[refuse_unknown_bearer(services.identity)],
+        after_exception=[refuse_unknown_bearer(services.identity, services.admin.require_owner)],
         # Depth, duplicated members and NUL characters, before Litestar decodes a body.
         before_request=body_guard(settings.max_json_depth),
         openapi_config=openapi,

@@ -39,6 +39,7 @@ from litestar.types import Scope
 
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.errors import Unauthenticated
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.identity import BearerToken, IdentityService
 from turnkeeper.domain.errors import ValidationFailed
 from turnkeeper.domain.world import Principal
@@ -47,13 +48,30 @@ _BEARER = "bearer"
 #: Scope state: the unresolved token of a ``bearer`` route, then what resolving it raised.
 _UNRESOLVED_KEY = "turnkeeper.bearer"
 _REFUSED_KEY = "turnkeeper.bearer_refused"
-#: Scope state: the caller of a ``principal`` route was authenticated.
+#: Scope state: the caller of a ``principal`` route, once authenticated.
 _AUTHENTICATED_KEY = "turnkeeper.authenticated"
 #: The handler parameters that make a route an authenticated one.
 _CALLER_PARAMETERS = ("principal", "bearer")
 #: Statuses of the framework's refusals of a request's input (malformed JSON, a body of
 #: another media type), answered only once the caller is known.
 _INPUT_REFUSALS = frozenset({400, 415})
+#: The ``opt`` key of an administrative route: the audited action of its owner check,
+#: which `refuse_unknown_bearer` makes before the route's input is refused.
+OWNER_ACTION = "turnkeeper.owner_action"
+#: Checks the owner role of a caller for an audited action (`AdminService.require_owner`).
+OwnerCheck = Callable[[Principal, AuditAction], Awaitable[None]]
+
+
+def owner_route(action: AuditAction) -> dict[str, Any]:
+    """The ``opt`` of an administrative route: a non-owner is refused before its input.
+
+    Args:
+        action: the audited action of the route (``grant.create``).
+
+    Returns:
+        The route's ``opt`` mapping.
+    """
+    return {OWNER_ACTION: action}
 
 
 def _constant(value: object) -> Provide:
@@ -165,7 +183,7 @@ async def provide_principal(
     if token is None:
         raise Unauthenticated()
     principal = await identity.authenticate(token)
-    _state(request.scope)[_AUTHENTICATED_KEY] = True
+    _state(request.scope)[_AUTHENTICATED_KEY] = principal
     return principal
 
 
@@ -205,12 +223,16 @@ def _state(scope: Scope) -> dict[str, Any]:
 
 
 def refuse_unknown_bearer(
-    identity: IdentityService,
+    identity: IdentityService, require_owner: OwnerCheck | None = None
 ) -> Callable[[Exception, Scope], Awaitable[None]]:
     """The ``after_exception`` hook that keeps 401 before 400 and 415 on every route.
 
+    On an administrative route (`owner_route`) it keeps 403 ``owner_required`` before
+    them too: a non-owner learns nothing of how the route reads its input.
+
     Args:
         identity: the token authentication.
+        require_owner: the owner check of administrative routes (None: not made here).
 
     Returns:
         The hook: when a request of an authenticated route (one whose handler takes
@@ -221,23 +243,52 @@ def refuse_unknown_bearer(
     """
 
     async def hook(exc: Exception, scope: Scope) -> None:
-        state = _state(scope)
-        if not _refuses_input(exc) or state.get(_AUTHENTICATED_KEY):
+        if not _refuses_input(exc):
             return
-        bearer = state.get(_UNRESOLVED_KEY)
+        state = _state(scope)
         try:
-            if isinstance(bearer, BearerToken):
-                await identity.authenticate_bearer(bearer)
-            elif _takes_a_caller(scope):
-                token = scope_token(scope)
-                if token is None:
-                    raise Unauthenticated()
-                await identity.authenticate(token)
-        # What authenticating first would have answered: 401, or 503 without a store.
+            caller = await _caller(identity, scope)
+            action = _owner_action(scope)
+            if caller is not None and action is not None and require_owner is not None:
+                await require_owner(caller, action)
+        # What authenticating (and the owner check) first would have answered: 401, 403
+        # owner_required, or 503 without a store.
         except Exception as failure:
             state[_REFUSED_KEY] = failure
 
     return hook
+
+
+async def _caller(identity: IdentityService, scope: Scope) -> Principal | None:
+    """The caller of a refused exchange: as authenticated already, or authenticated now.
+
+    Returns:
+        The principal of a ``principal`` route; None for a ``bearer`` route (its token is
+        only checked) and for a route without a caller.
+
+    Raises:
+        Unauthenticated: for a missing, malformed or unknown token.
+    """
+    state = _state(scope)
+    known = state.get(_AUTHENTICATED_KEY)
+    if isinstance(known, Principal):
+        return known
+    bearer = state.get(_UNRESOLVED_KEY)
+    if isinstance(bearer, BearerToken):
+        await identity.authenticate_bearer(bearer)
+        return None
+    if not _takes_a_caller(scope):
+        return None
+    token = scope_token(scope)
+    if token is None:
+        raise Unauthenticated()
+    return await identity.authenticate(token)
+
+
+def _owner_action(scope: Scope) -> AuditAction | None:
+    handler = scope.get("route_handler")
+    action = handler.opt.get(OWNER_ACTION) if handler is not None else None
+    return action if isinstance(action, AuditAction) else None
 
 
 def _refuses_input(exc: Exception) -> bool:

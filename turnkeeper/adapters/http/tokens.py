@@ -16,8 +16,10 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 from msgspec import UNSET, UnsetType
 
 from turnkeeper.adapters.http.answers import Answer
+from turnkeeper.adapters.http.dependencies import owner_route
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import Body, given
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.tokens import TokenService
 from turnkeeper.domain.credentials import ApiToken
 from turnkeeper.domain.world import Principal
@@ -69,6 +71,7 @@ def _info(token: ApiToken) -> TokenInfo:
     "/principals/{principal_id:str}/tokens",
     status_code=HTTP_201_CREATED,
     responses=problems(403),
+    opt=owner_route(AuditAction.TOKEN_CREATE),
 )
 async def create_token(
     principal_id: FromPath[uuid.UUID],
@@ -88,7 +91,11 @@ async def create_token(
     )
 
 
-@get("/principals/{principal_id:str}/tokens", responses=problems(403))
+@get(
+    "/principals/{principal_id:str}/tokens",
+    responses=problems(403),
+    opt=owner_route(AuditAction.TOKEN_LIST),
+)
 async def list_tokens(
     principal_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
@@ -103,6 +110,7 @@ async def list_tokens(
     "/principals/{principal_id:str}/tokens/{token_id:str}",
     status_code=HTTP_204_NO_CONTENT,
     responses=problems(403),
+    opt=owner_route(AuditAction.TOKEN_REVOKE),
 )
 async def revoke_token(
     principal_id: FromPath[uuid.UUID],

@@ -1,0 +1,92 @@
+"""A non-owner is refused an administrative route whatever its body, path and query hold.
+
+The owner check comes before the input's: anyone else gets 403 ``forbidden`` /
+``owner_required``, audited, and learns nothing of how the input is read (docs/rights.md:
+"Every denial is audited, also the refusals of administrative routes to anyone but the
+owner"). An unknown token is still 401 first.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.integration.http.test_http_problems import assert_problem
+from tests.support.http import ContractClient, bearer
+from tests.support.scenario import denials
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld
+
+#: (method, path, request keywords, audited action) of refused administrative inputs; the
+#: path names ids of the demo world by `_ids`.
+REQUESTS: list[tuple[str, str, dict[str, Any], str]] = [
+    (
+        "POST",
+        "/v1/principals",
+        {"json": {"kind": "person", "handle": "x", "extra": 1}},
+        "principal.create",
+    ),
+    ("POST", "/v1/spaces", {"json": {}}, "space.create"),
+    (
+        "POST",
+        "/v1/spaces/{space}/channels",
+        {"json": {"name": "v", "type": "voice"}},
+        "channel.create",
+    ),
+    ("PUT", "/v1/channels/{channel}/behavior", {"json": {"x": 1}}, "channel.behavior"),
+    ("PUT", "/v1/channels/{channel}/operator", {"json": {"mode": "bogus"}}, "channel.operator"),
+    ("POST", "/v1/channels/{channel}/archive", {"json": {"why": "no"}}, "channel.archive"),
+    ("POST", "/v1/grants", {"json": {"level": "admin"}}, "grant.create"),
+    ("DELETE", "/v1/grants/not-a-uuid", {}, "grant.delete"),
+    ("GET", "/v1/grants", {"params": {"principal_id": "bad"}}, "grant.list"),
+    ("PUT", "/v1/agents/{lotse}/config", {"json": {"enabled": "no"}}, "agent.config"),
+    ("POST", "/v1/principals/{sam}/tokens", {"json": {"label": 7}}, "token.create"),
+    ("GET", "/v1/principals/not-a-uuid/tokens", {}, "token.list"),
+    ("DELETE", "/v1/principals/{sam}/tokens/{unknown}x", {}, "token.revoke"),
+]
+
+
+def _ids(world: DemoWorld) -> dict[str, uuid.UUID]:
+    return {
+        "channel": world.channels["allgemein"].id,
+        "space": world.spaces["support"].id,
+        "sam": world.principal("sam").id,
+        "lotse": world.principal("lotse").id,
+        "unknown": uuid.uuid4(),
+    }
+
+
+@pytest.mark.parametrize(("method", "path", "keywords", "action"), REQUESTS)
+async def test_a_non_owner_is_refused_before_the_input_is_read(
+    client: ContractClient,
+    world: DemoWorld,
+    services: Services,
+    method: str,
+    path: str,
+    keywords: dict[str, Any],
+    action: str,
+) -> None:
+    path = path.format(**_ids(world))
+    alex = world.principal("alex")
+    answer = await client.request(
+        method, path, headers=bearer(world.people["alex"].token), **keywords
+    )
+    body = assert_problem(answer, 403, "forbidden")
+    assert body["reason"] == "owner_required"
+    assert await denials(services, alex) == [(action, "owner_required", 1)]
+
+
+@pytest.mark.parametrize(("method", "path", "keywords", "action"), REQUESTS)
+async def test_an_unknown_token_is_still_401_first(
+    client: ContractClient,
+    world: DemoWorld,
+    method: str,
+    path: str,
+    keywords: dict[str, Any],
+    action: str,
+) -> None:
+    path = path.format(**_ids(world))
+    answer = await client.request(method, path, headers=bearer("tk_unknown"), **keywords)
+    assert_problem(answer, 401, "unauthenticated")
