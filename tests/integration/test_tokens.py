@@ -15,6 +15,7 @@ from turnkeeper.application.services.tokens import OwnerTokenRefused
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.credentials import OWNER_ENV_LABEL, TokenOrigin
 from turnkeeper.domain.errors import NotFound, ValidationFailed
+from turnkeeper.domain.world import PrincipalKind
 
 #: The owner tokens the environment names, one after the other.
 FIRST_ENV_TOKEN = "tk_owner-env-first-example.com"
@@ -120,7 +121,11 @@ async def test_a_revoked_token_cannot_be_revoked_again(
     await services.tokens.revoke_token(owner, sam.id, token.id)
     with pytest.raises(NotFound):
         await services.tokens.revoke_token(owner, sam.id, token.id)
-    assert await _changes(services, token.id) == [("token.revoked", owner.id)]
+    # One revocation: the second attempt records nothing (the token of Sam's creation).
+    assert await _changes(services, token.id) == [
+        ("token.issued", owner.id),
+        ("token.revoked", owner.id),
+    ]
 
 
 # -- the owner token of the environment ---------------------------------------------------
@@ -144,7 +149,11 @@ async def test_a_changed_owner_token_revokes_the_one_it_named_before(services: S
     assert await services.identity.authenticate(SECOND_ENV_TOKEN) == owner
     (second,) = await services.tokens.list_tokens(owner, owner.id)
     assert (second.origin, second.label) == (TokenOrigin.OWNER_ENV, OWNER_ENV_LABEL)
-    assert await _changes(services, first.id) == [("token.revoked", owner.id)]
+    # Issued at the first start (the owner issued its own token), revoked at the third.
+    assert await _changes(services, first.id) == [
+        ("token.issued", owner.id),
+        ("token.revoked", owner.id),
+    ]
     assert await _changes(services, second.id) == [("token.issued", owner.id)]
 
 
@@ -187,3 +196,17 @@ async def test_issued_owner_tokens_survive_a_rotation(services: Services, world:
         await services.identity.authenticate(world.owner.token)
     assert await services.identity.authenticate(spare.secret) == owner
     assert await services.identity.authenticate(SECOND_ENV_TOKEN) == owner
+
+
+async def test_the_token_a_principal_is_created_with_is_audited(
+    services: Services, world: DemoWorld
+) -> None:
+    # docs/rights.md: every token issued is an audited change, the first one too.
+    owner = world.owner.principal
+    created = await services.admin.create_principal(
+        owner, kind=PrincipalKind.PERSON, handle="kim", display_name="Kim"
+    )
+    (token,) = await services.tokens.list_tokens(owner, created.principal.id)
+    assert await _changes(services, token.id) == [("token.issued", owner.id)]
+    (own, *_rest) = await services.tokens.list_tokens(owner, owner.id)
+    assert await _changes(services, own.id) == [("token.issued", owner.id)]

@@ -18,7 +18,11 @@ from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import require_owner
 from turnkeeper.application.services.grants import GrantService
-from turnkeeper.application.services.tokens import add_token, settle_owner_env_token
+from turnkeeper.application.services.tokens import (
+    add_token,
+    audit_token_issued,
+    settle_owner_env_token,
+)
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.admin_rules import name_errors, operator_errors, principal_errors
@@ -161,6 +165,7 @@ class AdminService:
                 )
             else:
                 issued = await add_token(uow, self._ids, principal.id, now)
+            await audit_token_issued(uow, self._ids, principal.id, issued.token.id, now)
             return NewPrincipal(principal=principal, token=issued.secret)
 
         return await self._tx.run(work)
@@ -232,6 +237,7 @@ class AdminService:
             )
             await uow.principals.add(principal)
             issued = await add_token(uow, self._ids, principal.id, now)
+            await audit_token_issued(uow, self._ids, actor.id, issued.token.id, now)
             return NewPrincipal(principal=principal, token=issued.secret)
 
         try:

@@ -152,6 +152,21 @@ async def settle_owner_env_token(
         await _audit(uow, ids, owner.id, ChangeAction.TOKEN_REVOKED, token_id, at)
 
 
+async def audit_token_issued(
+    uow: UnitOfWork, ids: IdGenerator, actor_id: uuid.UUID, token_id: uuid.UUID, at: datetime
+) -> None:
+    """Record the issue of a token as an administrative change (``token.issued``).
+
+    Args:
+        uow: the unit of work that stored the token.
+        ids: the id source.
+        actor_id: who issued it (the owner; for the owner's own first token, the owner).
+        token_id: the token.
+        at: when.
+    """
+    await _audit(uow, ids, actor_id, ChangeAction.TOKEN_ISSUED, token_id, at)
+
+
 async def _audit(
     uow: UnitOfWork,
     ids: IdGenerator,
