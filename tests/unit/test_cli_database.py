@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from turnkeeper.adapters import cli
+from turnkeeper.adapters.config import load_config
 from turnkeeper.adapters.postgres import embedded
 
 
@@ -31,3 +32,17 @@ def test_a_database_command_without_any_database_exits_2_with_one_line(
 def test_the_extra_is_found_when_installed() -> None:
     # The test environment installs the dev extra, which includes embedded.
     assert embedded.embedded_available()
+
+
+@pytest.mark.parametrize(
+    "environ", [{}, {"TURNKEEPER_DATA_DIR": "/srv/turnkeeper-example.com"}], ids=["cwd", "env"]
+)
+def test_the_embedded_server_default_is_the_command_lines_folder(
+    environ: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One data directory, one cluster: EmbeddedPostgres.start() finds serve's database.
+    monkeypatch.delenv("TURNKEEPER_DATA_DIR", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    served = load_config().data_dir / embedded.EMBEDDED_SUBDIR
+    assert embedded.default_data_dir(environ) == served.absolute()

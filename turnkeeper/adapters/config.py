@@ -21,6 +21,7 @@ import attrs
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from turnkeeper.adapters.postgres.embedded import DATA_DIR_ENV, DEFAULT_DATA_DIR
 from turnkeeper.application.settings import CHOICES, SETTING_KEYS, Settings
 
 #: Prefix of every environment variable turnkeeper reads.
@@ -30,15 +31,12 @@ ENV_CONFIG_FILE = "TURNKEEPER_CONFIG"
 #: Environment variable with the PostgreSQL URL (else the embedded server is used).
 ENV_DATABASE_URL = "TURNKEEPER_DATABASE_URL"
 #: Environment variable with the data directory (embedded database, generated files).
-ENV_DATA_DIR = "TURNKEEPER_DATA_DIR"
+ENV_DATA_DIR = DATA_DIR_ENV
 #: Environment variable with the owner's API token (else one is generated once).
 ENV_OWNER_TOKEN = "TURNKEEPER_OWNER_TOKEN"  # noqa: S105 (a variable name, not a secret)
 #: Environment variable with the key that signs invocation tokens (else a key file in
 #: the data directory, made once); every process of one deployment must share it.
 ENV_SIGNING_KEY = "TURNKEEPER_SIGNING_KEY"
-#: The data directory when ``TURNKEEPER_DATA_DIR`` is not set, relative to the cwd.
-DEFAULT_DATA_DIR = ".turnkeeper"
-
 _TRUE = frozenset({"true", "1"})
 _FALSE = frozenset({"false", "0"})
 

@@ -21,7 +21,7 @@ from turnkeeper.adapters.config import ENV_DATA_DIR, Config, ConfigError
 from turnkeeper.adapters.http.operations import Readiness, always_ready
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.observability.metrics import attach_metrics
-from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
+from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR, EmbeddedPostgres
 from turnkeeper.adapters.postgres.migrations import is_current
 from turnkeeper.adapters.postgres.pool import PoolPolicy, connection_within
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
@@ -31,8 +31,6 @@ from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.application.bootstrap import Services, build_services
 from turnkeeper.application.settings import Settings
 
-#: Folder of the embedded server's cluster inside the data directory.
-EMBEDDED_SUBDIR = "pgdata"
 #: File in the data directory holding the invocation token key when none is configured.
 SIGNING_KEY_FILE = "signing.key"
 #: Random bytes of a generated signing key (HS256 wants at least 32).

@@ -1,9 +1,9 @@
 """The embedded PostgreSQL server of the pgserver wheel, for `turnkeeper serve` and tests.
 
 When ``TURNKEEPER_DATABASE_URL`` is not set, turnkeeper runs its own PostgreSQL from the
-binaries shipped in the ``pgserver`` wheel, with its data in ``.turnkeeper/pgdata``
-under ``TURNKEEPER_DATA_DIR`` (default: the working directory). It listens on a Unix
-socket in the data directory only.
+binaries shipped in the ``pgserver`` wheel, with its data in ``pgdata`` under the data
+directory: ``TURNKEEPER_DATA_DIR``, default ``.turnkeeper`` in the working directory (the
+folder of ``turnkeeper serve``). It listens on a Unix socket in the data directory only.
 
 Example:
     >>> server = EmbeddedPostgres.start()  # doctest: +SKIP
@@ -23,8 +23,12 @@ from typing import Any
 
 from turnkeeper.application.errors import StoreUnavailable
 
-#: Environment variable naming the data directory (the parent of ``.turnkeeper``).
+#: Environment variable naming the data directory (the parent of `EMBEDDED_SUBDIR`).
 DATA_DIR_ENV = "TURNKEEPER_DATA_DIR"
+#: The data directory without ``TURNKEEPER_DATA_DIR``, in the working directory.
+DEFAULT_DATA_DIR = ".turnkeeper"
+#: The embedded server's folder in the data directory.
+EMBEDDED_SUBDIR = "pgdata"
 
 #: What a user without the embedded server reads: both ways to get a database.
 MISSING_EMBEDDED = (
@@ -70,11 +74,12 @@ def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
         environ: the environment (default ``os.environ``).
 
     Returns:
-        ``$TURNKEEPER_DATA_DIR/.turnkeeper/pgdata``, or ``./.turnkeeper/pgdata``.
+        ``$TURNKEEPER_DATA_DIR/pgdata``, or ``./.turnkeeper/pgdata``: the folder
+        ``turnkeeper serve`` uses, so that both find the same database.
     """
     env = os.environ if environ is None else environ
-    base = Path(env.get(DATA_DIR_ENV) or Path.cwd())
-    return base / ".turnkeeper" / "pgdata"
+    base = env.get(DATA_DIR_ENV)
+    return (Path(base) if base else Path.cwd() / DEFAULT_DATA_DIR) / EMBEDDED_SUBDIR
 
 
 class EmbeddedPostgres:
