@@ -19,7 +19,9 @@ reads or the process ends.
 
 from __future__ import annotations
 
+import contextlib
 import socket
+from collections.abc import Iterator
 
 import structlog
 import uvicorn
@@ -45,6 +47,24 @@ class StreamClosingServer(uvicorn.Server):
         super().__init__(config)
         self._live = live
         self._sock = sock
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Capture SIGTERM and SIGINT as uvicorn does, without raising them again at the end.
+
+        uvicorn raises a signal it handled again once serving ended, so that the process
+        ends as the signal's default would: SIGTERM then kills it at once, before the
+        command closed its database pool and stopped the embedded PostgreSQL server it
+        started (which went on running without its server). Here a stop is complete
+        when serving returns: the command cleans up and exits 0.
+        """
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                captured = getattr(self, "_captured_signals", None)
+                if isinstance(captured, list):
+                    captured.clear()
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve until a signal or ``should_exit``, on the shared socket if there is one.
