@@ -132,8 +132,12 @@ async def test_a_full_scenario_logs_no_content_and_no_token(
     requests = [r for r in lines if r.get("event") == "http_request"]
     assert requests
     assert all(r.get("correlation_id") for r in requests)
-    answered = [r for r in lines if r.get("event") == "agent_send"]
+    answered = [r for r in lines if r.get("event") == "agent_send" and r["gated"]]
     assert [r["state"] for r in answered] == ["sent", "held"]
+    # The report thread is Lotse's ungated createThread: its compatibility line.
+    ungated = [r for r in lines if r.get("event") == "agent_send" and not r["gated"]]
+    assert [(r["state"], r["path"]) for r in ungated] == [("sent", "compat")]
+    assert ungated[0]["correlation_id"]
     for line in answered:
         assert set(line) >= SEND_FIELDS, SEND_FIELDS - set(line)
         assert line["correlation_id"]
