@@ -18,8 +18,6 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn, TextIO
 
-import structlog
-
 from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
 from turnkeeper.adapters.http.server import (
@@ -46,6 +44,7 @@ from turnkeeper.adapters.wiring import (
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import build_demo_world
 from turnkeeper.application.errors import StoreUnavailable
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.services.admin import NewPrincipal
 from turnkeeper.application.services.tokens import OwnerTokenRefused
 
@@ -215,7 +214,7 @@ async def run_jobs_forever(services: Services) -> None:
     Args:
         services: the services whose jobs run.
     """
-    log = structlog.get_logger("turnkeeper.jobs")
+    log = get_logger("turnkeeper.jobs")
     while True:
         try:
             ended = await services.runs.run_jobs_once()

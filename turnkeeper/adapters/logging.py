@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
 from typing import Any, TextIO
 
 import attrs
@@ -37,71 +36,15 @@ import msgspec
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from turnkeeper.application.logs import (
+    REDACTED,
+    REDACTED_KEYS,
+    redact_secrets,
+)
 from turnkeeper.application.settings import Settings
-
-#: Keys whose values are never logged: credentials and message content.
-REDACTED_KEYS = frozenset({"token", "authorization", "content", "invocation_token"})
-#: What a redacted value is replaced with (kept rather than dropped, so that a reader of
-#: the log sees the key was present).
-REDACTED = "[redacted]"
-
 
 #: The attribute of a standard library record that holds a line structlog rendered.
 RENDERED_ATTRIBUTE = "turnkeeper_rendered"
-#: Types whose values hold no nested keys: returned by `_redact` as they are.
-_SCALARS = (str, int, float, bool, type(None))
-
-
-#: How many key names `_is_secret_key` remembers (records use a few dozen).
-_REMEMBERED_NAMES = 1024
-_secret_by_name: dict[object, bool] = {}
-
-
-def _judge(key: object) -> bool:
-    if not isinstance(key, str):
-        return False
-    name = key.lower()
-    # Any *_token (owner_token, api_token ...) is a credential as well.
-    return name in REDACTED_KEYS or name.endswith("_token")
-
-
-def _is_secret_key(key: object) -> bool:
-    # Every record judges the same few names again: each is judged once, then looked up.
-    secret = _secret_by_name.get(key)
-    if secret is None:
-        secret = _judge(key)
-        if len(_secret_by_name) < _REMEMBERED_NAMES:
-            _secret_by_name[key] = secret
-    return secret
-
-
-def _redact(value: Any) -> Any:
-    if isinstance(value, _SCALARS):
-        return value
-    if isinstance(value, Mapping):
-        return {k: REDACTED if _is_secret_key(k) else _redact(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact(item) for item in value]
-    return value
-
-
-def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-    """Replace the value of every secret key, also in nested mappings.
-
-    Args:
-        logger: the wrapped logger (unused).
-        method_name: the log method (unused).
-        event_dict: the record.
-
-    Returns:
-        The record with tokens, authorization headers and content redacted.
-    """
-    for key, value in list(event_dict.items()):
-        if _is_secret_key(key):
-            event_dict[key] = REDACTED
-        elif not isinstance(value, _SCALARS):
-            event_dict[key] = _redact(value)
-    return event_dict
 
 
 #: structlog's JSON renderer (``json.dumps``), for the records `render_json` passes on.

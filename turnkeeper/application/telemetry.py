@@ -21,15 +21,15 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 import attrs
-import structlog
 
+from turnkeeper.application.logs import get_logger
 from turnkeeper.domain.events import NewEvent
 from turnkeeper.domain.runs import Run
 
 #: A span attribute value (OpenTelemetry's primitive types).
 AttributeValue = str | int | float | bool
 
-_log = structlog.get_logger("turnkeeper.telemetry")
+_log = get_logger("turnkeeper.telemetry")
 
 
 @attrs.frozen(kw_only=True)

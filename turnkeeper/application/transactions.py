@@ -18,10 +18,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import structlog
-
 from turnkeeper.application.audit import DenialAudit
 from turnkeeper.application.errors import ApplicationError, RetriableConflict
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.ports import Clock, UnitOfWork, UnitOfWorkFactory
 from turnkeeper.application.ports.audit import DeniedAction
 from turnkeeper.application.settings import Settings
@@ -51,7 +50,7 @@ def _now(
     return answered
 
 
-_log = structlog.get_logger("turnkeeper.tx")
+_log = get_logger("turnkeeper.tx")
 
 
 class AccessDenied(ApplicationError):

@@ -8,8 +8,8 @@ draws collide often enough to exercise "same agent", "same run" and "same author
 
 Example:
     >>> from hypothesis import given
-    >>> from domain.runs import OutcomeKind, decide_trigger
-    >>> from domain.messaging import Origin
+    >>> from turnkeeper.domain.runs import OutcomeKind, decide_trigger
+    >>> from turnkeeper.domain.messaging import Origin
     >>> @given(trigger_facts(origin=st.sampled_from([Origin.AGENT, Origin.SYSTEM])))
     ... def test_only_humans_trigger(facts):
     ...     assert decide_trigger(facts).kind is OutcomeKind.NONE

@@ -14,13 +14,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-import structlog
-
 from turnkeeper.adapters.client import wire
 from turnkeeper.adapters.client.errors import ClientProblem
 from turnkeeper.adapters.client.models import Id, LogicalSendResult, SendResult
 from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.adapters.client.targets import TargetKeys
+from turnkeeper.application.logs import get_logger
 from turnkeeper.domain.freshness import SendState, SessionFreshnessState
 from turnkeeper.domain.logical_sends import AcceptedChunk
 
@@ -34,7 +33,7 @@ REMEMBERED_LOGICAL_SENDS = 256
 def _log() -> Any:
     # A fresh proxy per record: it follows the structlog configuration of the moment
     # (a proxy cached on first use would keep the configuration it first saw).
-    return structlog.get_logger(LOGGER_NAME)
+    return get_logger(LOGGER_NAME)
 
 
 class SendGate:

@@ -22,11 +22,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
-import structlog
 
 from turnkeeper.adapters.client import wire
 from turnkeeper.adapters.client.errors import ClientProblem, ClientUnavailable
 from turnkeeper.adapters.client.models import AgentEvent, EventPage
+from turnkeeper.application.logs import get_logger
 
 #: The agent's stream route.
 STREAM_PATH = "/v1/agent/events/stream"
@@ -47,7 +47,7 @@ _LOGGER_NAME = "turnkeeper.client"
 
 
 def _log() -> Any:
-    return structlog.get_logger(_LOGGER_NAME)
+    return get_logger(_LOGGER_NAME)
 
 
 async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:

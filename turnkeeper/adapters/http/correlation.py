@@ -31,6 +31,7 @@ from litestar.routes import BaseRoute, HTTPRoute
 from litestar.types import Message, Receive, Scope, Send
 
 from turnkeeper.adapters.logging import write_direct
+from turnkeeper.application.logs import library_logger
 
 #: The request and answer header of the correlation id.
 CORRELATION_HEADER = "X-Correlation-Id"
@@ -73,6 +74,10 @@ class RequestLog:
         self._stdlib = logging.getLogger(LOGGER_NAME)
 
     def _bound(self) -> Any:
+        if not structlog.is_configured():
+            # A program that mounts the application and has not set structlog up: its
+            # standard library logging decides (turnkeeper.application.logs).
+            return library_logger(LOGGER_NAME)
         config = structlog.get_config()
         key = (config["processors"], config["wrapper_class"], config["logger_factory"])
         if self._logger is None or any(a is not b for a, b in zip(key, self._key, strict=True)):

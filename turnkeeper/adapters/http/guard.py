@@ -15,13 +15,13 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 import msgspec
-import structlog
 
 from turnkeeper.adapters.http.answers import FieldErrorOut
 from turnkeeper.adapters.http.correlation import CORRELATION_HEADER, correlation_id_of
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
+from turnkeeper.application.logs import get_logger
 
-_log = structlog.get_logger("turnkeeper.http")
+_log = get_logger("turnkeeper.http")
 
 
 class GuardedConnection(Protocol):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar, cast
 
-import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from turnkeeper.adapters.http.corked import CorkedTransport
@@ -28,8 +27,9 @@ from turnkeeper.adapters.http.guard import (
     refuse_unread,
     request_timeout_answer,
 )
+from turnkeeper.application.logs import get_logger
 
-_log = structlog.get_logger("turnkeeper.http")
+_log = get_logger("turnkeeper.http")
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):

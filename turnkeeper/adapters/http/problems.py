@@ -16,7 +16,6 @@ from typing import Any
 
 import attrs
 import msgspec
-import structlog
 from litestar import Request, Response
 from litestar.exceptions import (
     HTTPException,
@@ -46,6 +45,7 @@ from turnkeeper.adapters.http.correlation import correlation_id_of
 from turnkeeper.adapters.http.decoding import decode_failure, malformed_body
 from turnkeeper.adapters.http.dependencies import bearer_failure
 from turnkeeper.application.errors import StoreUnavailable
+from turnkeeper.application.logs import get_logger
 from turnkeeper.domain.errors import DomainError, RateLimited, ValidationFailed
 
 #: Media type of every error answer.
@@ -104,7 +104,7 @@ MIN_RETRY_AFTER_SECONDS = 1
 #: Only these statuses show a ``reason``: a 403 or 409 names why (API.md conventions).
 _REASON_STATUSES = frozenset({HTTP_403_FORBIDDEN, HTTP_409_CONFLICT, HTTP_503_SERVICE_UNAVAILABLE})
 
-_log = structlog.get_logger("turnkeeper.http")
+_log = get_logger("turnkeeper.http")
 
 
 class ClientGone(Exception):

@@ -45,7 +45,6 @@ from typing import Any, ClassVar, cast
 
 import h11
 import msgspec
-import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -59,6 +58,7 @@ from turnkeeper.adapters.http.guard import (
 )
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
 from turnkeeper.adapters.http.shutdown import StreamClosingServer
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.settings import Settings
 
@@ -72,7 +72,7 @@ ACCEPT_BACKLOG = 128
 #: Passes of the accept loop the budget keeps room for.
 ACCEPT_PASSES = 2
 
-_log = structlog.get_logger("turnkeeper.http")
+_log = get_logger("turnkeeper.http")
 
 
 class GuardedH11Protocol(H11Protocol):

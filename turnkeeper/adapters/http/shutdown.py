@@ -23,12 +23,12 @@ import contextlib
 import socket
 from collections.abc import Iterator
 
-import structlog
 import uvicorn
 
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.services.live import LiveDelivery
 
-_log = structlog.get_logger("turnkeeper.http")
+_log = get_logger("turnkeeper.http")
 
 
 class StreamClosingServer(uvicorn.Server):

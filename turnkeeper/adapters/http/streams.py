@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import msgspec
-import structlog
 from litestar import Request, Router, get
 from litestar.di import NamedDependency
 from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIType, Operation, Schema
@@ -35,6 +34,7 @@ from turnkeeper.adapters.http.dependencies import bearer_token
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import MAX_SEQ
 from turnkeeper.adapters.http.run_answers import AgentEvent
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.services.conversation import EventPage
 from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import LiveDelivery
@@ -53,7 +53,7 @@ HEARTBEAT_COMMENT = "heartbeat"
 SHARED_STREAM_PATH = "/v1/events/stream"
 AGENT_STREAM_PATH = "/v1/agent/events/stream"
 
-_log = structlog.get_logger("turnkeeper.http.streams")
+_log = get_logger("turnkeeper.http.streams")
 _encoder = msgspec.json.Encoder()
 _WHOLE_NUMBER = re.compile(r"-?[0-9]+")
 #: Digits of the largest seq: a longer whole number is out of range without reading it.

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-import structlog
+from turnkeeper.application.logs import get_logger
 
 #: Signals the parent passes on to its workers (as SIGTERM).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -39,7 +39,7 @@ EXIT_WORKER_ENDED = 1
 #: prctl(2)'s PR_SET_PDEATHSIG (linux/prctl.h): the signal for a process whose parent ends.
 _PR_SET_PDEATHSIG = 1
 
-_log = structlog.get_logger("turnkeeper.http")
+_log = get_logger("turnkeeper.http")
 
 #: A signal handler as `signal.signal` takes and returns it.
 Handler = Callable[[int, FrameType | None], Any] | int | None

@@ -15,7 +15,6 @@ from http import HTTPStatus
 from typing import Any
 
 import attrs
-import structlog
 
 from turnkeeper.adapters.client import (
     AgentEvent,
@@ -42,6 +41,7 @@ from turnkeeper.adapters.mcp.tools import (
     parse_arguments,
     tool_specs,
 )
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.logical_sends import LogicalSendState
 
@@ -88,7 +88,7 @@ def _superseded(problem: ClientProblem) -> bool:
 
 
 def _log() -> Any:
-    return structlog.get_logger(LOGGER_NAME)
+    return get_logger(LOGGER_NAME)
 
 
 @attrs.frozen(kw_only=True)

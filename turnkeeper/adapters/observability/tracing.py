@@ -26,10 +26,9 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-import structlog
-
 from turnkeeper.adapters.postgres.base import Conn
 from turnkeeper.adapters.postgres.observers import StatementDone, observe_statements
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.telemetry import (
     AttributeValue,
     CommittedChanges,
@@ -54,7 +53,7 @@ ERROR_TYPE = "error.type"
 #: The span attribute with the problem code of an expected error (validation_failed ...).
 ERROR_CODE = "turnkeeper.error_code"
 
-_log = structlog.get_logger("turnkeeper.tracing")
+_log = get_logger("turnkeeper.tracing")
 
 
 def otel_installed() -> bool:

@@ -43,11 +43,11 @@ from typing import Any
 
 import attrs
 import psycopg
-import structlog
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.settings import Settings
 
 Conn = psycopg.AsyncConnection[Any]
@@ -58,7 +58,7 @@ _MS_PER_SECOND = 1000
 _PGOPTIONS = "PGOPTIONS"
 _OPEN_TRANSACTION = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
 
-_log = structlog.get_logger("turnkeeper.postgres")
+_log = get_logger("turnkeeper.postgres")
 
 
 @attrs.frozen(kw_only=True)

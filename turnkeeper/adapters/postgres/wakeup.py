@@ -38,10 +38,10 @@ from typing import Any
 
 import attrs
 import psycopg
-import structlog
 
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.wakeups import LocalWaker
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.wakeup import SHARED_FEED, Feed, WakeListener
 
@@ -59,7 +59,7 @@ DEFAULT_WATCH_INTERVAL = timedelta(milliseconds=Settings().stream_watch_interval
 #: at once, so a watch that fell behind catches up in steps of bounded cost.
 WATCH_BATCH = 1000
 
-_log = structlog.get_logger("turnkeeper.wakeup")
+_log = get_logger("turnkeeper.wakeup")
 
 #: A conninfo, or a function (sync or async) that returns one.
 ConnInfo = str | Callable[[], str] | Callable[[], Awaitable[str]]

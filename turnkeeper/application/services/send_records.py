@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.services.send_types import AgentSend, SendOutcome, SendPath
 from turnkeeper.application.telemetry import AttributeValue, SendAnswered, TelemetryHub
 from turnkeeper.domain.errors import DomainError
@@ -24,7 +23,7 @@ LOGGER_NAME = "turnkeeper.freshness"
 
 def send_log() -> Any:
     """The logger of send records (a fresh proxy per record: it follows the configuration)."""
-    return structlog.get_logger(LOGGER_NAME)
+    return get_logger(LOGGER_NAME)
 
 
 def request_fields(actor: Principal, request: AgentSend) -> dict[str, AttributeValue]:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import uuid
 
-import structlog
-
 from turnkeeper.application.event_factory import EventFactory
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
 from turnkeeper.application.services.access import thread_of
 from turnkeeper.application.services.messages_append import MessageAppender
@@ -22,7 +21,7 @@ from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerSta
 from turnkeeper.domain.runs import Run
 from turnkeeper.domain.world import Principal
 
-_log = structlog.get_logger("turnkeeper.runs")
+_log = get_logger("turnkeeper.runs")
 
 
 class RunOpener:

@@ -11,10 +11,9 @@ nothing it already read is read again.
 
 from __future__ import annotations
 
-import structlog
-
 from turnkeeper.application.audit import DenialAudit
 from turnkeeper.application.event_factory import EventFactory
+from turnkeeper.application.logs import get_logger
 from turnkeeper.application.ports import Clock, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.runs.changes import RunChanges
@@ -32,7 +31,7 @@ from turnkeeper.domain.messaging import TriggerState
 from turnkeeper.domain.runs import TRIGGER_STATE_OF, EndReason, Run, RunState, end
 from turnkeeper.domain.world import Principal
 
-_log = structlog.get_logger("turnkeeper.runs")
+_log = get_logger("turnkeeper.runs")
 
 
 class RunEnder:
