@@ -18,6 +18,9 @@ from turnkeeper.adapters.postgres.migrations import (
     pending,
     sql_dir,
 )
+from turnkeeper.adapters.wiring import postgres_backend
+from turnkeeper.application.errors import StoreUnavailable
+from turnkeeper.application.settings import Settings
 
 ALL_VERSIONS = [m.version for m in discover()]
 
@@ -188,3 +191,13 @@ async def test_concurrent_migrators_apply_each_migration_once(
     expected = [*ALL_VERSIONS, "0998_slow"]
     assert sorted(first + second) == sorted(expected)
     assert [v for v, _ in await _ledger(pg_empty_conninfo)] == sorted(expected)
+
+
+async def test_a_database_never_migrated_is_unavailable_not_a_driver_error(
+    pg_empty_conninfo: str,
+) -> None:
+    # docs/embedding.md: driver errors are translated at the adapter's edge; a missing
+    # schema reads as the store being unusable until it is migrated.
+    async with postgres_backend(pg_empty_conninfo, Settings(), b"k" * 32) as backend:
+        with pytest.raises(StoreUnavailable, match="migrat"):
+            await backend.services.admin.ensure_owner("robin", None)

@@ -14,7 +14,11 @@ in `wrap_errors()`, which translates
   `RetriableConflict`: the link forgot its names, and the rerun prepares them again;
 - every other unique violation into `DuplicateKey` naming its constraint;
 - lost or refused connections, an exhausted or closed pool, and a statement cancelled by
-  ``statement_timeout`` (see `turnkeeper.adapters.postgres.pool`) into `StoreUnavailable`.
+  ``statement_timeout`` (see `turnkeeper.adapters.postgres.pool`) into `StoreUnavailable`;
+- a table, column, function or type the statements name but the database lacks (a
+  database not migrated, or migrated to an older version: sqlc checks every statement
+  against the migrations) into `StoreUnavailable` saying so (`/readyz` answers
+  ``migrations_pending`` then).
 
 Anything else propagates unchanged: it is a bug, not a condition to handle.
 """
@@ -45,6 +49,16 @@ RACE_CONSTRAINTS = frozenset(
 #: cancelled by ``statement_timeout`` (57014: the database is too slow for
 #: ``database.request_timeout``).
 _UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "3D000", "57014"})
+
+#: A schema older than the statements: undefined table, column, function, object.
+_SCHEMA_BEHIND = (
+    pg_errors.UndefinedTable,
+    pg_errors.UndefinedColumn,
+    pg_errors.UndefinedFunction,
+    pg_errors.UndefinedObject,
+)
+#: What a `StoreUnavailable` of a schema behind says (a log line; never shown to clients).
+SCHEMA_BEHIND = "the database schema is not current: run the migrations (turnkeeper migrate)"
 
 _RETRIABLE = (
     pg_errors.DeadlockDetected,
@@ -77,6 +91,8 @@ def translate(exc: psycopg.Error) -> Exception | None:
             return StoreUnavailable(str(exc).strip() or type(exc).__name__)
     if isinstance(exc, psycopg.InterfaceError) and "closed" in str(exc):
         return StoreUnavailable(str(exc).strip())
+    if isinstance(exc, _SCHEMA_BEHIND):
+        return StoreUnavailable(f"{SCHEMA_BEHIND} ({type(exc).__name__})")
     return None
 
 
@@ -89,7 +105,7 @@ def wrap_errors() -> Iterator[None]:
     Raises:
         RetriableConflict: deadlock, serialization failure, lock timeout, unique race.
         DuplicateKey: any other unique violation.
-        StoreUnavailable: the database cannot be reached.
+        StoreUnavailable: the database cannot be reached, or its schema is behind.
 
     Example:
         >>> with wrap_errors():  # doctest: +SKIP
