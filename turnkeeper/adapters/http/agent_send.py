@@ -14,10 +14,12 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
+from turnkeeper.adapters.http.dependencies import agent_route
 from turnkeeper.adapters.http.fast_path import FastAnswer, FastRoute
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import AgentSendBody
 from turnkeeper.adapters.http.run_answers import AgentSendResult
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.agent_send import AgentSendService
 from turnkeeper.application.services.identity import BearerToken
 
@@ -25,7 +27,12 @@ from turnkeeper.application.services.identity import BearerToken
 SEND_PATH = "/v1/agent/send"
 
 
-@post("/agent/send", status_code=HTTP_200_OK, responses=problems(403, 409, 429))
+@post(
+    "/agent/send",
+    status_code=HTTP_200_OK,
+    responses=problems(403, 409, 429),
+    opt=agent_route(AuditAction.AGENT_SEND),
+)
 async def agent_send(
     data: JSONBody[AgentSendBody],
     bearer: NamedDependency[BearerToken],

@@ -16,6 +16,7 @@ from turnkeeper.adapters.http.console import console_router
 from turnkeeper.adapters.http.conversation import conversation_router, message_fast_route
 from turnkeeper.adapters.http.correlation import CorrelatedApp
 from turnkeeper.adapters.http.dependencies import (
+    caller_check,
     provide_bearer,
     provide_principal,
     refuse_unknown_bearer,
@@ -137,7 +138,7 @@ def create_app(
             "readiness": Provide(provide_readiness, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
-        after_exception=[refuse_unknown_bearer(services.identity, services.admin.require_owner)],
+        after_exception=[refuse_unknown_bearer(services.identity, caller_check(services))],
         # Depth, duplicated members and NUL characters, before Litestar decodes a body.
         before_request=body_guard(settings.max_json_depth),
         openapi_config=openapi,

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, cast
 
+import attrs
 from litestar import Request
 from litestar.datastructures import Headers
 from litestar.di import NamedDependency, Provide
@@ -41,6 +42,8 @@ from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.identity import BearerToken, IdentityService
+from turnkeeper.application.services.runs.guards import require_agent
+from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.errors import ValidationFailed
 from turnkeeper.domain.world import Principal
 
@@ -55,11 +58,26 @@ _CALLER_PARAMETERS = ("principal", "bearer")
 #: Statuses of the framework's refusals of a request's input (malformed JSON, a body of
 #: another media type), answered only once the caller is known.
 _INPUT_REFUSALS = frozenset({400, 415})
-#: The ``opt`` key of an administrative route: the audited action of its owner check,
-#: which `refuse_unknown_bearer` makes before the route's input is refused.
-OWNER_ACTION = "turnkeeper.owner_action"
-#: Checks the owner role of a caller for an audited action (`AdminService.require_owner`).
-OwnerCheck = Callable[[Principal, AuditAction], Awaitable[None]]
+#: The ``opt`` key of a route for one kind of caller: its `CallerRule`, which
+#: `refuse_unknown_bearer` checks before the route's input is refused.
+CALLER_RULE = "turnkeeper.caller_rule"
+
+
+@attrs.frozen
+class CallerRule:
+    """Who may call a route at all, checked before its input (`owner_route`, `agent_route`).
+
+    Attributes:
+        owner: the owner only (else agents only).
+        action: the audited action of a refusal.
+    """
+
+    owner: bool
+    action: AuditAction
+
+
+#: Refuses a caller a `CallerRule` does not admit (403, audited); None for one it admits.
+CallerCheck = Callable[[Principal, CallerRule], Awaitable[None]]
 
 
 def owner_route(action: AuditAction) -> dict[str, Any]:
@@ -71,7 +89,43 @@ def owner_route(action: AuditAction) -> dict[str, Any]:
     Returns:
         The route's ``opt`` mapping.
     """
-    return {OWNER_ACTION: action}
+    return {CALLER_RULE: CallerRule(owner=True, action=action)}
+
+
+def caller_check(services: Services) -> CallerCheck:
+    """The check of `CallerRule` over the services: their own refusals, audited alike.
+
+    Args:
+        services: the services (the owner check, the transactor's denial audit).
+
+    Returns:
+        A check that raises `AccessDenied` (``owner_required`` or ``agents_only``, the
+        denial recorded) for a caller the rule does not admit.
+    """
+
+    async def check(caller: Principal, rule: CallerRule) -> None:
+        if rule.owner:
+            await services.admin.require_owner(caller, rule.action)
+            return
+        try:
+            require_agent(caller, rule.action)
+        except AccessDenied as denied:
+            await services.tx.record_denial(denied)
+            raise
+
+    return check
+
+
+def agent_route(action: AuditAction) -> dict[str, Any]:
+    """The ``opt`` of a route of the agent runtime: anyone else is refused before its input.
+
+    Args:
+        action: the audited action of the route (``agent.send``).
+
+    Returns:
+        The route's ``opt`` mapping.
+    """
+    return {CALLER_RULE: CallerRule(owner=False, action=action)}
 
 
 def _constant(value: object) -> Provide:
@@ -223,16 +277,17 @@ def _state(scope: Scope) -> dict[str, Any]:
 
 
 def refuse_unknown_bearer(
-    identity: IdentityService, require_owner: OwnerCheck | None = None
+    identity: IdentityService, check_caller: CallerCheck | None = None
 ) -> Callable[[Exception, Scope], Awaitable[None]]:
     """The ``after_exception`` hook that keeps 401 before 400 and 415 on every route.
 
-    On an administrative route (`owner_route`) it keeps 403 ``owner_required`` before
-    them too: a non-owner learns nothing of how the route reads its input.
+    On a route for one kind of caller (`owner_route`, `agent_route`) it keeps that 403
+    (``owner_required``, ``agents_only``) before them too: a caller the route never
+    admits learns nothing of how it reads its input.
 
     Args:
         identity: the token authentication.
-        require_owner: the owner check of administrative routes (None: not made here).
+        check_caller: the check of a route's `CallerRule` (None: not made here).
 
     Returns:
         The hook: when a request of an authenticated route (one whose handler takes
@@ -248,26 +303,28 @@ def refuse_unknown_bearer(
         state = _state(scope)
         try:
             caller = await _caller(identity, scope)
-            action = _owner_action(scope)
-            if caller is not None and action is not None and require_owner is not None:
-                await require_owner(caller, action)
-        # What authenticating (and the owner check) first would have answered: 401, 403
-        # owner_required, or 503 without a store.
+            rule = _caller_rule(scope)
+            if rule is not None and check_caller is not None:
+                await check_caller(caller, rule)
+        except _NoCaller:
+            return
+        # What authenticating (and the caller's rule) first would have answered: 401, 403
+        # owner_required or agents_only, or 503 without a store.
         except Exception as failure:
             state[_REFUSED_KEY] = failure
 
     return hook
 
 
-async def _caller(identity: IdentityService, scope: Scope) -> Principal | None:
+async def _caller(identity: IdentityService, scope: Scope) -> Principal:
     """The caller of a refused exchange: as authenticated already, or authenticated now.
 
     Returns:
-        The principal of a ``principal`` route; None for a ``bearer`` route (its token is
-        only checked) and for a route without a caller.
+        The principal the token belongs to.
 
     Raises:
         Unauthenticated: for a missing, malformed or unknown token.
+        _NoCaller: for a route without a caller.
     """
     state = _state(scope)
     known = state.get(_AUTHENTICATED_KEY)
@@ -275,20 +332,23 @@ async def _caller(identity: IdentityService, scope: Scope) -> Principal | None:
         return known
     bearer = state.get(_UNRESOLVED_KEY)
     if isinstance(bearer, BearerToken):
-        await identity.authenticate_bearer(bearer)
-        return None
+        return await identity.authenticate_bearer(bearer)
     if not _takes_a_caller(scope):
-        return None
+        raise _NoCaller
     token = scope_token(scope)
     if token is None:
         raise Unauthenticated()
     return await identity.authenticate(token)
 
 
-def _owner_action(scope: Scope) -> AuditAction | None:
+class _NoCaller(Exception):
+    """The route has no caller to check (its input refusal stands)."""
+
+
+def _caller_rule(scope: Scope) -> CallerRule | None:
     handler = scope.get("route_handler")
-    action = handler.opt.get(OWNER_ACTION) if handler is not None else None
-    return action if isinstance(action, AuditAction) else None
+    rule = handler.opt.get(CALLER_RULE) if handler is not None else None
+    return rule if isinstance(rule, CallerRule) else None
 
 
 def _refuses_input(exc: Exception) -> bool:

@@ -17,6 +17,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
+from turnkeeper.adapters.http.dependencies import agent_route
 from turnkeeper.adapters.http.disconnect import until_client_leaves
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import (
@@ -30,6 +31,7 @@ from turnkeeper.adapters.http.requests import (
     given,
 )
 from turnkeeper.adapters.http.run_answers import AgentEventPage, Run
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.services.runs import RunsService, RunView
@@ -121,7 +123,7 @@ async def patch_run(
     return _run(await runs.patch(bearer, run_id, data.base_version, data.followup_ops()))
 
 
-@get("/agent/events", responses=problems(403))
+@get("/agent/events", responses=problems(403), opt=agent_route(AuditAction.AGENT_EVENTS_CONSUME))
 async def poll_agent_events(
     request: Request[Any, Any, Any],
     bearer: NamedDependency[BearerToken],
@@ -148,7 +150,12 @@ async def poll_agent_events(
     return AgentEventPage.of(page)
 
 
-@post("/agent/events/ack", status_code=HTTP_204_NO_CONTENT, responses=problems(403))
+@post(
+    "/agent/events/ack",
+    status_code=HTTP_204_NO_CONTENT,
+    responses=problems(403),
+    opt=agent_route(AuditAction.AGENT_EVENTS_CONSUME),
+)
 async def ack_agent_events(
     data: JSONBody[AckBody],
     bearer: NamedDependency[BearerToken],
@@ -158,7 +165,12 @@ async def ack_agent_events(
     await runs.ack(bearer, data.through_seq)
 
 
-@put("/agent/heartbeat", status_code=HTTP_204_NO_CONTENT, responses=problems(403))
+@put(
+    "/agent/heartbeat",
+    status_code=HTTP_204_NO_CONTENT,
+    responses=problems(403),
+    opt=agent_route(AuditAction.AGENT_HEARTBEAT),
+)
 async def heartbeat(
     data: JSONBody[HeartbeatBody],
     principal: NamedDependency[Principal],

@@ -30,11 +30,12 @@ from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
 
 from turnkeeper.adapters.http.answers import Event
-from turnkeeper.adapters.http.dependencies import bearer_token
+from turnkeeper.adapters.http.dependencies import agent_route, bearer_token
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import MAX_SEQ
 from turnkeeper.adapters.http.run_answers import AgentEvent
 from turnkeeper.application.logs import get_logger
+from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.conversation import EventPage
 from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import LiveDelivery
@@ -198,7 +199,12 @@ async def stream_events(
     return _LiveEvents(stream, _shared_messages)
 
 
-@get("/agent/events/stream", responses=problems(403, 429), media_type=EVENT_STREAM)
+@get(
+    "/agent/events/stream",
+    responses=problems(403, 429),
+    media_type=EVENT_STREAM,
+    opt=agent_route(AuditAction.AGENT_EVENTS_CONSUME),
+)
 async def stream_agent_events(
     request: Request[Any, Any, Any],
     principal: NamedDependency[Principal],

@@ -1,9 +1,10 @@
-"""A non-owner is refused an administrative route whatever its body, path and query hold.
+"""A caller a route never admits is refused before its input is read.
 
-The owner check comes before the input's: anyone else gets 403 ``forbidden`` /
-``owner_required``, audited, and learns nothing of how the input is read (docs/rights.md:
-"Every denial is audited, also the refusals of administrative routes to anyone but the
-owner"). An unknown token is still 401 first.
+A non-owner on an administrative route gets 403 ``forbidden`` / ``owner_required``, a
+person on a route of the agent runtime 403 ``forbidden`` / ``agents_only``: audited, and
+whatever it sent, so it learns nothing of how the input is read (docs/rights.md: "Every
+denial is audited, also the refusals of administrative routes to anyone but the
+owner"). An unknown token is still 401 first; an admitted caller's bad input is 400.
 """
 
 from __future__ import annotations
@@ -90,3 +91,47 @@ async def test_an_unknown_token_is_still_401_first(
     path = path.format(**_ids(world))
     answer = await client.request(method, path, headers=bearer("tk_unknown"), **keywords)
     assert_problem(answer, 401, "unauthenticated")
+
+
+#: Inputs of the agent runtime's routes a person sends: (method, path, keywords, action).
+AGENT_REQUESTS: list[tuple[str, str, dict[str, Any], str]] = [
+    ("POST", "/v1/agent/send", {"json": {"x": 1}}, "agent.send"),
+    ("POST", "/v1/agent/events/ack", {"json": {}}, "agent.events.consume"),
+    ("PUT", "/v1/agent/heartbeat", {"json": {"y": 1}}, "agent.heartbeat"),
+    ("GET", "/v1/agent/events", {"params": {"limit": "x"}}, "agent.events.consume"),
+    ("GET", "/v1/agent/events/stream", {"params": {"after": "x"}}, "agent.events.consume"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "keywords", "action"), AGENT_REQUESTS)
+async def test_a_person_is_refused_the_agent_runtime_before_its_input_is_read(
+    client: ContractClient,
+    world: DemoWorld,
+    services: Services,
+    method: str,
+    path: str,
+    keywords: dict[str, Any],
+    action: str,
+) -> None:
+    alex = world.principal("alex")
+    answer = await client.request(
+        method, path, headers=bearer(world.people["alex"].token), **keywords
+    )
+    body = assert_problem(answer, 403, "forbidden")
+    assert body["reason"] == "agents_only"
+    assert await denials(services, alex) == [(action, "agents_only", 1)]
+
+
+@pytest.mark.parametrize(("method", "path", "keywords", "action"), AGENT_REQUESTS)
+async def test_an_agents_own_bad_input_is_still_400(
+    client: ContractClient,
+    world: DemoWorld,
+    method: str,
+    path: str,
+    keywords: dict[str, Any],
+    action: str,
+) -> None:
+    answer = await client.request(
+        method, path, headers=bearer(world.agents["lotse"].token), **keywords
+    )
+    assert_problem(answer, 400, "validation_failed")
