@@ -159,6 +159,8 @@
     }
     if (scope && scope.space_id) entry.spaceId = scope.space_id;
     if (scope && scope.channel_id) entry.channelId = scope.channel_id;
+    /* An event of the thread: this token reads it (again). */
+    if (scope) entry.unreadable = false;
     return entry;
   }
 
@@ -375,6 +377,7 @@
     }
     sessionStorage.setItem(TOKEN_KEY, token);
     remember(state.me);
+    clearPage();
     byId("sign-in").hidden = true;
     byId("app").hidden = false;
     byId("sign-out").hidden = false;
@@ -408,6 +411,9 @@
     state.principals.clear();
     state.selected = null;
     state.pendingPost = null;
+    /* Nothing of this token stays in the page, nor the thread in the address. */
+    clearPage();
+    if (location.hash) history.replaceState(null, "", location.pathname + location.search);
     byId("app").hidden = true;
     byId("sign-out").hidden = true;
     byId("me").hidden = true;
@@ -416,6 +422,20 @@
     byId("token-input").value = "";
     setLive("offline", "Offline");
     byId("token-input").focus();
+  }
+
+  function clearPage() {
+    byId("thread-tree").replaceChildren();
+    byId("timeline").replaceChildren();
+    byId("thread-title").textContent = "";
+    byId("thread-meta").replaceChildren();
+    byId("held-count").textContent = "";
+    byId("thread-view").hidden = true;
+    byId("thread-empty").hidden = false;
+    byId("message-input").value = "";
+    byId("open-thread-input").value = "";
+    byId("composer-status").textContent = "";
+    threadStatus("");
   }
 
   function setLive(kind, text) {
@@ -433,6 +453,7 @@
 
   async function selectThread(id, moveFocus) {
     state.selected = id;
+    const known = state.threads.has(id) && !state.threads.get(id).unreadable;
     const entry = threadEntry(id);
     if (location.hash !== "#thread=" + id) history.replaceState(null, "", "#thread=" + id);
     threadStatus("");
@@ -445,6 +466,11 @@
       ]);
       setThreadDoc(entry, docs[0]);
     } catch (error) {
+      /* Opened by id and not readable: not listed (the list holds readable threads). */
+      if (!known && !entry.doc && !entry.messages.size) {
+        entry.unreadable = true;
+        renderTree();
+      }
       threadStatus("Cannot open the thread: " + describe(error));
     }
     for (const run of state.runs.values()) if (run.threadId === id) fetchRun(run.id);
@@ -625,6 +651,7 @@
   function renderTree() {
     const spaces = new Map();
     for (const entry of state.threads.values()) {
+      if (entry.unreadable) continue;
       const space = entry.spaceId || "";
       const channel = entry.channelId || "";
       if (!spaces.has(space)) spaces.set(space, new Map());
@@ -787,8 +814,21 @@
   function messageRef(entry, id) {
     const message = entry.messages.get(id);
     if (!message) return el("span", { text: "a message this token cannot read" });
-    return el("a", { href: "#m-" + id, className: "ref", "data-focus-key": "ref-" + id },
+    const link = el("a", { href: "#m-" + id, className: "ref", "data-focus-key": "ref-" + id },
       ["#" + message.thread_seq + " " + excerpt(message.content)]);
+    /* Moves to the message without replacing #thread=<id>, the address one keeps. */
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      focusTarget(byId("m-" + id));
+    });
+    return link;
+  }
+
+  function focusTarget(target) {
+    if (!target) return;
+    if (!target.hasAttribute("tabindex")) target.setAttribute("tabindex", "-1");
+    target.focus();
+    target.scrollIntoView({ block: "nearest" });
   }
 
   function renderRun(entry, anchor) {
@@ -842,6 +882,10 @@
       if (token) signIn(token);
     });
     byId("sign-out").addEventListener("click", () => signOut("Signed out."));
+    document.querySelector("a.skip").addEventListener("click", (event) => {
+      event.preventDefault();
+      focusTarget(byId("thread"));
+    });
     byId("open-thread-form").addEventListener("submit", (event) => {
       event.preventDefault();
       const input = byId("open-thread-input");
