@@ -12,7 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turnkeeper.domain import strategies as ds
-from turnkeeper.domain.freshness import MessageFreshnessFrontier, SessionFreshnessState, verdict
+from turnkeeper.domain.freshness import (
+    MessageFreshnessFrontier,
+    SessionFreshnessState,
+    surface_page,
+    verdict,
+)
 from turnkeeper.domain.logical_sends import (
     AcceptedChunk,
     chunk_client_message_id,
@@ -49,6 +54,17 @@ def apply(state: SessionFreshnessState, op: Op) -> None:
         state.mark_pending(key, seq)
     else:
         state.mark_sent(key, seq, f"m-{seq}")
+
+
+@given(ds.freshness_frontiers(), seqs, seqs)
+def test_a_page_never_surfaces_a_seq_it_did_not_show(
+    frontier: MessageFreshnessFrontier, after_seq: int, covers: int
+) -> None:
+    # Everything through the new observed seq was shown: before, or on the page.
+    moved = surface_page(frontier, after_seq, covers)
+    assert moved.observed_seq in (frontier.observed_seq, max(frontier.observed_seq, covers))
+    if moved.observed_seq > frontier.observed_seq:
+        assert after_seq <= frontier.observed_seq
 
 
 @given(ops)

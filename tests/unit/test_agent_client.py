@@ -365,6 +365,23 @@ async def test_history_pages_surface_only_what_they_cover(
     assert "three" not in repr(page)
 
 
+async def test_a_page_after_a_gap_surfaces_nothing(
+    server: FakeServer, client: AgentRuntimeClient
+) -> None:
+    # Seed 4.4: the frontier moves once the covered messages are in the tool result; a
+    # page read after seq 2 does not cover seq 2, which was never shown.
+    for text in ("one", "two", "three"):
+        server.post(THREAD, SAM, text)
+    await client.read_history(THREAD, after_seq=0, limit=1)
+    assert seqs(client)[0] == 1
+    page = await client.read_history(THREAD, after_seq=2)
+    assert [m.thread_seq for m in page.messages] == [3]
+    assert seqs(client)[0] == 1, "message 2 was never surfaced"
+    # Read on from the frontier, the page joins what was read: surfaced through 3.
+    await client.read_history(THREAD, after_seq=1)
+    assert seqs(client)[0] == 3
+
+
 # -- chunked logical sends ----------------------------------------------------------------
 
 CONTENT = "Alex asked for the report. Robin approved it. Sam will send it today."

@@ -11,6 +11,7 @@ from turnkeeper.domain.freshness import (
     SessionFreshnessState,
     note_latest,
     surface,
+    surface_page,
     verdict,
 )
 from turnkeeper.domain.logical_sends import (
@@ -92,6 +93,28 @@ def test_surface_is_a_high_water_mark(
     before: tuple[int, int, int], seq: int, after: tuple[int, int, int]
 ) -> None:
     assert seqs(surface(frontier(*before), seq)) == after
+
+
+PAGE_CASES = [
+    # (name, before, after_seq, covers_through, after)
+    ("a page from the start", (0, 0, 0), 0, 4, (4, 4, 0)),
+    ("a page from the frontier", (3, 3, 0), 3, 6, (6, 6, 0)),
+    ("a page overlapping the frontier", (3, 3, 0), 1, 6, (6, 6, 0)),
+    ("a page after a gap surfaces nothing", (1, 1, 0), 2, 3, (1, 1, 0)),
+    ("a gap keeps the refresh a hold needs", (1, 3, 3), 2, 3, (1, 3, 3)),
+    ("a joined page clears the refresh", (1, 3, 3), 1, 3, (3, 3, 0)),
+]
+
+
+@pytest.mark.parametrize(
+    ("before", "after_seq", "covers", "after"),
+    [c[1:] for c in PAGE_CASES],
+    ids=[c[0] for c in PAGE_CASES],
+)
+def test_a_history_page_surfaces_only_when_it_joins_the_frontier(
+    before: tuple[int, int, int], after_seq: int, covers: int, after: tuple[int, int, int]
+) -> None:
+    assert seqs(surface_page(frontier(*before), after_seq, covers)) == after
 
 
 HELD_CASES = [

@@ -157,6 +157,38 @@ def surface(
     )
 
 
+def surface_page(
+    frontier: MessageFreshnessFrontier,
+    after_seq: int,
+    covers_through_seq: int,
+    message_id: str | None = None,
+) -> MessageFreshnessFrontier:
+    """Record a history page read after ``after_seq`` that covers ``covers_through_seq``.
+
+    The page shows the messages after ``after_seq`` only. It surfaces the target through
+    ``covers_through_seq`` when it joins what was surfaced before (``after_seq`` at or
+    below the observed frontier); after a gap it surfaces nothing: the messages of the
+    gap were never in front of the runtime, and counting them as seen would let an
+    answer that ignores them through the gate.
+
+    Args:
+        frontier: the current frontier.
+        after_seq: the seq the page was read after.
+        covers_through_seq: the page's ``covers_through_seq``.
+        message_id: the id of the message at ``covers_through_seq``, when there is one.
+
+    Returns:
+        The new frontier.
+
+    Raises:
+        ValueError: for a negative seq.
+    """
+    require_not_negative("after_seq", after_seq)
+    if after_seq > frontier.observed_seq:
+        return frontier
+    return surface(frontier, covers_through_seq, message_id)
+
+
 def note_latest(
     frontier: MessageFreshnessFrontier,
     latest_seq: int,
@@ -275,6 +307,28 @@ class SessionFreshnessState:
         """
         return self._store(surface(self.frontier(target_key), target_seq, message_id))
 
+    def mark_page_read(
+        self,
+        target_key: str,
+        after_seq: int,
+        covers_through_seq: int,
+        message_id: str | None = None,
+    ) -> MessageFreshnessFrontier:
+        """Record a history page returned to the runtime (`surface_page`).
+
+        Args:
+            target_key: the canonical target key.
+            after_seq: the seq the page was read after.
+            covers_through_seq: the page's ``covers_through_seq``.
+            message_id: id of the message at ``covers_through_seq``, when known.
+
+        Returns:
+            The stored frontier.
+        """
+        return self._store(
+            surface_page(self.frontier(target_key), after_seq, covers_through_seq, message_id)
+        )
+
     def mark_held(
         self,
         target_key: str,
@@ -387,5 +441,6 @@ __all__ = [
     "note_latest",
     "require_not_negative",
     "surface",
+    "surface_page",
     "verdict",
 ]

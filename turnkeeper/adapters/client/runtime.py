@@ -239,7 +239,9 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
         """Read a thread's history and surface it through ``covers_through_seq``.
 
         Hand the returned messages to the runtime: the observed frontier already
-        counts them as surfaced. This is one page: in a thread longer than a page it
+        counts them as surfaced, when the page joins what was surfaced before
+        (``after_seq`` at or below the observed frontier; after a gap nothing is, since
+        the gap's messages were never shown). This is one page: in a thread longer than a page it
         does not reach the latest message, so before answering read with
         `read_history_to_latest`.
 
@@ -250,7 +252,7 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
 
         Returns:
             The page; the session's observed frontier of the target is at least
-            ``covers_through_seq`` afterwards.
+            ``covers_through_seq`` afterwards unless the page was read after a gap.
 
         Raises:
             ClientProblem: on an error answer.
@@ -269,7 +271,7 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
         target_key = answered_key or await self.target_key(thread_id)
         last = messages[-1] if messages else None
         message_id = last.id if last is not None and last.thread_seq == covers_through else None
-        self._freshness.mark_surfaced(target_key, covers_through, message_id)
+        self._freshness.mark_page_read(target_key, after_seq, covers_through, message_id)
         return HistoryPage(
             thread_id=str(thread_id),
             target_key=target_key,
