@@ -92,7 +92,7 @@ def test_the_command_line_loads_no_part_of_the_sdk() -> None:
     assert done.stdout.strip() == "False"
 
 
-def _session() -> McpSession:
+def _session(max_pending: int | None = None) -> McpSession:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise AssertionError("no request expected")
 
@@ -100,6 +100,7 @@ def _session() -> McpSession:
     return McpSession(
         AgentRuntimeClient(BASE_URL, "tk_example", transport=transport),
         ApiSession(BASE_URL, "tk_example", transport=transport),
+        max_pending=max_pending,
     )
 
 
@@ -109,8 +110,32 @@ def test_a_resend_of_the_same_content_reuses_the_pending_logical_id() -> None:
     session.keep_pending(THREAD, first, "Done, Alex.")
     assert session.logical_id_for(THREAD, "Done, Alex.") == first
     assert session.logical_id_for(THREAD, "Done, Sam.") != first
-    session.pending.pop(THREAD)
+    session.forget_pending(THREAD, "Done, Alex.")
     assert session.logical_id_for(THREAD, "Done, Alex.") != first
+    assert session.pending == {}
+
+
+def test_a_send_of_other_words_keeps_the_pending_one() -> None:
+    # The agent says something else to the thread before it resends the held content:
+    # the resend still completes the first logical send (docs/mcp.md).
+    session = _session()
+    held = session.logical_id_for(THREAD, "The refund is done.")
+    session.keep_pending(THREAD, held, "The refund is done.")
+    between = session.logical_id_for(THREAD, "One moment, reading.")
+    session.keep_pending(THREAD, between, "One moment, reading.")
+    session.forget_pending(THREAD, "One moment, reading.")
+    assert session.logical_id_for(THREAD, "The refund is done.") == held
+
+
+def test_beyond_the_bound_the_oldest_pending_send_is_forgotten() -> None:
+    session = _session(max_pending=2)
+    ids = {}
+    for words in ("one", "two", "three"):
+        ids[words] = session.logical_id_for(THREAD, words)
+        session.keep_pending(THREAD, ids[words], words)
+    assert session.logical_id_for(THREAD, "one") != ids["one"]
+    assert session.logical_id_for(THREAD, "two") == ids["two"]
+    assert session.logical_id_for(THREAD, "three") == ids["three"]
 
 
 def test_a_run_is_forgotten_once_it_ended() -> None:

@@ -151,6 +151,9 @@ class Settings:
         mcp_max_sessions: ``mcp.max_sessions``, MCP sessions one ``turnkeeper mcp --http``
             process keeps open at once (an open one is never closed to make room; a
             further one is refused).
+        mcp_max_pending_sends: ``mcp.max_pending_sends``, incomplete logical sends one
+            ``turnkeeper mcp`` session remembers (by thread and content) to complete with
+            their own logical id; beyond, the oldest is forgotten.
     """
 
     rl_message_per_minute: int = attrs.field(default=120, validator=_non_negative)
@@ -224,6 +227,7 @@ class Settings:
     mcp_wait: timedelta = attrs.field(default=_seconds(30), validator=_positive_duration)
     mcp_max_wait: timedelta = attrs.field(default=_seconds(300), validator=_positive_duration)
     mcp_max_sessions: int = attrs.field(default=100, validator=_positive)
+    mcp_max_pending_sends: int = attrs.field(default=64, validator=_positive)
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
@@ -295,4 +299,5 @@ SETTING_KEYS: dict[str, str] = {
     "mcp.wait_seconds": "mcp_wait",
     "mcp.max_wait_seconds": "mcp_max_wait",
     "mcp.max_sessions": "mcp_max_sessions",
+    "mcp.max_pending_sends": "mcp_max_pending_sends",
 }

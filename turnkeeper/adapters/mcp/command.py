@@ -184,10 +184,15 @@ async def run_mcp(
                 sock.close()
             raise ListenFailed("serve metrics", args.host, args.metrics_port, exc) from exc
 
-    def new_session() -> McpSession:
-        return McpSession(AgentRuntimeClient(url, token, metrics=metrics), ApiSession(url, token))
-
     settings = config.settings
+
+    def new_session() -> McpSession:
+        return McpSession(
+            AgentRuntimeClient(url, token, metrics=metrics),
+            ApiSession(url, token),
+            max_pending=settings.mcp_max_pending_sends,
+        )
+
     sessions = SessionRegistry(new_session, settings.mcp_max_sessions)
     server = build_server(ToolHandlers(settings), sessions, __version__)
     try:

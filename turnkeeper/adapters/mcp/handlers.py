@@ -221,13 +221,13 @@ class ToolHandlers:
                 if problem.code == IDEMPOTENCY_CONFLICT:
                     # A part of this id holds other content: the id can never complete
                     # this send, so a resend starts a new one.
-                    session.pending.pop(args.target, None)
+                    session.forget_pending(args.target, args.content)
                 if run_id is not None and problem.reason == "run_not_active":
                     # The run ended: the next send posts outside it.
                     session.drop_run(run_id)
                 raise
             if result.state in (LogicalSendState.SENT, LogicalSendState.ALREADY_SENT):
-                session.pending.pop(args.target, None)
+                session.forget_pending(args.target, args.content)
                 return ToolAnswer(
                     text=texts.sent_text(args.target, result.accepted),
                     outcome=result.state.value,

@@ -24,11 +24,11 @@ import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 
-import attrs
 import msgspec
 
 from turnkeeper.adapters.client import AgentRuntimeClient, ClientError
 from turnkeeper.adapters.client.session import ApiSession
+from turnkeeper.application.settings import Settings
 from turnkeeper.domain.freshness import SessionFreshnessState
 
 #: The key of the session of requests that name none (stdio, stateless HTTP).
@@ -47,19 +47,6 @@ def content_digest(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
-@attrs.frozen(kw_only=True)
-class PendingSend:
-    """A logical send to a thread that is not complete yet (held, partly held, unknown).
-
-    Attributes:
-        logical_id: the id its parts' client message ids start with.
-        digest: the digest of its content.
-    """
-
-    logical_id: str
-    digest: str
-
-
 class _Thread(msgspec.Struct):
     title: str | None = None
 
@@ -70,15 +57,24 @@ class McpSession:
     Args:
         client: the session's own runtime client (its freshness state is the session's).
         api: an HTTP session with the same token, for reads the client has no call for.
+        max_pending: ``mcp.max_pending_sends``, incomplete sends remembered at most.
     """
 
-    def __init__(self, client: AgentRuntimeClient, api: ApiSession) -> None:
+    def __init__(
+        self, client: AgentRuntimeClient, api: ApiSession, *, max_pending: int | None = None
+    ) -> None:
         self.client = client
         self._api = api
         #: thread id -> the run this session works on there.
         self.runs: dict[str, str] = {}
-        #: thread id -> the logical send to complete there.
-        self.pending: dict[str, PendingSend] = {}
+        #: thread id -> content digest -> the logical id of an incomplete send of that
+        #: content there (several per thread: an agent may send other words between).
+        self.pending: dict[str, dict[str, str]] = {}
+        self._max_pending = (
+            max_pending if max_pending is not None else Settings().mcp_max_pending_sends
+        )
+        #: (thread id, digest) of every pending send, oldest first.
+        self._pending_order: list[tuple[str, str]] = []
         self._titles: dict[str, str | None] = {}
         #: Sends and reads of one session take turns: each moves the frontiers.
         self.lock = asyncio.Lock()
@@ -98,20 +94,44 @@ class McpSession:
         Returns:
             The id to send the parts with.
         """
-        pending = self.pending.get(thread_id)
-        if pending is not None and pending.digest == content_digest(content):
-            return pending.logical_id
-        return uuid.uuid4().hex
+        found = self.pending.get(thread_id, {}).get(content_digest(content))
+        return found if found is not None else uuid.uuid4().hex
 
     def keep_pending(self, thread_id: str, logical_id: str, content: str) -> None:
         """Remember a send that must be completed with the same logical id.
+
+        Beyond ``mcp.max_pending_sends`` the oldest pending send is forgotten (its
+        resend would be a new message).
 
         Args:
             thread_id: the target thread.
             logical_id: the send's logical id.
             content: its content (only its digest is kept).
         """
-        self.pending[thread_id] = PendingSend(logical_id=logical_id, digest=content_digest(content))
+        key = (thread_id, content_digest(content))
+        if key in self._pending_order:
+            self._pending_order.remove(key)
+        self._pending_order.append(key)
+        self.pending.setdefault(thread_id, {})[key[1]] = logical_id
+        while len(self._pending_order) > self._max_pending:
+            self._forget(*self._pending_order[0])
+
+    def forget_pending(self, thread_id: str, content: str) -> None:
+        """Forget a send that completed (or can never complete with its logical id).
+
+        Args:
+            thread_id: the target thread.
+            content: its content.
+        """
+        self._forget(thread_id, content_digest(content))
+
+    def _forget(self, thread_id: str, digest: str) -> None:
+        if (thread_id, digest) in self._pending_order:
+            self._pending_order.remove((thread_id, digest))
+        sends = self.pending.get(thread_id, {})
+        sends.pop(digest, None)
+        if not sends:
+            self.pending.pop(thread_id, None)
 
     def take_run(self, thread_id: str, run_id: str) -> None:
         """Note a run this session works on: sends to its thread carry its id.
@@ -276,7 +296,6 @@ class SessionRegistry:
 __all__ = [
     "DEFAULT_SESSION",
     "McpSession",
-    "PendingSend",
     "SessionFactory",
     "SessionLimitReached",
     "SessionRegistry",
