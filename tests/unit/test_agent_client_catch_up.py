@@ -21,6 +21,7 @@ import pytest
 from tests.unit.test_agent_client import BASE_URL, KEY, SAM, THREAD, TOKEN, FakeServer
 from turnkeeper.adapters.client import AgentRuntimeClient
 from turnkeeper.adapters.client.sends import StoredChunks
+from turnkeeper.adapters.observability.client import ClientMetrics
 from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.logical_sends import AcceptedChunk, LogicalSendState
 
@@ -217,3 +218,30 @@ def test_the_stored_chunks_forget_the_least_recently_used_send_beyond_their_boun
     assert set(stored.known(KEY, "c")) == {0}
     with pytest.raises(ValueError, match="limit"):
         StoredChunks(limit=0)
+
+
+async def test_a_logical_send_stopped_once_counts_once(server: FakeServer) -> None:
+    # Seed section 7: "Count of multi-row logical sends that stop at a held chunk". A
+    # retry held in the session without a request is the same stop, not a new one.
+    metrics = ClientMetrics()
+    async with AgentRuntimeClient(
+        BASE_URL, TOKEN, transport=httpx.MockTransport(server.handle), metrics=metrics
+    ) as client:
+
+        def alex_writes_after_the_first_chunk(client_id: str) -> None:
+            if client_id == "report-5:0":
+                server.post(THREAD, SAM, "Alex: wait, there is news.")
+
+        server.after_accept = alex_writes_after_the_first_chunk
+        first = await client.send_logical(THREAD, "report-5", REPORT, chunk_size=CHUNK_BYTES)
+        server.after_accept = None
+        retry = await client.send_logical(THREAD, "report-5", REPORT, chunk_size=CHUNK_BYTES)
+    assert (first.state, retry.state, retry.held_locally) == (
+        LogicalSendState.PARTIAL_HELD,
+        LogicalSendState.PARTIAL_HELD,
+        True,
+    )
+    counted = metrics.registry.get_sample_value(
+        "turnkeeper_agent_send_partial_held_total", {"target_type": "thread"}
+    )
+    assert counted == 1

@@ -479,7 +479,13 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
             latest_seq=held.latest_seq if held is not None else None,
             held_locally=held.held_locally if held is not None else False,
         )
-        if result.state is LogicalSendState.PARTIAL_HELD and self._metrics is not None:
+        if (
+            result.state is LogicalSendState.PARTIAL_HELD
+            and not result.held_locally
+            and self._metrics is not None
+        ):
+            # A stop the server decided; a retry the session holds without a request is
+            # the same stop again, not another logical send that stopped.
             self._metrics.partial_held(TARGET_TYPE_THREAD)
         log_logical_send(result)
         return result
