@@ -1,19 +1,23 @@
-"""OPTIONS answers every method of its path, as the 405 of another method does."""
+"""The methods of a path: OPTIONS and a 405 name them all; HEAD is the GET without content."""
 
 from __future__ import annotations
 
 import re
 import uuid
 
+import anyio
 import pytest
 from litestar.routes import HTTPRoute
 from litestar.testing import AsyncTestClient
 
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import build_demo_world
 
 #: A method no route has (its 405 names the methods the path has).
 UNUSED_METHOD = "PROPFIND"
+#: Seconds a HEAD of an event stream may take (its head comes at once, no event needed).
+STREAM_HEAD_SECONDS = 5
 
 
 def _concrete(path_format: str) -> str:
@@ -32,7 +36,7 @@ async def test_options_names_every_method_of_a_path_with_several_handlers(
     async with AsyncTestClient(app) as http:
         response = await http.options(f"/v1/threads/{uuid.uuid4()}/messages")
     assert response.status_code == 204
-    assert _methods(response.headers["allow"]) == {"GET", "OPTIONS", "POST"}
+    assert _methods(response.headers["allow"]) == {"GET", "HEAD", "OPTIONS", "POST"}
 
 
 @pytest.mark.parametrize("method", ["OPTIONS", UNUSED_METHOD])
@@ -42,4 +46,46 @@ async def test_every_route_answers_its_own_methods(services: Services, method: s
     async with AsyncTestClient(app) as http:
         for route in routes:
             response = await http.request(method, _concrete(route.path_format))
-            assert _methods(response.headers["allow"]) == set(route.methods), route.path
+            expected = set(route.methods) | ({"HEAD"} if "GET" in route.methods else set())
+            assert _methods(response.headers["allow"]) == expected, route.path
+
+
+async def test_head_is_the_get_without_its_content(services: Services) -> None:
+    # RFC 9110, 9.1: a general-purpose server supports GET and HEAD.
+    world = await build_demo_world(services)
+    app = create_app(services, services.settings)
+    alex = {"Authorization": f"Bearer {world.people['alex'].token}"}
+    async with AsyncTestClient(app) as http:
+        for path, headers in (("/healthz", {}), ("/v1/me", alex), ("/openapi.json", {})):
+            got = await http.get(path, headers=headers)
+            head = await http.head(path, headers=headers)
+            assert (head.status_code, head.content) == (got.status_code, b""), path
+            assert head.headers["content-type"] == got.headers["content-type"], path
+            assert head.headers["content-length"] == got.headers["content-length"], path
+            assert head.headers["x-correlation-id"] != got.headers["x-correlation-id"]
+        refused = await http.head("/v1/me")
+        assert (refused.status_code, refused.content) == (401, b"")
+
+
+async def test_head_of_a_stream_answers_its_head_at_once(services: Services) -> None:
+    world = await build_demo_world(services)
+    app = create_app(services, services.settings)
+    alex = {"Authorization": f"Bearer {world.people['alex'].token}"}
+    async with AsyncTestClient(app) as http:
+        with anyio.fail_after(STREAM_HEAD_SECONDS):
+            head = await http.head("/v1/events/stream", headers=alex)
+    assert head.status_code == 200
+    assert head.headers["content-type"].startswith("text/event-stream")
+    assert head.content == b""
+
+
+async def test_head_is_allowed_where_get_is(services: Services) -> None:
+    app = create_app(services, services.settings)
+    async with AsyncTestClient(app) as http:
+        options = await http.options("/healthz")
+        assert _methods(options.headers["allow"]) == {"GET", "HEAD", "OPTIONS"}
+        posted_only = await http.head("/v1/agent/send")
+        assert posted_only.status_code == 405
+        assert "HEAD" not in _methods(posted_only.headers["allow"])
+        wrong = await http.delete("/healthz")
+        assert _methods(wrong.headers["allow"]) == {"GET", "HEAD", "OPTIONS"}

@@ -17,18 +17,19 @@ a token that resets it (no copy of the whole context per request).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol, cast
 
 import structlog
 from litestar import Litestar
 from litestar.routes import BaseRoute, HTTPRoute
-from litestar.types import Message, Receive, Scope, Send
+from litestar.types import Message, Receive, ReceiveMessage, Scope, Send
 
 from turnkeeper.adapters.logging import write_direct
 from turnkeeper.application.logs import library_logger
@@ -159,13 +160,30 @@ def correlation_id_of(scope: Scope | dict[str, Any]) -> str:
 
 
 _ALLOW = b"allow"
+#: What the application reads once a HEAD's head is sent: the exchange is over.
+_DISCONNECT: ReceiveMessage = {"type": "http.disconnect"}
+
+
+def allowed_methods(methods: Iterable[str]) -> str:
+    """The ``Allow`` value of a route's methods, with HEAD wherever GET is (`_head`).
+
+    Args:
+        methods: the methods the route's handlers have.
+
+    Returns:
+        The methods, sorted, comma-separated.
+    """
+    named = set(methods)
+    if "GET" in named:
+        named.add("HEAD")
+    return ", ".join(sorted(named))
 
 
 def _allow_of(routes: Sequence[BaseRoute], template: str | None) -> bytes | None:
     """The ``Allow`` value of the HTTP route with this path template, if one has it."""
     for route in routes:
         if isinstance(route, HTTPRoute) and route.path_format == template:
-            return ", ".join(sorted(route.methods)).encode("latin-1")
+            return allowed_methods(route.methods).encode("latin-1")
     return None
 
 
@@ -255,12 +273,56 @@ class CorrelatedApp(Litestar):
         if fast is not None and fast.claims(scope):
             await fast.serve(scope, receive, send, self._litestar)
             return
-        if scope.get("method") == "OPTIONS":
+        method = scope.get("method")
+        if method == "OPTIONS":
             send = self._allowing(scope, send)
         for prefix, wrap in self.send_filters:
             if scope["path"].startswith(prefix):
                 send = wrap(scope, send)
+        if method == "HEAD":
+            await self._head(scope, receive, send)
+            return
         await Litestar.__call__(self, scope, receive, send)
+
+    async def _head(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer HEAD as the GET of the same request, without its content (RFC 9110).
+
+        Litestar routes GET only, so the request runs as a GET on a copy of the scope;
+        the server's scope keeps HEAD, so uvicorn writes no content (it knows the
+        method). The head ends the exchange at once: the content is never sent, and the
+        application is told the client left, so that an event stream closes instead of
+        waiting for its first event.
+        """
+        inner = cast("Scope", {**scope, "method": "GET"})
+        answered = asyncio.Event()
+
+        async def send_head(message: Message) -> None:
+            if answered.is_set() or message["type"] != "http.response.start":
+                return
+            await send(message)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            answered.set()
+
+        async def receive_head() -> ReceiveMessage:
+            if answered.is_set():
+                return _DISCONNECT
+            received = asyncio.ensure_future(receive())
+            head_done = asyncio.ensure_future(answered.wait())
+            done, _pending = await asyncio.wait(
+                {received, head_done}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if received in done:
+                head_done.cancel()
+                return received.result()
+            received.cancel()
+            return _DISCONNECT
+
+        try:
+            await Litestar.__call__(self, inner, receive_head, send_head)
+        finally:
+            template = inner.get("path_template")
+            if template is not None:
+                scope["path_template"] = template
 
     def _allowing(self, scope: Scope, send: Send) -> Send:
         """`send` with the ``Allow`` of an OPTIONS answer naming every method of its path.

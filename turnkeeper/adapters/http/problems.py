@@ -41,7 +41,7 @@ from litestar.status_codes import (
 from litestar.types import Message, Scope, Send
 
 from turnkeeper.adapters.http.answers import FieldErrorOut, Problem
-from turnkeeper.adapters.http.correlation import correlation_id_of
+from turnkeeper.adapters.http.correlation import allowed_methods, correlation_id_of
 from turnkeeper.adapters.http.decoding import decode_failure, malformed_body
 from turnkeeper.adapters.http.dependencies import bearer_failure
 from turnkeeper.application.errors import StoreUnavailable
@@ -229,10 +229,16 @@ def problem_for(exc: BaseException) -> ProblemAnswer:
     if isinstance(exc, NotFoundException):
         return ProblemAnswer(code="not_found", status=HTTP_404_NOT_FOUND)
     if isinstance(exc, MethodNotAllowedException):
+        headers = {
+            name: allowed_methods(m.strip() for m in value.split(","))
+            if name.lower() == "allow"
+            else value
+            for name, value in (exc.headers or {}).items()
+        }
         return ProblemAnswer(
             code="method_not_allowed",
             status=HTTP_405_METHOD_NOT_ALLOWED,
-            headers=dict(exc.headers or {}),
+            headers=headers,
         )
     if isinstance(exc, HTTPException):
         return _framework_problem(exc)
