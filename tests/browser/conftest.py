@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from tests.browser.support import WIDE, ServedWorld, served_world
 from tests.support.stood_aside import BROWSER_NOT_RUN
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser
+    from playwright.async_api import Browser, BrowserContext
 
 #: The environment variable naming another Chromium executable.
 CHROMIUM_ENV = "TURNKEEPER_CHROMIUM"
@@ -90,3 +91,20 @@ async def browser() -> AsyncIterator[Browser]:
             yield launched
         finally:
             await launched.close()
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[ServedWorld]:
+    """A memory store with the demo world, served on a loopback port."""
+    async with served_world() as world:
+        yield world
+
+
+@pytest.fixture
+async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
+    """A fresh browser context with the wide viewport, closed after the test."""
+    opened = await browser.new_context(viewport=WIDE)  # type: ignore[arg-type]
+    try:
+        yield opened
+    finally:
+        await opened.close()

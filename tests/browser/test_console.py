@@ -7,10 +7,8 @@ change within `LIVE_MS` without a reload. Screenshots go to build/console-screen
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-import pytest
 import structlog
 
 from tests.browser.support import (
@@ -24,12 +22,11 @@ from tests.browser.support import (
     message,
     open_thread,
     run_box,
-    served_world,
     sign_in,
 )
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, BrowserContext, Page, Request
+    from playwright.async_api import BrowserContext, Page, Request
 
 #: A value the page sets once; still there at the end means the page never reloaded.
 MARKER = "window.__consoleTestMarker"
@@ -37,21 +34,6 @@ MARKER = "window.__consoleTestMarker"
 FOCUSED_THREAD = "document.activeElement && document.activeElement.dataset.threadId || null"
 #: Tab presses that must reach the first thread from the top of the page.
 TAB_BOUND = 12
-
-
-@pytest.fixture
-async def served() -> AsyncIterator[ServedWorld]:
-    async with served_world() as world:
-        yield world
-
-
-@pytest.fixture
-async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
-    opened = await browser.new_context(viewport=WIDE)  # type: ignore[arg-type]
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _record_requests(page: Page) -> list[Request]:

@@ -9,19 +9,14 @@ you can keep"; "no horizontal scroll at 375 px").
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
-
-import pytest
 
 from tests.browser.support import (
     LIVE_MS,
     PHONE,
-    WIDE,
     ServedWorld,
     message,
     open_thread,
-    served_world,
     sign_in,
 )
 
@@ -30,21 +25,6 @@ if TYPE_CHECKING:
 
 #: A client id without a place to break a line, as a runtime may make one.
 LONG_CLIENT_ID = "held-" + "x" * 150
-
-
-@pytest.fixture
-async def served() -> AsyncIterator[ServedWorld]:
-    async with served_world() as world:
-        yield world
-
-
-@pytest.fixture
-async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
-    opened = await browser.new_context(viewport=WIDE)  # type: ignore[arg-type]
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_a_token_entered_before_the_script_runs_never_reaches_the_address(
