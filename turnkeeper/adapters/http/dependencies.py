@@ -41,9 +41,9 @@ from litestar.types import Scope
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports.audit import AuditAction
+from turnkeeper.application.services.access import require_owner
 from turnkeeper.application.services.identity import BearerToken, IdentityService
-from turnkeeper.application.services.runs.guards import require_agent
-from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.application.services.runs.guards import refuse_non_agent
 from turnkeeper.domain.errors import ValidationFailed
 from turnkeeper.domain.world import Principal
 
@@ -93,10 +93,10 @@ def owner_route(action: AuditAction) -> dict[str, Any]:
 
 
 def caller_check(services: Services) -> CallerCheck:
-    """The check of `CallerRule` over the services: their own refusals, audited alike.
+    """The check of `CallerRule`: the use cases' own owner and agent refusals, audited alike.
 
     Args:
-        services: the services (the owner check, the transactor's denial audit).
+        services: the services (their transactor records the denial).
 
     Returns:
         A check that raises `AccessDenied` (``owner_required`` or ``agents_only``, the
@@ -105,13 +105,9 @@ def caller_check(services: Services) -> CallerCheck:
 
     async def check(caller: Principal, rule: CallerRule) -> None:
         if rule.owner:
-            await services.admin.require_owner(caller, rule.action)
-            return
-        try:
-            require_agent(caller, rule.action)
-        except AccessDenied as denied:
-            await services.tx.record_denial(denied)
-            raise
+            await require_owner(services.tx, caller, rule.action)
+        else:
+            await refuse_non_agent(services.tx, caller, rule.action)
 
     return check
 

@@ -99,19 +99,7 @@ class AdminService:
         self._settings = settings or Settings()
         self._grants = GrantService(tx, clock, ids)
 
-    async def require_owner(self, actor: Principal, action: AuditAction) -> None:
-        """Enforce the owner role of an administrative action, auditing a denial.
-
-        The use cases of this service check it themselves; an adapter calls it to refuse
-        a non-owner before it reads the request's input.
-
-        Args:
-            actor: the caller.
-            action: the audited action, for example ``grant.create``.
-
-        Raises:
-            AccessDenied: 403 ``forbidden`` / ``owner_required`` for anyone else.
-        """
+    async def _require_owner(self, actor: Principal, action: AuditAction) -> None:
         await require_owner(self._tx, actor, action)
 
     async def _agent(self, uow: UnitOfWork, agent_id: uuid.UUID, pointer: str) -> Principal:
@@ -201,7 +189,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: for inconsistent members or a taken handle.
         """
-        await self.require_owner(actor, AuditAction.PRINCIPAL_CREATE)
+        await self._require_owner(actor, AuditAction.PRINCIPAL_CREATE)
         reject_invalid(
             [
                 *principal_errors(
@@ -256,7 +244,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             ValidationFailed: when the operator is not an agent.
         """
-        await self.require_owner(actor, AuditAction.SPACE_CREATE)
+        await self._require_owner(actor, AuditAction.SPACE_CREATE)
         reject_invalid(name_errors(name))
 
         async def work(uow: UnitOfWork) -> Space:
@@ -291,7 +279,7 @@ class AdminService:
             NotFound: for an unknown space.
             ValidationFailed: for an operator that does not fit the mode.
         """
-        await self.require_owner(actor, AuditAction.CHANNEL_CREATE)
+        await self._require_owner(actor, AuditAction.CHANNEL_CREATE)
         reject_invalid([*name_errors(name), *operator_errors(operator_mode, operator_id)])
 
         async def work(uow: UnitOfWork) -> Channel:
@@ -331,7 +319,7 @@ class AdminService:
     async def _change_channel(
         self, actor: Principal, channel_id: uuid.UUID, action: AuditAction, change: _ChannelChange
     ) -> Channel:
-        await self.require_owner(actor, action)
+        await self._require_owner(actor, action)
 
         async def work(uow: UnitOfWork) -> Channel:
             channel = await uow.channels.get(channel_id)
@@ -462,7 +450,7 @@ class AdminService:
             AccessDenied: for a non-owner.
             NotFound: for an unknown id or a principal that is not an agent.
         """
-        await self.require_owner(actor, AuditAction.AGENT_CONFIG)
+        await self._require_owner(actor, AuditAction.AGENT_CONFIG)
 
         async def work(uow: UnitOfWork) -> Principal:
             agent = await uow.principals.get(agent_id)

@@ -29,11 +29,11 @@ from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import thread_target
 from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.runs.changes import RunChanges
-from turnkeeper.application.services.runs.guards import require_agent
+from turnkeeper.application.services.runs.guards import refuse_non_agent, require_agent
 from turnkeeper.application.services.runs.invoke import invoke_denial
 from turnkeeper.application.services.runs.run_end import RunEnder
 from turnkeeper.application.settings import Settings
-from turnkeeper.application.transactions import AccessDenied, Transactor
+from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 from turnkeeper.domain.events import Event, EventType
 from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState
@@ -178,7 +178,7 @@ class AgentFeedService:
         invalid: ValidationFailed | None = None
         if isinstance(actor, Principal):
             if not actor.is_agent:
-                await self._refuse_non_agent(actor)
+                await refuse_non_agent(self._tx, actor, AuditAction.AGENT_EVENTS_CONSUME)
             size = self._page_size(after, limit)
         else:
             try:
@@ -219,24 +219,6 @@ class AgentFeedService:
         if caller is not None:
             await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
         return polled
-
-    async def _refuse_non_agent(
-        self, principal: Principal, action: AuditAction = AuditAction.AGENT_EVENTS_CONSUME
-    ) -> None:
-        """Refuse (and audit, as a refusal inside a unit is) a person or app.
-
-        Args:
-            principal: the caller.
-            action: what it asked for (a poll unless told otherwise).
-
-        Raises:
-            AccessDenied: ``agents_only`` for anyone but an agent (nothing for an agent).
-        """
-        try:
-            require_agent(principal, action)
-        except AccessDenied as denied:
-            await self._tx.record_denial(denied)
-            raise
 
     def _page_size(self, after: int | None, limit: int | None) -> int:
         """The page size of a poll, after checking its cursor."""
@@ -326,7 +308,7 @@ class AgentFeedService:
         )
         if isinstance(actor, Principal):
             if not actor.is_agent:
-                await self._refuse_non_agent(actor)
+                await refuse_non_agent(self._tx, actor, AuditAction.AGENT_EVENTS_CONSUME)
             if invalid is not None:
                 raise invalid
 
@@ -360,7 +342,7 @@ class AgentFeedService:
             AccessDenied: when the caller is not an agent.
             ValidationFailed: for an unknown capability value.
         """
-        await self._refuse_non_agent(agent, AuditAction.AGENT_HEARTBEAT)
+        await refuse_non_agent(self._tx, agent, AuditAction.AGENT_HEARTBEAT)
         if followups is not None and followups not in _CAPABILITIES:
             raise ValidationFailed(
                 [FieldError(pointer="/capabilities/followups", code="invalid_enum")]

@@ -41,6 +41,26 @@ def require_agent(principal: Principal, action: AuditAction) -> None:
         )
 
 
+async def refuse_non_agent(tx: Transactor, principal: Principal, action: AuditAction) -> None:
+    """`require_agent` outside a unit, its denial audited as a refusal inside one is.
+
+    The twin of `turnkeeper.application.services.access.require_owner`.
+
+    Args:
+        tx: the transactor (records the denial).
+        principal: the caller.
+        action: the refused action.
+
+    Raises:
+        AccessDenied: forbidden / agents_only for anyone but an agent.
+    """
+    try:
+        require_agent(principal, action)
+    except AccessDenied as denied:
+        await tx.record_denial(denied)
+        raise
+
+
 async def readable_target(uow: UnitOfWork, actor: Principal, run: Run) -> AccessTarget:
     """The target of a run's thread, for a caller who may read it.
 
@@ -173,5 +193,6 @@ __all__ = [
     "move_own_run",
     "own_run",
     "readable_target",
+    "refuse_non_agent",
     "require_agent",
 ]
