@@ -262,21 +262,16 @@ _ANSWER_HEADERS: dict[tuple[str, str, str], dict[str, OpenAPIHeader]] = {
 }
 
 
-def _answer_headers(openapi: OpenAPI) -> None:
-    for path, item in (openapi.paths or {}).items():
-        for method in ("get", "put", "post", "delete", "patch"):
-            operation = getattr(item, method)
-            if not isinstance(operation, Operation):
-                continue
-            if operation.request_body is not None:
-                _slow_body_answer(operation)
-            for status, response in (operation.responses or {}).items():
-                if isinstance(response, OpenAPIResponse):
-                    response.headers = {
-                        **(response.headers or {}),
-                        **_ANSWER_HEADERS.get((path, method, status), {}),
-                        CORRELATION_HEADER: _CORRELATION_HEADER,
-                    }
+def _answer_headers(path: str, method: str, operation: Operation) -> None:
+    if operation.request_body is not None:
+        _slow_body_answer(operation)
+    for status, response in (operation.responses or {}).items():
+        if isinstance(response, OpenAPIResponse):
+            response.headers = {
+                **(response.headers or {}),
+                **_ANSWER_HEADERS.get((path, method, status), {}),
+                CORRELATION_HEADER: _CORRELATION_HEADER,
+            }
 
 
 def _slow_body_answer(operation: Operation) -> None:
@@ -326,12 +321,17 @@ def _exact_integer_bounds(kind: type[Body], schema: Schema) -> None:
             member.maximum = bounds.le if bounds.le is not None else member.maximum
 
 
-def _operations(openapi: OpenAPI) -> Iterator[Operation]:
-    for item in (openapi.paths or {}).values():
+def _operations_at(openapi: OpenAPI) -> Iterator[tuple[str, str, Operation]]:
+    for path, item in (openapi.paths or {}).items():
         for method in ("get", "put", "post", "delete", "patch"):
             operation = getattr(item, method)
             if isinstance(operation, Operation):
-                yield operation
+                yield path, method, operation
+
+
+def _operations(openapi: OpenAPI) -> Iterator[Operation]:
+    for _path, _method, operation in _operations_at(openapi):
+        yield operation
 
 
 def _drop_example_ids(openapi: OpenAPI) -> None:
@@ -428,8 +428,9 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
         "limit": (1, settings.page_max_limit),
         "wait": (0, int(settings.stream_max_wait.total_seconds())),
     }
-    for operation in _operations(openapi):
+    for path, method, operation in _operations_at(openapi):
         _retry_after_headers(operation)
+        _answer_headers(path, method, operation)
         for parameter in operation.parameters or ():
             if isinstance(parameter, Parameter) and isinstance(parameter.schema, Schema):
                 _without_null(parameter.schema)
@@ -437,6 +438,5 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
                 found = bounds.get(parameter.name)
                 if found is not None and isinstance(parameter.schema, Schema):
                     parameter.schema.minimum, parameter.schema.maximum = found
-    _answer_headers(openapi)
     _drop_example_ids(openapi)
     return add_links(openapi)
