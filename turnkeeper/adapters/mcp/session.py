@@ -67,14 +67,13 @@ class McpSession:
         self._api = api
         #: thread id -> the run this session works on there.
         self.runs: dict[str, str] = {}
-        #: thread id -> content digest -> the logical id of an incomplete send of that
-        #: content there (several per thread: an agent may send other words between).
-        self.pending: dict[str, dict[str, str]] = {}
+        #: (thread id, content digest) -> the logical id of an incomplete send of that
+        #: content there (several per thread: an agent may send other words between),
+        #: oldest first.
+        self.pending: dict[tuple[str, str], str] = {}
         self._max_pending = (
             max_pending if max_pending is not None else Settings().mcp_max_pending_sends
         )
-        #: (thread id, digest) of every pending send, oldest first.
-        self._pending_order: list[tuple[str, str]] = []
         self._titles: dict[str, str | None] = {}
         #: Sends and reads of one session take turns: each moves the frontiers.
         self.lock = asyncio.Lock()
@@ -94,7 +93,7 @@ class McpSession:
         Returns:
             The id to send the parts with.
         """
-        found = self.pending.get(thread_id, {}).get(content_digest(content))
+        found = self.pending.get((thread_id, content_digest(content)))
         return found if found is not None else uuid.uuid4().hex
 
     def keep_pending(self, thread_id: str, logical_id: str, content: str) -> None:
@@ -109,12 +108,11 @@ class McpSession:
             content: its content (only its digest is kept).
         """
         key = (thread_id, content_digest(content))
-        if key in self._pending_order:
-            self._pending_order.remove(key)
-        self._pending_order.append(key)
-        self.pending.setdefault(thread_id, {})[key[1]] = logical_id
-        while len(self._pending_order) > self._max_pending:
-            self._forget(*self._pending_order[0])
+        # Kept again as the newest: the oldest is the one forgotten first.
+        self.pending.pop(key, None)
+        self.pending[key] = logical_id
+        while len(self.pending) > self._max_pending:
+            del self.pending[next(iter(self.pending))]
 
     def forget_pending(self, thread_id: str, content: str) -> None:
         """Forget a send that completed (or can never complete with its logical id).
@@ -123,15 +121,7 @@ class McpSession:
             thread_id: the target thread.
             content: its content.
         """
-        self._forget(thread_id, content_digest(content))
-
-    def _forget(self, thread_id: str, digest: str) -> None:
-        if (thread_id, digest) in self._pending_order:
-            self._pending_order.remove((thread_id, digest))
-        sends = self.pending.get(thread_id, {})
-        sends.pop(digest, None)
-        if not sends:
-            self.pending.pop(thread_id, None)
+        self.pending.pop((thread_id, content_digest(content)), None)
 
     def take_run(self, thread_id: str, run_id: str) -> None:
         """Note a run this session works on: sends to its thread carry its id.
