@@ -60,26 +60,6 @@ def _ids(world: DemoWorld) -> dict[str, uuid.UUID]:
 
 
 @pytest.mark.parametrize(("method", "path", "keywords", "action"), REQUESTS)
-async def test_a_non_owner_is_refused_before_the_input_is_read(
-    client: ContractClient,
-    world: DemoWorld,
-    services: Services,
-    method: str,
-    path: str,
-    keywords: dict[str, Any],
-    action: str,
-) -> None:
-    path = path.format(**_ids(world))
-    alex = world.principal("alex")
-    answer = await client.request(
-        method, path, headers=bearer(world.people["alex"].token), **keywords
-    )
-    body = assert_problem(answer, 403, "forbidden")
-    assert body["reason"] == "owner_required"
-    assert await denials(services, alex) == [(action, "owner_required", 1)]
-
-
-@pytest.mark.parametrize(("method", "path", "keywords", "action"), REQUESTS)
 async def test_an_unknown_token_is_still_401_first(
     client: ContractClient,
     world: DemoWorld,
@@ -103,8 +83,14 @@ AGENT_REQUESTS: list[tuple[str, str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "keywords", "action"), AGENT_REQUESTS)
-async def test_a_person_is_refused_the_agent_runtime_before_its_input_is_read(
+#: Every refused input with the reason of its refusal: Alex is neither the owner nor an agent.
+REFUSALS = [(*request, "owner_required") for request in REQUESTS] + [
+    (*request, "agents_only") for request in AGENT_REQUESTS
+]
+
+
+@pytest.mark.parametrize(("method", "path", "keywords", "action", "reason"), REFUSALS)
+async def test_a_caller_the_route_never_admits_is_refused_before_its_input_is_read(
     client: ContractClient,
     world: DemoWorld,
     services: Services,
@@ -112,14 +98,16 @@ async def test_a_person_is_refused_the_agent_runtime_before_its_input_is_read(
     path: str,
     keywords: dict[str, Any],
     action: str,
+    reason: str,
 ) -> None:
+    path = path.format(**_ids(world))
     alex = world.principal("alex")
     answer = await client.request(
         method, path, headers=bearer(world.people["alex"].token), **keywords
     )
     body = assert_problem(answer, 403, "forbidden")
-    assert body["reason"] == "agents_only"
-    assert await denials(services, alex) == [(action, "agents_only", 1)]
+    assert body["reason"] == reason
+    assert await denials(services, alex) == [(action, reason, 1)]
 
 
 @pytest.mark.parametrize(("method", "path", "keywords", "action"), AGENT_REQUESTS)
