@@ -286,7 +286,7 @@ class MessageAppender:
         target: AccessTarget,
         next_seq: Callable[[], Awaitable[int]] | None = None,
         *,
-        at: datetime | None = None,
+        at: datetime,
     ) -> None:
         """Before a message is stored in a done thread: reopen it with its system line.
 
@@ -302,7 +302,7 @@ class MessageAppender:
             target: the thread with its channel and space.
             next_seq: allocates the line's seq (None: the thread's next seq).
             at: the time of the message that follows, which the line takes too (it is
-                written first and must not look later); None: now.
+                written first and must not look later).
         """
         thread = thread_of(target)
         locked = await uow.threads.lock_state(thread.id)
@@ -318,7 +318,7 @@ class MessageAppender:
             origin=Origin.SYSTEM,
             kind=MessageKind.SYSTEM,
             content=SYSTEM_REOPENED_CONTENT,
-            created_at=at if at is not None else self._clock.now(),
+            created_at=at,
         )
         await self.store(uow, line, actor, target)
 
