@@ -118,9 +118,6 @@ def refused_fields(
     return fields
 
 
-__all__ = ["outcome_fields", "refused_fields", "request_fields", "seq_delta"]
-
-
 def report_ungated(
     telemetry: TelemetryHub, author: Principal, message: Message, replayed: bool
 ) -> None:
@@ -151,3 +148,14 @@ def report_ungated(
         accepted_seq=message.thread_seq,
     )
     telemetry.send_answered(SendAnswered(state=state.value, gated=False))
+
+
+__all__ = [
+    "LOGGER_NAME",
+    "outcome_fields",
+    "refused_fields",
+    "report_ungated",
+    "request_fields",
+    "send_log",
+    "seq_delta",
+]
