@@ -6,6 +6,8 @@ every reader through GET /v1/threads/{id} and ``thread.created``.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.scenario import draft
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
@@ -64,3 +66,20 @@ async def test_a_title_the_agent_gives_is_kept_with_a_restricted_message(
         first_message=draft("given", SECRET, restricted_to=(world.principal("robin").id,)),
     )
     assert created.thread.title == "For Robin"
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t"])
+async def test_a_blank_title_counts_as_none_for_people_and_agents(
+    services: Services, world: DemoWorld, blank: str
+) -> None:
+    alex, lotse = world.principal("alex"), world.principal("lotse")
+    by_person = await services.conversation.create_thread(
+        alex, world.channels["reports"].id, title=blank, first_message=draft("p", "Question\nmore")
+    )
+    by_agent = await services.conversation.create_thread(
+        lotse, world.channels["reports"].id, title=blank, first_message=draft("a", "Report\nmore")
+    )
+    seen_person = await services.conversation.get_thread(alex, by_person.thread.id)
+    seen_agent = await services.conversation.get_thread(alex, by_agent.thread.id)
+    assert (seen_person.title, seen_person.title_source) == (None, TitleSource.HUMAN)
+    assert (seen_agent.title, seen_agent.title_source) == ("Report", TitleSource.AUTO)

@@ -284,6 +284,31 @@ def visible_to(message: Message, reader_id: uuid.UUID) -> bool:
     return reader_id == message.author_id or reader_id in message.restricted_to
 
 
+def thread_title(
+    requested: str | None, first_message: MessageDraft, *, by_agent: bool
+) -> str | None:
+    """The title a new thread gets.
+
+    A requested title that is empty or only whitespace counts as none, for people and
+    agents alike (a blank title would show as an untitled thread that claims a title);
+    any other requested title is kept exactly as sent. Without one, an agent's thread
+    takes its `auto_title` and a person's thread stays untitled.
+
+    Args:
+        requested: the request's ``title``, None when absent.
+        first_message: the thread's first message as requested.
+        by_agent: the thread is created by an agent (``title_source`` auto).
+
+    Returns:
+        The title, or None for an untitled thread.
+    """
+    if requested is not None and requested.strip():
+        return requested
+    if not by_agent:
+        return None
+    return auto_title(first_message) or None
+
+
 def auto_title(first_message: MessageDraft) -> str | None:
     """The title an agent's thread gets when the agent gives none.
 

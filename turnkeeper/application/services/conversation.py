@@ -48,9 +48,9 @@ from turnkeeper.domain.events import Event
 from turnkeeper.domain.messaging import (
     Message,
     MessageDraft,
-    auto_title,
     draft_errors,
     payload_digest,
+    thread_title,
 )
 from turnkeeper.domain.trigger_report import MessageTrigger
 from turnkeeper.domain.world import (
@@ -240,7 +240,7 @@ class ConversationService:
             thread = Thread(
                 id=self._ids.new_id(),
                 channel_id=channel_id,
-                title=title or (auto_title(first_message) if actor.is_agent else None),
+                title=thread_title(title, first_message, by_agent=actor.is_agent),
                 title_source=TitleSource.AUTO if actor.is_agent else TitleSource.HUMAN,
                 operator_agent_id=effective_operator(target.channel, target.space),
                 created_by=actor.id,
