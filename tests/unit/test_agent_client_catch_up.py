@@ -20,10 +20,10 @@ import pytest
 
 from tests.unit.test_agent_client import BASE_URL, KEY, SAM, THREAD, TOKEN, FakeServer
 from turnkeeper.adapters.client import AgentRuntimeClient
-from turnkeeper.adapters.client.sends import StoredChunks
+from turnkeeper.adapters.client.sends import StoredSends
 from turnkeeper.adapters.observability.client import ClientMetrics
 from turnkeeper.domain.freshness import SendState
-from turnkeeper.domain.logical_sends import AcceptedChunk, LogicalSendState
+from turnkeeper.domain.logical_sends import LogicalSendState
 
 #: The fake's page size when a read names no limit (its ``page.default_limit``).
 FAKE_DEFAULT_LIMIT = 50
@@ -201,23 +201,37 @@ async def test_a_logical_send_with_no_stored_chunk_is_still_held_locally(
     assert len(server.requests) == before
 
 
-def _chunk(index: int) -> AcceptedChunk:
-    return AcceptedChunk(
-        index=index, client_message_id=f"report:{index}", message_id=f"msg-{index}", accepted_seq=1
-    )
-
-
-def test_the_stored_chunks_forget_the_least_recently_used_send_beyond_their_bound() -> None:
-    stored = StoredChunks(limit=2)
-    stored.remember(KEY, "a", _chunk(0))
-    stored.remember(KEY, "b", _chunk(0))
-    assert set(stored.known(KEY, "a")) == {0}  # a is now the most recently used
-    stored.remember(KEY, "c", _chunk(0))
-    assert set(stored.known(KEY, "b")) == set()
-    assert set(stored.known(KEY, "a")) == {0}
-    assert set(stored.known(KEY, "c")) == {0}
+def test_the_stored_sends_forget_the_least_recently_used_beyond_their_bound() -> None:
+    stored = StoredSends(limit=2)
+    stored.remember(KEY, "a")
+    stored.remember(KEY, "b")
+    assert stored.known(KEY, "a")  # a is now the most recently used
+    stored.remember(KEY, "c")
+    assert not stored.known(KEY, "b")
+    assert stored.known(KEY, "a")
+    assert stored.known(KEY, "c")
+    assert not stored.known("thread:other", "a")
     with pytest.raises(ValueError, match="limit"):
-        StoredChunks(limit=0)
+        StoredSends(limit=0)
+
+
+async def test_a_retry_of_a_stored_single_send_is_already_sent_after_a_hold(
+    server: FakeServer, client: AgentRuntimeClient
+) -> None:
+    # Seed section 8: "Idempotent retry returns already_sent with the persisted message id
+    # and seq." A held answer for another message moves the session's latest seq ahead;
+    # a retry of the message stored before must still reach the server, not be held.
+    first = await client.send(THREAD, "Alex: the report is ready.", "answer-1")
+    assert first.state is SendState.SENT
+    server.post(THREAD, SAM, "Robin: one more thing.")
+    other = await client.send(THREAD, "Alex: see the report.", "answer-2")
+    assert (other.state, other.held_locally) == (SendState.HELD, False)
+
+    retry = await client.send(THREAD, "Alex: the report is ready.", "answer-1")
+    assert (retry.state, retry.held_locally) == (SendState.ALREADY_SENT, False)
+    assert (retry.message_id, retry.accepted_seq) == (first.message_id, first.accepted_seq)
+    never_stored = await client.send(THREAD, "Alex: see the report.", "answer-2")
+    assert (never_stored.state, never_stored.held_locally) == (SendState.HELD, True)
 
 
 async def test_a_logical_send_stopped_once_counts_once(server: FakeServer) -> None:

@@ -47,7 +47,7 @@ from turnkeeper.adapters.client.models import (
     ThreadTarget,
 )
 from turnkeeper.adapters.client.runs import RunCalls
-from turnkeeper.adapters.client.sends import SendGate, StoredChunks, log_logical_send
+from turnkeeper.adapters.client.sends import SendGate, log_logical_send
 from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.adapters.client.stream import EventStreamCalls
 from turnkeeper.adapters.client.targets import TargetKeys
@@ -102,7 +102,6 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
         self._freshness = freshness if freshness is not None else SessionFreshnessState()
         self._targets = TargetKeys(self._session)
         self._gate = SendGate(self._session, self._freshness, self._targets)
-        self._stored_chunks = StoredChunks()
         self._metrics = metrics
         self._sleep = sleep if sleep is not None else asyncio.sleep
 
@@ -350,7 +349,9 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
 
         The send carries ``seen_up_to_seq`` = the observed frontier of the target. When
         the session knows of messages after it (a held answer, a pending delivery), the
-        send is held locally and no request is made. The answer updates the frontier.
+        send is held locally and no request is made, unless an earlier answer of this
+        client stored the same client message id (a retry: the server answers it
+        already_sent). The answer updates the frontier.
 
         Args:
             thread_id: the target thread.
@@ -401,9 +402,9 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
         written by someone else in between holds the rest (partial_held). A retry with
         the same logical id and content replays the stored chunks (already_sent) and
         resumes with ``max(refreshed observed frontier, last accepted seq)``. The client
-        remembers the chunks the server holds (per target and logical id, the most
-        recent `sends.REMEMBERED_LOGICAL_SENDS` sends), so a retry before the refresh still
-        replays them and answers partial_held with them, not held with none.
+        remembers the client message ids the server holds (the most recent
+        `sends.REMEMBERED_SENDS`), so a retry before the refresh still replays the stored
+        chunks and answers partial_held with them, not held with none.
 
         Args:
             thread_id: the target thread.
@@ -431,7 +432,6 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
             raise ValueError("content must not be empty")
         target_key = await self.target_key(thread_id)
         sources = tuple(str(s) for s in source_message_ids)
-        stored = self._stored_chunks.known(target_key, logical_id)
         accepted: list[AcceptedChunk] = []
         held: SendResult | None = None
         for index, chunk in enumerate(chunks):
@@ -448,7 +448,6 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
                 seen_up_to_seq=seen,
                 run_id=run_id,
                 source_message_ids=sources,
-                known_stored=index in stored,
             )
             target_key = outcome.target_key
             if outcome.state is SendState.HELD:
@@ -465,8 +464,6 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
                 replayed=outcome.state is SendState.ALREADY_SENT,
             )
             accepted.append(stored_chunk)
-            # Remembered at once: a later chunk may fail, and its retry must still know.
-            self._stored_chunks.remember(target_key, logical_id, stored_chunk)
         result = LogicalSendResult(
             state=logical_state(
                 chunk_count=len(chunks), accepted=tuple(accepted), held=held is not None

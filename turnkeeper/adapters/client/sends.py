@@ -1,17 +1,15 @@
 """One freshness-gated send: the local check, the request, the answer applied to the frontier.
 
 `SendGate.send_once` is the step that `AgentRuntimeClient.send` takes once and
-`AgentRuntimeClient.send_logical` once per chunk; `StoredChunks` remembers which chunks
-of a logical send the server holds, so that a retry is not held locally before the
-chunks it only replays. Every outcome is logged as one structured line (frontiers and
-state, never content or token).
+`AgentRuntimeClient.send_logical` once per chunk; `StoredSends` remembers which client
+message ids the server holds, so that a retry of a stored message (or chunk) is not held
+locally: the server answers it already_sent. Every outcome is logged as one structured
+line (frontiers and state, never content or token).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 from turnkeeper.adapters.client import wire
@@ -21,13 +19,13 @@ from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.adapters.client.targets import TargetKeys
 from turnkeeper.application.logs import get_logger
 from turnkeeper.domain.freshness import SendState, SessionFreshnessState
-from turnkeeper.domain.logical_sends import AcceptedChunk
 
 #: The logger name of every record of this client.
 LOGGER_NAME = "turnkeeper.client"
-#: Logical sends whose stored chunks a client remembers; the least recently used beyond
-#: are forgotten (a retry of a forgotten one is judged by the frontiers alone again).
-REMEMBERED_LOGICAL_SENDS = 256
+#: Stored client message ids (single sends and chunks) a client remembers; the least
+#: recently used beyond are forgotten (a retry of a forgotten one is judged by the
+#: frontiers alone again, so it may be held locally although the server holds it).
+REMEMBERED_SENDS = 4096
 
 
 def _log() -> Any:
@@ -51,6 +49,7 @@ class SendGate:
         self._session = session
         self._freshness = freshness
         self._targets = targets
+        self._stored = StoredSends()
 
     async def send_once(
         self,
@@ -62,7 +61,6 @@ class SendGate:
         seen_up_to_seq: int | None,
         run_id: Id | None,
         source_message_ids: tuple[str, ...],
-        known_stored: bool = False,
     ) -> SendResult:
         """Check locally, post one message and apply the answer to the frontier.
 
@@ -75,10 +73,10 @@ class SendGate:
             run_id: the run this answer belongs to, if any.
             source_message_ids: the messages the answer is based on; when empty, the
                 message at the observed frontier, when known.
-            known_stored: the server is known to hold this client message id (a chunk
-                an earlier attempt stored). The local hold is skipped: the server
-                answers such a request from its idempotency lookup, before any
-                freshness check, so holding it locally would hide a stored message.
+
+        A client message id an earlier answer of this session stored is never held
+        locally: the server answers it from its idempotency lookup, before any freshness
+        check (already_sent), so a local hold would hide a stored message.
 
         Returns:
             sent, already_sent or held (`SendResult.held_locally` when no request was made).
@@ -89,7 +87,7 @@ class SendGate:
             AnswerInvalid: when the answer breaks the contract.
         """
         local = self._freshness.check_send(target_key, seen_up_to_seq)
-        if local.hold and not known_stored:
+        if local.hold and not self._stored.known(target_key, client_message_id):
             result = SendResult(
                 state=SendState.HELD,
                 target_key=target_key,
@@ -146,6 +144,8 @@ class SendGate:
             needs_refresh_until_seq=answer.needs_refresh_until_seq,
             message_id=answer.message_id,
         )
+        if state is not SendState.HELD:
+            self._stored.remember(answer.target_key, client_message_id)
         result = SendResult(
             state=state,
             target_key=answer.target_key,
@@ -160,51 +160,49 @@ class SendGate:
         return result
 
 
-class StoredChunks:
-    """The chunks the server is known to hold, by (target key, logical id).
+class StoredSends:
+    """The client message ids the server is known to hold, by target key.
 
-    Learnt from the answers of this client's own attempts (sent and already_sent), so a
-    retry of a logical send knows which of its chunks the server only replays.
+    Learnt from the answers of this client's own attempts (sent and already_sent).
 
     Args:
-        limit: how many logical sends to remember (least recently used forgotten).
+        limit: how many client message ids to remember (least recently used forgotten).
     """
 
-    def __init__(self, limit: int = REMEMBERED_LOGICAL_SENDS) -> None:
+    def __init__(self, limit: int = REMEMBERED_SENDS) -> None:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         self._limit = limit
-        self._by_send: OrderedDict[tuple[str, str], dict[int, AcceptedChunk]] = OrderedDict()
+        self._ids: OrderedDict[tuple[str, str], None] = OrderedDict()
 
-    def known(self, target_key: str, logical_id: str) -> Mapping[int, AcceptedChunk]:
-        """The chunks of a logical send known stored, by chunk index.
+    def known(self, target_key: str, client_message_id: str) -> bool:
+        """Whether the server is known to hold a client message id in a target.
 
         Args:
             target_key: the target's canonical key.
-            logical_id: the id of the logical send.
+            client_message_id: the idempotency key.
 
         Returns:
-            A read-only view (empty for a send never seen or forgotten).
+            True when an answer of this client stored it (and it is not forgotten).
         """
-        chunks = self._by_send.get((target_key, logical_id))
-        if chunks is None:
-            return MappingProxyType({})
-        self._by_send.move_to_end((target_key, logical_id))
-        return MappingProxyType(chunks)
+        key = (target_key, client_message_id)
+        if key not in self._ids:
+            return False
+        self._ids.move_to_end(key)
+        return True
 
-    def remember(self, target_key: str, logical_id: str, chunk: AcceptedChunk) -> None:
-        """Record a chunk the server answered as stored (sent or already_sent).
+    def remember(self, target_key: str, client_message_id: str) -> None:
+        """Record a client message id the server answered as stored.
 
         Args:
             target_key: the target's canonical key.
-            logical_id: the id of the logical send.
-            chunk: the stored chunk.
+            client_message_id: the idempotency key.
         """
-        key = (target_key, logical_id)
-        self._by_send.setdefault(key, {})[chunk.index] = chunk
-        self._by_send.move_to_end(key)
-        while len(self._by_send) > self._limit:
-            self._by_send.popitem(last=False)
+        key = (target_key, client_message_id)
+        self._ids[key] = None
+        self._ids.move_to_end(key)
+        while len(self._ids) > self._limit:
+            self._ids.popitem(last=False)
 
 
 def log_send(result: SendResult) -> None:
