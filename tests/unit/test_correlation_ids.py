@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 import uuid
 
-from turnkeeper.adapters.http.correlation import _IdSource, correlation_id_of
+import pytest
+
+from turnkeeper.adapters.http.correlation import (
+    CORRELATION_ID_MAX_CHARS,
+    _IdSource,
+    correlation_id_of,
+)
 
 #: Ids drawn per check (enough that a broken version or variant mask shows at once).
 DRAWS = 2_000
@@ -63,3 +69,31 @@ def test_a_scope_keeps_its_id_and_an_acceptable_client_id_is_echoed() -> None:
     assert correlation_id_of(given) == "trace-7"
     hostile: dict[str, object] = {"headers": [(b"x-correlation-id", b"a\r\nb")]}
     assert correlation_id_of(hostile) != "a\r\nb"
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["trace-7", "order/42", "req 42", "a,b", "x", "~!@#$%^&*()", "a" * CORRELATION_ID_MAX_CHARS],
+)
+def test_a_printable_client_id_is_echoed(given: str) -> None:
+    scope: dict[str, object] = {"headers": [(b"x-correlation-id", given.encode("latin-1"))]}
+    assert correlation_id_of(scope) == given
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        b"",
+        b" lead",
+        b"trail ",
+        b"a\tb",
+        b"a\r\nb",
+        b"a\x1b[31mb",
+        b"caf\xe9",
+        b"a\x7fb",
+        b"a" * (CORRELATION_ID_MAX_CHARS + 1),
+    ],
+)
+def test_any_other_client_id_is_replaced_by_a_new_one(given: bytes) -> None:
+    scope: dict[str, object] = {"headers": [(b"x-correlation-id", given)]}
+    assert uuid.UUID(correlation_id_of(scope)).version == 4

@@ -39,9 +39,12 @@ CORRELATION_HEADER = "X-Correlation-Id"
 
 _HEADER_KEY = CORRELATION_HEADER.lower().encode("latin-1")
 _STATE_KEY = "turnkeeper.correlation_id"
-# A client id is echoed only when it is short and plain, so that it cannot smuggle
-# line breaks or escape sequences into headers and logs.
-_ACCEPTED = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+#: The longest client correlation id echoed; a longer one is replaced by a new id.
+CORRELATION_ID_MAX_CHARS = 128
+# A client id is echoed when it is printable ASCII (spaces only inside) and not too long:
+# no control character, so it cannot smuggle line breaks or escape sequences into
+# headers and logs.
+_ACCEPTED = re.compile(rf"^[!-~](?:[ -~]{{0,{CORRELATION_ID_MAX_CHARS - 2}}}[!-~])?$")
 _MS_PER_S = 1000.0
 #: Routes that clients call in a loop (polls, stream reads, heartbeats): their successful
 #: requests are logged at debug, so that an idle agent does not fill the log.

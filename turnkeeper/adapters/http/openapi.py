@@ -237,7 +237,10 @@ def _retry_after_headers(operation: Operation) -> None:
 #: The header every answer carries (API.md conventions).
 _CORRELATION_HEADER = OpenAPIHeader(
     schema=Schema(type=OpenAPIType.STRING),
-    description="the request's X-Correlation-Id when acceptable, else a new id",
+    description=(
+        "the request's X-Correlation-Id when it is printable ASCII of 1 to 128 characters"
+        " (spaces only inside), else a new id"
+    ),
     required=True,
 )
 #: Answers with headers of their own: (path, method, status) -> headers.
