@@ -351,6 +351,24 @@ class TestIdempotency:
         )
         assert not other.replayed
 
+    async def test_an_audience_replays_as_a_set(self, services: Services, world: DemoWorld) -> None:
+        # docs/messages.md: the digest covers restricted_to "as a set".
+        alex, sam, robin = (world.principal(h) for h in ("alex", "sam", "robin"))
+        thread_id = main_thread(world, "eskalation")
+        first = await services.conversation.create_message(
+            alex, thread_id, draft("aud", "for two", restricted_to=(sam.id, robin.id, sam.id))
+        )
+        for audience in ((robin.id, sam.id), (sam.id, robin.id, robin.id)):
+            again = await services.conversation.create_message(
+                alex, thread_id, draft("aud", "for two", restricted_to=audience)
+            )
+            assert again.replayed
+            assert again.message.id == first.message.id
+        with pytest.raises(IdempotencyConflict):
+            await services.conversation.create_message(
+                alex, thread_id, draft("aud", "for two", restricted_to=(sam.id,))
+            )
+
 
 class TestHistoryCoverage:
     async def test_a_page_past_the_end_covers_only_the_seqs_that_exist(

@@ -8,6 +8,8 @@ import json
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.domain_world import T0, fixed_id
 from turnkeeper.domain.errors import FieldError, ValidationFailed, reject_invalid
@@ -266,6 +268,16 @@ def test_digest_tells_reply_targets_and_audiences_apart() -> None:
 
 def test_digest_does_not_depend_on_the_order_of_restricted_to() -> None:
     assert digest(restricted_to=[ALEX, SAM, ROBIN]) == digest(restricted_to=[ROBIN, ALEX, SAM])
+
+
+def test_digest_takes_restricted_to_as_a_set() -> None:
+    assert digest(restricted_to=[SAM, ALEX, SAM]) == digest(restricted_to=[ALEX, SAM])
+    assert digest(restricted_to=[SAM, SAM]) != digest(restricted_to=[SAM, ALEX])
+
+
+@given(audience=st.lists(st.sampled_from([ALEX, SAM, ROBIN]), min_size=1))
+def test_digest_of_an_audience_is_the_digest_of_its_set(audience: list[uuid.UUID]) -> None:
+    assert digest(restricted_to=audience) == digest(restricted_to=sorted(set(audience)))
 
 
 def test_digest_has_no_run_id_or_freshness_part() -> None:

@@ -241,7 +241,7 @@ def payload_digest(
         thread_id: the target thread (createThread: the channel).
         content: the text.
         reply_to_id: the replied message.
-        restricted_to: the audience.
+        restricted_to: the audience, as a set (order and repeats do not count).
         title: createThread's title (empty for none), a member of its own, so that no
             split of text between title and content shares a digest with another;
             None for createMessage and agent sends, whose digests never hold one.
@@ -258,8 +258,10 @@ def payload_digest(
         parts["title"] = title
     # A public message has no audience member at all, so it never shares a digest with
     # an audience (even an empty one).
+    # The audience is a set: a repeated id or another order is the same audience. (A
+    # list without repeats digests as before, so stored digests keep their prefix.)
     if restricted_to is not None:
-        parts["restricted_to"] = sorted(str(p) for p in restricted_to)
+        parts["restricted_to"] = sorted({str(p) for p in restricted_to})
     canonical = json.dumps(
         parts,
         sort_keys=True,
