@@ -440,6 +440,38 @@ async def test_a_seq_beyond_64_bits_is_out_of_range(
     assert problem["errors"] == [{"pointer": pointer, "code": "out_of_range"}]
 
 
+@pytest.mark.parametrize(
+    ("method", "route", "body", "pointer"),
+    [
+        ("POST", "/v1/agent/events/ack", {"through_seq": -1}, "/through_seq"),
+        ("PATCH", "/v1/runs/{run}", {"base_version": -1, "ops": []}, "/base_version"),
+    ],
+    ids=["ack", "patch"],
+)
+async def test_a_negative_seq_or_version_is_out_of_range(
+    client: ContractClient,
+    world: DemoWorld,
+    method: str,
+    route: str,
+    body: dict[str, Any],
+    pointer: str,
+) -> None:
+    # A negative base_version was answered 409 base_version_conflict with the run, while
+    # the document and the other seqs refuse it as input (DESIGN section 9: negative seq).
+    thread = str(world.channels["allgemein"].main_thread_id)
+    opened = await client.post(
+        f"/v1/threads/{thread}/messages",
+        json={"client_msg_id": "neg-1", "content": "Lotse, a question"},
+        headers=bearer(world.people["alex"].token),
+    )
+    run = opened.json()["trigger"]["run_id"]
+    response = await client.request(
+        method, route.format(run=run), json=body, headers=bearer(world.agents["lotse"].token)
+    )
+    problem = assert_problem(response, 400, "validation_failed")
+    assert problem["errors"] == [{"pointer": pointer, "code": "out_of_range"}]
+
+
 async def test_a_query_parameter_of_the_wrong_type_names_the_parameter(
     client: ContractClient, world: DemoWorld
 ) -> None:

@@ -384,6 +384,8 @@ def _member_rules(schemas: Mapping[str, Schema | Reference]) -> None:
     if not isinstance(freshness, Schema):
         raise LookupError("the OpenAPI document has no schema SendFreshnessBody")
     freshness.required = sorted({*(freshness.required or ()), "target_key"})
+    # Below 0 is the gate's own validation error (``negative``), not the decoder's.
+    _member(schemas, "SendFreshnessBody", "seen_up_to_seq").minimum = 0
     kind = _member(schemas, "MessageCreate", "kind")
     kind.one_of, kind.type, kind.enum = None, OpenAPIType.STRING, list(SENDABLE_KINDS)
 
@@ -393,7 +395,7 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
 
     - Every request body schema says ``additionalProperties: false``: an unknown member
       is refused with 400 ``unknown_member`` (API.md conventions); its integer bounds
-      (a seq or version at most 2**63 - 1) are written exactly.
+      (a seq or version from 0 to 2**63 - 1) are written exactly.
     - The paging parameters state their bounds: ``after`` and ``after_seq`` at least 0,
       ``limit`` from 1 to ``page.max_limit``, ``wait`` from 0 to
       ``stream.max_wait_seconds`` (outside: 400 ``out_of_range``).

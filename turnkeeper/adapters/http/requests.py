@@ -26,8 +26,11 @@ from turnkeeper.domain.messaging import MessageDraft
 #: integers (PostgreSQL ``bigint``), and a larger one names nothing that exists. Beyond it:
 #: 400 ``out_of_range``.
 MAX_SEQ = 2**63 - 1
-#: A seq or version in a request body.
-Seq = Annotated[int, msgspec.Meta(le=MAX_SEQ)]
+#: A seq or version in a request body: from 0 to `MAX_SEQ` (outside: 400 ``out_of_range``).
+Seq = Annotated[int, msgspec.Meta(ge=0, le=MAX_SEQ)]
+#: ``freshness.seen_up_to_seq``: the gate's own rule answers a negative one (code
+#: ``negative``, the seed's validation error), so only the upper bound is the decoder's.
+FrontierSeq = Annotated[int, msgspec.Meta(le=MAX_SEQ)]
 V = TypeVar("V")
 
 #: The path of a run patch operation: the state of one follow-up.
@@ -240,7 +243,7 @@ def _followup_target(path: str) -> uuid.UUID | None:
 class SendFreshnessBody(Body):
     """``freshness`` of POST /v1/agent/send: the frontier the agent saw in its target."""
 
-    seen_up_to_seq: Seq
+    seen_up_to_seq: FrontierSeq
     target_key: str | UnsetType = UNSET
     source_message_ids: list[str] | UnsetType = UNSET
 
