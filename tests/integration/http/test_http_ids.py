@@ -71,3 +71,36 @@ async def test_a_malformed_id_answers_like_an_unknown_one(
     # The sweep reaches each stage: authentication, body decoding and the lookup.
     expected = {401} if caller == "nobody" else {400, 404}
     assert seen_statuses == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "pointers"),
+    [
+        ("limit=0", ["/limit"]),
+        ("limit=-1", ["/limit"]),
+        ("after_seq=-1", ["/after_seq"]),
+        ("limit=2", None),
+        ("after_seq=3&limit=1", None),
+    ],
+)
+async def test_a_malformed_thread_id_answers_its_page_bounds_like_an_unknown_one(
+    client: ContractClient, world: DemoWorld, query: str, pointers: list[str] | None
+) -> None:
+    # Found by an audit: `?limit=0` on a malformed id answered 404, on an unknown 400.
+    answers = [
+        _answer(
+            await client.get(
+                f"/v1/threads/{segment}/messages?{query}",
+                headers=bearer(world.people["alex"].token),
+            )
+        )
+        for segment in (MALFORMED, UNKNOWN)
+    ]
+    malformed, unknown = answers
+    assert malformed == unknown
+    if pointers is None:
+        assert malformed[0] == 404
+    else:
+        assert malformed[0] == 400
+        assert [e["pointer"] for e in malformed[2]["errors"]] == pointers
+        assert {e["code"] for e in malformed[2]["errors"]} == {"out_of_range"}

@@ -152,11 +152,19 @@ async def list_messages(
     principal: NamedDependency[Principal],
     conversation: NamedDependency[ConversationService],
     after_seq: Annotated[
-        int, QueryParameter(description="messages after this seq", le=MAX_SEQ)
+        int, QueryParameter(description="messages after this seq", ge=0, le=MAX_SEQ)
     ] = 0,
-    limit: Annotated[int | None, QueryParameter(description="page size, page.max_limit")] = None,
+    limit: Annotated[
+        int | None, QueryParameter(description="page size, page.max_limit", ge=1)
+    ] = None,
 ) -> MessagePage:
-    """The caller's view of a thread's history after a seq."""
+    """The caller's view of a thread's history after a seq.
+
+    The fixed bounds of the query (``after_seq`` at least 0, ``limit`` at least 1) are
+    checked with its types, so a thread id that is not a UUID answers them as a UUID that
+    names nothing does (400 ``out_of_range``), not 404; ``page.max_limit`` is the
+    service's.
+    """
     page = await conversation.list_messages(principal, thread_id, after_seq=after_seq, limit=limit)
     return MessagePage.of(page)
 
