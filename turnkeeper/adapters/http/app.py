@@ -35,6 +35,7 @@ from turnkeeper.adapters.http.operations import (
     readyz,
 )
 from turnkeeper.adapters.http.problems import handle_exception, not_found_as_problem
+from turnkeeper.adapters.http.query_guard import QueryGuard
 from turnkeeper.adapters.http.runs import runs_router
 from turnkeeper.adapters.http.streams import document_streams, streams_router
 from turnkeeper.adapters.http.tokens import tokens_router
@@ -114,6 +115,7 @@ def create_app(
         # Litestar would add its own 400 schema; every error here is a Problem.
         create_examples=False,
     )
+    queries = QueryGuard()
     metrics = attach_metrics(services.telemetry) if settings.metrics_enabled else None
     if (
         metrics is not None
@@ -139,8 +141,9 @@ def create_app(
         },
         exception_handlers={Exception: handle_exception},
         after_exception=[refuse_unknown_bearer(services.identity, caller_check(services))],
-        # Depth, duplicated members and NUL characters, before Litestar decodes a body.
-        before_request=body_guard(settings.max_json_depth),
+        # Query names, then depth, duplicated members and NUL characters, before Litestar
+        # decodes a request.
+        before_request=body_guard(settings.max_json_depth, queries),
         openapi_config=openapi,
         # http.max_body_bytes: Litestar refuses a longer body with 413 before decoding.
         request_max_body_size=settings.max_body_bytes,
@@ -149,6 +152,7 @@ def create_app(
         logging_config=None,
     )
     resolve_one_by_one(app.routes)
+    queries.learn(app.routes)
     # Litestar's documentation router answers an unknown page below /docs in HTML.
     app.send_filters = ((f"{openapi.path}/", not_found_as_problem),)
     # The hottest routes' plain requests skip Litestar's pipeline (ADR 0032).

@@ -11,6 +11,9 @@ are refused here, before anything is decoded or stored, with ``400 validation_fa
   value is too deep (the empty pointer when the body itself is an array);
 - code ``invalid_character`` at the pointer of the first string member holding a NUL.
 
+A query parameter that an API route does not declare, or a repeated one, is refused first
+(`turnkeeper.adapters.http.query_guard`).
+
 A route that takes no body (close, cancel, archive ...) refuses one that is not empty,
 blank or ``{}`` (`unexpected_body`): ``unknown_member`` at each member, as API.md
 refuses every unknown member.
@@ -46,6 +49,7 @@ from turnkeeper.adapters.http.decoding import (
     pointer_token,
 )
 from turnkeeper.adapters.http.problems import ClientGone
+from turnkeeper.adapters.http.query_guard import QueryGuard
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -238,29 +242,38 @@ def unexpected_body(content_type: str | None, body: bytes) -> Exception | None:
     )
 
 
-def body_guard(max_depth: int) -> BeforeRequest:
+def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeRequest:
     """The ``before_request`` hook that refuses hostile bodies before decoding.
 
-    Checks, in order: the media type, nesting depth, duplicated members
+    Checks, in order: the query's parameter names (`QueryGuard`), the media type,
+    nesting depth, duplicated members
     (`turnkeeper.adapters.http.decoding.duplicate_member`), NUL characters,
     members that fit their type only by lax conversion.
 
     Args:
         max_depth: ``http.max_json_depth``.
+        queries: the query parameters each API route declares; None checks no query.
 
     Returns:
         The hook.
     """
 
     async def guard(request: Request[Any, Any, Any]) -> None:
-        """Refuse a hostile body.
+        """Refuse a hostile body or a query that names a parameter wrongly.
 
         Raises:
             ClientGone: the client left before its body arrived.
             HTTPException: 415 (``unsupported_media_type``) for a body that is no JSON.
-            ValidationFailed: ``too_deep``, ``duplicate_member``, ``invalid_character``
-                or ``invalid_type`` at the member's pointer.
+            ValidationFailed: ``unknown_member`` or ``duplicate_member`` at a query
+                parameter's name; ``too_deep``, ``duplicate_member``,
+                ``invalid_character`` or ``invalid_type`` at a body member's pointer.
         """
+        if queries is not None:
+            refused = queries.refusal(
+                request.scope.get("route_handler"), request.scope.get("query_string", b"")
+            )
+            if refused is not None:
+                raise refused
         if request.method not in _METHODS_WITH_BODY:
             return
         kind = _body_type(request)

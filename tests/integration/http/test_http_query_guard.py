@@ -1,0 +1,105 @@
+"""Query parameters an API route does not declare, or declares once, are refused.
+
+API.md: "Unknown request members: 400 validation_failed with code unknown_member". A
+parameter a route does not declare was ignored without a word (``?after=10`` on a
+thread's history, whose cursor is ``after_seq``, read from the start), and a repeated
+one was decoded from its last value, while a repeated body member is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.http.test_http_problems import assert_problem
+from tests.support.http import ContractClient, bearer
+from turnkeeper.application.demo import DemoWorld
+
+
+def _errors(body: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(e["pointer"], e["code"]) for e in body["errors"]]
+
+
+@pytest.mark.parametrize(
+    ("route", "query", "errors"),
+    [
+        ("/v1/threads/{thread}/messages", "after=10", [("/after", "unknown_member")]),
+        ("/v1/threads/{thread}/messages", "limit=1&limit=2", [("/limit", "duplicate_member")]),
+        ("/v1/events", "after_seq=3", [("/after_seq", "unknown_member")]),
+        (
+            "/v1/events",
+            "x%2Fy=1&limit=1&colour=red&limit=3&colour=blue",
+            [
+                ("/x~1y", "unknown_member"),
+                ("/colour", "unknown_member"),
+                ("/limit", "duplicate_member"),
+            ],
+        ),
+        ("/v1/threads/{thread}", "after=1", [("/after", "unknown_member")]),
+        ("/v1/me", "verbose", [("/verbose", "unknown_member")]),
+        ("/v1/events/stream", "since=1", [("/since", "unknown_member")]),
+    ],
+)
+async def test_a_query_naming_a_parameter_wrongly_is_refused(
+    client: ContractClient,
+    world: DemoWorld,
+    route: str,
+    query: str,
+    errors: list[tuple[str, str]],
+) -> None:
+    thread = world.channels["allgemein"].main_thread_id
+    response = await client.get(
+        f"{route.format(thread=thread)}?{query}", headers=bearer(world.people["alex"].token)
+    )
+    body = assert_problem(response, 400, "validation_failed")
+    assert _errors(body) == errors
+
+
+async def test_a_declared_query_still_pages(client: ContractClient, world: DemoWorld) -> None:
+    thread = world.channels["allgemein"].main_thread_id
+    alex = bearer(world.people["alex"].token)
+    for n in range(3):
+        await client.post(
+            f"/v1/threads/{thread}/messages",
+            json={"client_msg_id": f"q-{n}", "content": f"Note {n} for Sam"},
+            headers=alex,
+        )
+    page = await client.get(f"/v1/threads/{thread}/messages?after_seq=1&limit=1", headers=alex)
+    assert page.status_code == 200
+    assert [m["thread_seq"] for m in page.json()["messages"]] == [2]
+    # A parameter without a value names a declared parameter: its value is the decoder's.
+    blank = await client.get(f"/v1/threads/{thread}/messages?limit=", headers=alex)
+    assert _errors(assert_problem(blank, 400, "validation_failed"))[0][0] == "/limit"
+
+
+async def test_a_post_with_a_query_stores_nothing(client: ContractClient, world: DemoWorld) -> None:
+    # The hot route's own path hands a request with a query to Litestar, which refuses it.
+    thread = world.channels["allgemein"].main_thread_id
+    alex = bearer(world.people["alex"].token)
+    refused = await client.post(
+        f"/v1/threads/{thread}/messages?notify=false",
+        json={"client_msg_id": "q-post", "content": "Sam, see the plan."},
+        headers=alex,
+    )
+    assert _errors(assert_problem(refused, 400, "validation_failed")) == [
+        ("/notify", "unknown_member")
+    ]
+    history = await client.get(f"/v1/threads/{thread}/messages", headers=alex)
+    assert "Sam, see the plan." not in {m["content"] for m in history.json()["messages"]}
+    sent = await client.post(
+        f"/v1/threads/{thread}/messages",
+        json={"client_msg_id": "q-post", "content": "Sam, see the plan."},
+        headers=alex,
+    )
+    assert sent.status_code == 201
+
+
+async def test_an_unknown_token_is_401_before_the_query(client: ContractClient) -> None:
+    response = await client.get("/v1/events?after_seq=3", headers=bearer("tk_unknown"))
+    assert_problem(response, 401, "unauthenticated")
+
+
+@pytest.mark.parametrize("path", ["/healthz?probe=1", "/readyz?probe=1", "/openapi.json?v=2"])
+async def test_pages_outside_the_api_keep_their_queries(client: ContractClient, path: str) -> None:
+    assert (await client.get(path)).status_code == 200

@@ -1,0 +1,88 @@
+"""Query parameters a ``/v1`` route does not declare, or declares once, sent otherwise.
+
+API.md refuses every unknown request member with ``400 validation_failed``, code
+``unknown_member``; a body member repeated is refused as ambiguous
+(``duplicate_member``). The query of a ``/v1`` route follows the same rules: a
+parameter the route does not declare (``?after=`` on a thread's history, whose cursor is
+``after_seq``) would otherwise be ignored without a word, and a repeated one decoded
+from its last value. Each offending name is reported once, in the order of the query,
+at the pointer of its name (``/after``), before the query's values are decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qsl
+
+from litestar.routes import BaseRoute, HTTPRoute
+
+from turnkeeper.adapters.http.decoding import pointer_token
+from turnkeeper.domain.errors import FieldError, ValidationFailed
+
+#: The routes whose queries are checked: the API (the documentation page and the
+#: console are pages that browsers and their tools may call with queries of their own).
+API_PREFIX = "/v1/"
+
+
+class QueryGuard:
+    """The query parameter names each API route handler declares.
+
+    Learnt once from the application's routes (`learn`); a handler it never learnt
+    (a page outside ``/v1``) has its query left alone.
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[int, frozenset[str]] = {}
+        # The handlers themselves, so that no id of a learnt handler is ever reused.
+        self._handlers: list[object] = []
+
+    def learn(self, routes: Sequence[BaseRoute]) -> None:
+        """Record the query parameters of every API route's handlers.
+
+        Args:
+            routes: the application's routes (`litestar.Litestar.routes`).
+        """
+        for route in routes:
+            if not isinstance(route, HTTPRoute) or not route.path.startswith(API_PREFIX):
+                continue
+            for handler in route.route_handlers:
+                model = handler.create_kwargs_model(path_parameters=route.path_parameters)
+                self._names[id(handler)] = frozenset(
+                    param.field_alias for param in model.expected_query_params
+                )
+                self._handlers.append(handler)
+
+    def refusal(self, handler: Any, query_string: bytes) -> ValidationFailed | None:
+        """The refusal of a request's query, if it names a parameter wrongly.
+
+        Args:
+            handler: the route handler the request was routed to.
+            query_string: the raw query (``scope["query_string"]``).
+
+        Returns:
+            ``unknown_member`` for each name the route does not declare and
+            ``duplicate_member`` for each declared name given more than once; None when
+            the query is fine or the route is not an API route.
+        """
+        if not query_string:
+            return None
+        names = self._names.get(id(handler))
+        if names is None:
+            return None
+        seen: set[str] = set()
+        reported: set[str] = set()
+        errors: list[FieldError] = []
+        for name, _value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+            if name in reported:
+                continue
+            if name not in names:
+                errors.append(FieldError(pointer=f"/{pointer_token(name)}", code="unknown_member"))
+                reported.add(name)
+            elif name in seen:
+                errors.append(
+                    FieldError(pointer=f"/{pointer_token(name)}", code="duplicate_member")
+                )
+                reported.add(name)
+            seen.add(name)
+        return ValidationFailed(errors) if errors else None
