@@ -191,6 +191,7 @@ async def test_issued_owner_tokens_survive_a_rotation(services: Services, world:
     assert await services.admin.ensure_owner("robin", world.owner.token) is None
     adopted = {t.id: t for t in await services.tokens.list_tokens(owner, owner.id)}
     assert [t.origin for t in adopted.values()] == [TokenOrigin.OWNER_ENV, TokenOrigin.ISSUED]
+    assert [t.label for t in adopted.values()] == [OWNER_ENV_LABEL, "ci"]
     assert await services.admin.ensure_owner("robin", SECOND_ENV_TOKEN) is None
     with pytest.raises(Unauthenticated):
         await services.identity.authenticate(world.owner.token)
@@ -210,3 +211,22 @@ async def test_the_token_a_principal_is_created_with_is_audited(
     assert await _changes(services, token.id) == [("token.issued", owner.id)]
     (own, *_rest) = await services.tokens.list_tokens(owner, owner.id)
     assert await _changes(services, own.id) == [("token.issued", owner.id)]
+
+
+async def test_an_api_token_named_in_the_environment_is_listed_as_owner_env(
+    services: Services, world: DemoWorld
+) -> None:
+    # Found by an audit: a token the owner issued through the API and then named in
+    # TURNKEEPER_OWNER_TOKEN kept its label, and the next rotation revoked a token listed
+    # as an API one. Adopted, it is listed as the environment's token.
+    owner = world.owner.principal
+    issued = await services.tokens.issue_token(owner, owner.id, label="api2")
+    assert await services.admin.ensure_owner("robin", issued.secret) is None
+    listed = {t.id: t for t in await services.tokens.list_tokens(owner, owner.id)}
+    assert (listed[issued.token.id].origin, listed[issued.token.id].label) == (
+        TokenOrigin.OWNER_ENV,
+        OWNER_ENV_LABEL,
+    )
+    assert await services.admin.ensure_owner("robin", SECOND_ENV_TOKEN) is None
+    with pytest.raises(Unauthenticated):
+        await services.identity.authenticate(issued.secret)

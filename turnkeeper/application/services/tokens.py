@@ -108,9 +108,10 @@ async def settle_owner_env_token(
     """Make the token of ``TURNKEEPER_OWNER_TOKEN`` the owner's, retiring the one before.
 
     A token not stored yet is added (origin ``owner_env``); a stored token of the owner
-    is marked ``owner_env`` (a token the owner got before it was configured, or before
-    tokens had an origin). Then every other live ``owner_env`` token of the owner is
-    revoked and audited. Run inside the unit that ensures the owner.
+    is adopted: marked ``owner_env`` and labelled ``owner-env`` (a token the owner got
+    before it was configured, through the API or before tokens had an origin). Then
+    every other live ``owner_env`` token of the owner is revoked and audited. Run inside
+    the unit that ensures the owner.
 
     Args:
         uow: the unit of work.
@@ -143,9 +144,9 @@ async def settle_owner_env_token(
     else:
         configured = stored.id
         if stored.origin is not TokenOrigin.OWNER_ENV:
-            await uow.tokens.set_origin(
-                stored.id, TokenOrigin.OWNER_ENV, stored.label or OWNER_ENV_LABEL
-            )
+            # Adopted, it is listed as the environment's token (the rotation that
+            # retires it must not look like a revocation of an API-issued token).
+            await uow.tokens.set_origin(stored.id, TokenOrigin.OWNER_ENV, OWNER_ENV_LABEL)
     retired = owner_tokens_to_revoke(await uow.tokens.list_live(owner.id), configured)
     await uow.tokens.revoke(retired, at)
     for token_id in retired:
