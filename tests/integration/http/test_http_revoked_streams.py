@@ -210,3 +210,23 @@ async def test_a_waiting_shared_long_poll_of_a_revoked_token_answers_401(
     await poll.ended()
     assert poll.status == 401
     assert b"message.created" not in poll.body
+
+
+@pytest.mark.parametrize(("path", "handle"), [("/v1/events", "sam"), ("/v1/agent/events", "lotse")])
+async def test_a_quiet_long_poll_of_a_revoked_token_answers_401_at_its_heartbeat(
+    services: Services, world: DemoWorld, path: str, handle: str
+) -> None:
+    # Found by an audit: nothing woke the long-poll, so it read nothing again and
+    # answered 200 with an empty page at the end of its wait, its token long revoked.
+    secret, revoke = await second_token(services, world, handle)
+    app = create_app(services, services.settings)
+    cursor = (
+        "" if "agent" in path else f"after={await feed_end(services, world.principal(handle))}&"
+    )
+    poll = Exchange(app, path, secret, f"{cursor}wait={MAX_WAIT_SECONDS}")
+    await until(lambda: local_waker(services).listeners == 1)
+    await revoke()
+    # Nothing is committed that would wake it: the heartbeat finds the token gone.
+    await poll.ended()
+    assert poll.status == 401
+    assert local_waker(services).listeners == 0

@@ -145,7 +145,7 @@ class LiveDelivery:
             reader = await caller.current()
             return await self._conversation.list_events(reader, after=cursor or 0, limit=limit)
 
-        return await self._long_poll(SHARED_FEED, waited, after, read)
+        return await self._long_poll(SHARED_FEED, waited, after, read, caller.check)
 
     async def wait_agent_events(
         self,
@@ -190,7 +190,9 @@ class LiveDelivery:
                 # The token again in the read's own round trip: a revoked one is 401.
                 return (await self._runs.poll_as(bearer, after=cursor, limit=limit)).page
 
-            return await self._long_poll(agent.id, waited, after, read_by_token)
+            return await self._long_poll(
+                agent.id, waited, after, read_by_token, Reader(agent, bearer, self._identity).check
+            )
 
         async def read(cursor: int | None) -> AgentEventPage:
             return await self._runs.poll(agent, after=cursor, limit=limit)
@@ -203,7 +205,22 @@ class LiveDelivery:
         wait: timedelta,
         after: int | None,
         read: Callable[[int | None], Awaitable[PageT]],
+        check: Callable[[], Awaitable[None]] | None = None,
     ) -> PageT:
+        """Read, then wait for the feed's wake-ups and read again, until events or the end.
+
+        Args:
+            feed: the feed whose wake-ups end a wait.
+            wait: the longest wait.
+            after: the cursor.
+            read: reads a page after a cursor (resolving the caller's token again).
+            check: resolves the caller's token after each quiet heartbeat step, as a
+                stream's heartbeat does, so that a long-poll nothing wakes answers 401
+                once its token is revoked (None: a principal given without a token).
+
+        Raises:
+            Unauthenticated: from `read` or `check`, once the token is revoked.
+        """
         if not wait:
             return await read(after)
         deadline = self._clock.now() + wait
@@ -227,6 +244,8 @@ class LiveDelivery:
                 if not woken:
                     budget -= step
                     if self._waker.generation == generation:
+                        if check is not None:
+                            await check()
                         continue
                 generation = self._waker.generation
                 before, page = page.next_after, await read(page.next_after)
