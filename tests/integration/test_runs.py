@@ -23,7 +23,7 @@ from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.errors import InvalidToken
 from turnkeeper.application.services.runs import FollowupOp
 from turnkeeper.application.transactions import AccessDenied
-from turnkeeper.domain.errors import InvalidStateTransition
+from turnkeeper.domain.errors import InvalidStateTransition, ValidationFailed
 from turnkeeper.domain.events import EventType
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.messaging import MessageKind, Origin, TriggerState
@@ -511,3 +511,24 @@ class TestRestrictedMessages:
         )
         (run,) = await runs_of(services, thread_id)
         assert run.triggering_message_id == shared.message.id
+
+
+class TestCheckPoll:
+    """The checks of a poll without the poll (a HEAD of the agent feed)."""
+
+    async def test_it_delivers_nothing_and_answers_the_polls_refusals(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        lotse, alex = world.principal("lotse"), world.principal("alex")
+        posted = await post(services, world, "alex", main_thread(world, "allgemein"), "cp-1")
+        await services.runs.check_poll(lotse)
+        assert (await message(services, posted.id)).trigger_state is TriggerState.RECEIVED
+        with pytest.raises(AccessDenied) as refused:
+            await services.runs.check_poll(alex)
+        assert refused.value.reason == "agents_only"
+        with pytest.raises(ValidationFailed):
+            await services.runs.check_poll(lotse, after=-1)
+        with pytest.raises(ValidationFailed):
+            await services.runs.check_poll(lotse, limit=0)
+        (delivery,) = (await services.runs.poll(lotse)).deliveries
+        assert (delivery.event.type, delivery.redelivered) == (EventType.AGENT_INVOCATION, False)

@@ -89,3 +89,35 @@ async def test_head_is_allowed_where_get_is(services: Services) -> None:
         assert "HEAD" not in _methods(posted_only.headers["allow"])
         wrong = await http.delete("/healthz")
         assert _methods(wrong.headers["allow"]) == {"GET", "HEAD", "OPTIONS"}
+
+
+@pytest.mark.parametrize("path", ["/v1/agent/events", "/v1/agent/events/stream"])
+async def test_head_of_the_agent_feed_delivers_nothing(services: Services, path: str) -> None:
+    # Found by an audit: the HEAD ran the GET, which delivers: it minted an invocation
+    # token nobody received, moved the trigger message to queued (a message.updated for
+    # every reader) and made the agent's first real poll say redelivered.
+    world = await build_demo_world(services)
+    app = create_app(services, services.settings)
+    alex = {"Authorization": f"Bearer {world.people['alex'].token}"}
+    lotse = {"Authorization": f"Bearer {world.agents['lotse'].token}"}
+    thread = world.channels["allgemein"].main_thread_id
+    async with AsyncTestClient(app) as http:
+        posted = await http.post(
+            f"/v1/threads/{thread}/messages",
+            json={"client_msg_id": "head-1", "content": "Lotse, the report please"},
+            headers=alex,
+        )
+        assert posted.json()["trigger"]["outcome"] == "run_opened"
+        with anyio.fail_after(STREAM_HEAD_SECONDS):
+            head = await http.head(path, headers=lotse)
+        assert (head.status_code, head.content) == (200, b"")
+        history = await http.get(f"/v1/threads/{thread}/messages", headers=alex)
+        (message,) = [m for m in history.json()["messages"] if m["id"] == posted.json()["id"]]
+        assert message["trigger_state"] == "received"
+        polled = await http.get("/v1/agent/events", headers=lotse)
+        (delivery,) = polled.json()["events"]
+        assert (delivery["type"], "redelivered" in delivery) == ("agent.invocation", False)
+        # The checks of the GET still answer: no token, a person, a bad limit.
+        assert (await http.head(path)).status_code == 401
+        assert (await http.head(path, headers=alex)).status_code == 403
+        assert (await http.head(f"{path}?after=-1", headers=lotse)).status_code == 400

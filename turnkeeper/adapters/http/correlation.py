@@ -144,6 +144,25 @@ _V4_SET = (4 << 76) | (0x8000 << 48)
 _new_ids = _IdSource()
 
 
+#: Scope key set on the GET that answers a HEAD (`CorrelatedApp._head`).
+_HEAD_KEY = "turnkeeper.head"
+
+
+def answers_head(scope: Scope | dict[str, Any]) -> bool:
+    """Whether the request runs as the GET of a HEAD (its content is never sent).
+
+    A route whose GET changes something (the agent feed delivers) checks this, so that
+    its HEAD stays safe (RFC 9110) and answers the head without the change.
+
+    Args:
+        scope: the ASGI scope of the request.
+
+    Returns:
+        True for the GET that answers a HEAD.
+    """
+    return bool(scope.get(_HEAD_KEY))
+
+
 def correlation_id_of(scope: Scope | dict[str, Any]) -> str:
     """The correlation id of an exchange, fixed on first use.
 
@@ -296,7 +315,7 @@ class CorrelatedApp(Litestar):
         application is told the client left, so that an event stream closes instead of
         waiting for its first event.
         """
-        inner = cast("Scope", {**scope, "method": "GET"})
+        inner = cast("Scope", {**scope, "method": "GET", _HEAD_KEY: True})
         answered = asyncio.Event()
 
         async def send_head(message: Message) -> None:

@@ -17,6 +17,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
+from turnkeeper.adapters.http.correlation import answers_head
 from turnkeeper.adapters.http.dependencies import agent_route
 from turnkeeper.adapters.http.disconnect import until_client_leaves
 from turnkeeper.adapters.http.openapi import problems
@@ -34,6 +35,7 @@ from turnkeeper.adapters.http.run_answers import AgentEventPage, Run
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import LiveDelivery
+from turnkeeper.application.services.runs import AgentEventPage as ServiceAgentEventPage
 from turnkeeper.application.services.runs import RunsService, RunView
 from turnkeeper.domain.runs import RunState
 from turnkeeper.domain.world import Principal
@@ -143,8 +145,12 @@ async def poll_agent_events(
     """The agent's personal events, with a fresh invocation token per delivery.
 
     A long poll ends as soon as its client disconnects (`until_client_leaves`): nothing
-    is delivered to a client that left.
+    is delivered to a client that left. A HEAD delivers nothing: the request's checks,
+    then the head of an empty page.
     """
+    if answers_head(request.scope):
+        await live.check_agent_feed(bearer, after=after, limit=limit, wait=wait)
+        return AgentEventPage.of(ServiceAgentEventPage(deliveries=[], next_after=after or 0))
     waited = live.wait_agent_events(bearer, after=after, limit=limit, wait=wait)
     page = await (until_client_leaves(waited, request.receive) if wait else waited)
     return AgentEventPage.of(page)

@@ -30,6 +30,7 @@ from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
 
 from turnkeeper.adapters.http.answers import Event
+from turnkeeper.adapters.http.correlation import answers_head
 from turnkeeper.adapters.http.dependencies import agent_route, bearer_token
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import MAX_SEQ
@@ -214,10 +215,23 @@ async def stream_agent_events(
         str | None, HeaderParameter(name=LAST_EVENT_ID, description=_HEADER_DOC)
     ] = None,
 ) -> ServerSentEvent:
-    """The agent's personal events as they are committed, a fresh token per delivery."""
+    """The agent's personal events as they are committed, a fresh token per delivery.
+
+    A HEAD opens no stream and delivers nothing: the request's checks, then the head.
+    """
     cursor = stream_cursor(last_event_id, after)
+    if answers_head(request.scope):
+        await live.check_agent_feed(principal, after=cursor)
+        return ServerSentEvent(_no_messages())
     stream = await live.open_agent_events(principal, after=cursor, bearer=_bearer(request))
     return _LiveEvents(stream, _agent_messages)
+
+
+async def _no_messages() -> AsyncIterator[ServerSentEventMessage]:
+    """The messages of a HEAD's stream: none (its head alone is sent)."""
+    nothing: tuple[ServerSentEventMessage, ...] = ()
+    for message in nothing:
+        yield message
 
 
 def streams_router() -> Router:

@@ -199,6 +199,43 @@ class LiveDelivery:
 
         return await self._long_poll(agent.id, waited, after, read)
 
+    async def check_agent_feed(
+        self,
+        actor: Principal | BearerToken,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
+        wait: float | None = None,
+    ) -> Principal:
+        """The checks of an agent feed request without delivering anything (a HEAD).
+
+        Answers as a poll or a stream of the same request would before it delivers:
+        401, then 403 agents_only (audited), then the 400 of the cursor, the limit or
+        the wait.
+
+        Args:
+            actor: the caller, or the request's bearer token.
+            after: the cursor.
+            limit: the page size.
+            wait: the long-poll's wait in seconds.
+
+        Returns:
+            The agent.
+
+        Raises:
+            Unauthenticated: for a bearer token that is unknown or revoked.
+            AccessDenied: when the caller is not an agent.
+            ValidationFailed: for a bad cursor, limit or wait.
+        """
+        agent = (
+            actor
+            if isinstance(actor, Principal)
+            else await self._identity.authenticate_bearer(actor)
+        )
+        await self._runs.check_poll(agent, after=after, limit=limit)
+        self.wait_time(wait)
+        return agent
+
     async def _long_poll(
         self,
         feed: Feed,

@@ -220,6 +220,29 @@ class AgentFeedService:
             await record_use(self._tx, caller, self._clock, self._settings.token_last_used_interval)
         return polled
 
+    async def check_poll(
+        self, agent: Principal, *, after: int | None = None, limit: int | None = None
+    ) -> None:
+        """The checks of a poll without the poll: nothing is delivered, nothing moves.
+
+        What a HEAD of the agent feed answers: the refusal of a caller who is no agent
+        (audited, as a poll's), then the cursor's and the limit's. A HEAD is safe (RFC
+        9110): it must not mint invocation tokens, move a trigger to queued or mark a
+        delivery as made.
+
+        Args:
+            agent: the caller, resolved from its token.
+            after: as `poll`'s.
+            limit: as `poll`'s.
+
+        Raises:
+            AccessDenied: when the caller is not an agent (audited).
+            ValidationFailed: for a bad cursor or limit.
+        """
+        if not agent.is_agent:
+            await refuse_non_agent(self._tx, agent, AuditAction.AGENT_EVENTS_CONSUME)
+        self._page_size(after, limit)
+
     def _page_size(self, after: int | None, limit: int | None) -> int:
         """The page size of a poll, after checking its cursor."""
         size = self._settings.page_size(limit)

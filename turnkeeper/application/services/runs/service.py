@@ -67,6 +67,12 @@ class RunsService:
         """`AgentFeedService.poll_as`."""
         return await self._feed.poll_as(agent, after=after, limit=limit, check=check)
 
+    async def check_poll(
+        self, agent: Principal, *, after: int | None = None, limit: int | None = None
+    ) -> None:
+        """`AgentFeedService.check_poll`."""
+        await self._feed.check_poll(agent, after=after, limit=limit)
+
     async def ack(self, agent: Principal | BearerToken, through_seq: int) -> None:
         """`AgentFeedService.ack`."""
         await self._feed.ack(agent, through_seq)
