@@ -1,4 +1,4 @@
-"""SIGTERM stops ``turnkeeper serve`` whole: the pool closes and the embedded server stops.
+"""SIGTERM stops ``turnkeeper serve`` and ``jobs`` whole: pool closed, embedded server stopped.
 
 uvicorn raises a SIGTERM it handled again once serving ends, so that the process ends
 as the signal's default would: at once, before the command closed its pool and stopped
@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.reliability.support_server import (
     OWNER_TOKEN,
+    READY_POLL_SECONDS,
+    READY_TIMEOUT_SECONDS,
     SIGNING_KEY,
     STOP_TIMEOUT_SECONDS,
+    TURNKEEPER,
     Server,
 )
 from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR
@@ -68,3 +73,40 @@ async def test_a_stopped_server_exits_0_and_stops_its_embedded_postgres(
     finally:
         if server.process is not None and server.process.poll() is None:
             server.kill()
+
+
+@pytest.mark.parametrize("stop", STOP_SIGNALS, ids=[s.name for s in STOP_SIGNALS])
+def test_stopped_jobs_exit_0_and_stop_their_embedded_postgres(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    # Found by an audit: SIGTERM's default ended `turnkeeper jobs` at once, leaving the
+    # embedded server it started running with its dead pid among the server's users.
+    log = tmp_path / "jobs.log"
+    postmaster: int | None = None
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(TURNKEEPER), "jobs"],
+            env=_embedded_env(tmp_path / "data"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while b"jobs_started" not in log.read_bytes():
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(READY_POLL_SECONDS)
+        pid_file = tmp_path / "data" / EMBEDDED_SUBDIR / "postmaster.pid"
+        postmaster = int(pid_file.read_text().split()[0])
+        assert _running(postmaster)
+        process.send_signal(stop)
+        assert process.wait(timeout=STOP_TIMEOUT_SECONDS) == 0, log.read_text()
+        assert not _running(postmaster), log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT_SECONDS)
+        if postmaster is not None and _running(postmaster):
+            # A failed stop leaves it behind: end it, or it outlives the test run.
+            os.kill(postmaster, signal.SIGTERM)

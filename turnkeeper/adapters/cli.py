@@ -1,6 +1,6 @@
 """The ``turnkeeper`` command line: serve, migrate, jobs, demo-world, check, mcp.
 
-Exit codes: 0 success (also after Ctrl-C), 2 bad usage or configuration (one line on
+Exit codes: 0 success (also after Ctrl-C or SIGTERM), 2 bad usage or configuration (one line on
 standard error; also a ``TURNKEEPER_OWNER_TOKEN`` that was revoked, a malformed
 ``TURNKEEPER_DATABASE_URL`` and a ``TURNKEEPER_DATA_DIR`` that cannot be a directory),
 1 anything else (one line on standard error; also an address ``serve`` or ``mcp --http``
@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -143,7 +144,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "mcp": run_mcp,
     }
     command = handlers[args.command]
-    return _guarded(lambda: asyncio.run(command(args, config)))
+    return _guarded(lambda: _stoppable(lambda: asyncio.run(command(args, config))))
+
+
+def _stoppable(run: Callable[[], int]) -> int:
+    """Run a command with SIGTERM stopping it as Ctrl-C does (exit 0, resources released).
+
+    SIGTERM's default ends the process at once: ``jobs`` then left the embedded
+    PostgreSQL it started running, with its dead pid among the server's users, so that
+    no later command stopped it either. Raised as `KeyboardInterrupt`, it unwinds the
+    command (its pool closed, the embedded server stopped) like SIGINT. A server inside
+    the command (``mcp --http``) installs its own handlers while it serves and gives a
+    SIGTERM it handled back to this one once it has stopped.
+    """
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
 
 
 def _guarded(run: Callable[[], int]) -> int:
@@ -202,6 +224,9 @@ async def _run_jobs(args: argparse.Namespace, backend: Backend) -> int:
     if args.once:
         _print_json(await backend.services.runs.run_jobs_once())
         return EXIT_OK
+    interval = backend.services.settings.jobs_interval.total_seconds()
+    # The line an operator (and a supervisor's readiness check) sees once the jobs run.
+    get_logger("turnkeeper.jobs").info("jobs_started", interval_seconds=interval)
     await run_jobs_forever(backend.services)
     return EXIT_OK
 
