@@ -10,6 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from turnkeeper.adapters.postgres.invariants import check_database
 from turnkeeper.adapters.postgres.migrations import (
     MigrationError,
     discover,
@@ -201,3 +202,30 @@ async def test_a_database_never_migrated_is_unavailable_not_a_driver_error(
     async with postgres_backend(pg_empty_conninfo, Settings(), b"k" * 32) as backend:
         with pytest.raises(StoreUnavailable, match="migrat"):
             await backend.services.admin.ensure_owner("robin", None)
+
+
+async def test_check_of_a_database_never_migrated_is_unavailable_not_a_driver_error(
+    pg_empty_conninfo: str,
+) -> None:
+    # Found by an audit: `turnkeeper check` printed psycopg's UndefinedTable.
+    with pytest.raises(StoreUnavailable, match="migrat"):
+        await check_database(pg_empty_conninfo)
+
+
+@pytest.mark.parametrize("conninfo", ["not a url", "postgresql://robin:secret@[example.com"])
+async def test_a_connection_string_that_does_not_parse_is_refused_by_name(conninfo: str) -> None:
+    # docs/embedding.md: the caller sees turnkeeper's errors, not psycopg's; a string that
+    # does not parse is the caller's mistake, refused before anything connects, and the
+    # message holds no part of it (a password).
+    attempts = (
+        migrate(conninfo),
+        check_database(conninfo),
+    )
+    for attempt in attempts:
+        with pytest.raises(ValueError, match="connection string") as refused:
+            await attempt
+        assert "secret" not in str(refused.value)
+        assert refused.value.__cause__ is None
+    with pytest.raises(ValueError, match="connection string"):
+        async with postgres_backend(conninfo, Settings(), b"k" * 32):
+            pass

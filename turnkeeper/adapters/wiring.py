@@ -22,6 +22,7 @@ from turnkeeper.adapters.http.operations import Readiness, always_ready
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR, EmbeddedPostgres
+from turnkeeper.adapters.postgres.errors import require_conninfo
 from turnkeeper.adapters.postgres.migrations import is_current
 from turnkeeper.adapters.postgres.pool import PoolPolicy, connection_within
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
@@ -172,8 +173,10 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
         The backend.
 
     Raises:
+        ValueError: for a connection string that does not parse.
         StoreUnavailable: when no connection can be opened.
     """
+    require_conninfo(conninfo)
     policy = PoolPolicy.from_settings(settings)
     pool = await create_pool(
         conninfo, min_size=settings.pool_min_size, max_size=settings.pool_max_size, policy=policy

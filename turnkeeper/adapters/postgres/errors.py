@@ -20,7 +20,9 @@ in `wrap_errors()`, which translates
   against the migrations) into `StoreUnavailable` saying so (`/readyz` answers
   ``migrations_pending`` then).
 
-Anything else propagates unchanged: it is a bug, not a condition to handle.
+Anything else propagates unchanged: it is a bug, not a condition to handle. A connection
+string libpq cannot parse is the caller's mistake, refused by `require_conninfo` before
+anything connects.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from contextlib import contextmanager
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
 
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict, StoreUnavailable
 
@@ -118,3 +121,19 @@ def wrap_errors() -> Iterator[None]:
         if translated is None:
             raise
         raise translated from exc
+
+
+def require_conninfo(conninfo: str) -> None:
+    """Refuse a connection string libpq cannot parse, before any connection is tried.
+
+    Args:
+        conninfo: libpq connection string or URI.
+
+    Raises:
+        ValueError: for one that does not parse; the message names no part of it (it may
+            hold a password), and psycopg's own error is not chained.
+    """
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        raise ValueError("not a PostgreSQL connection string or URI") from None

@@ -22,6 +22,7 @@ import attrs
 import psycopg
 
 from turnkeeper.adapters.postgres import queries as q
+from turnkeeper.adapters.postgres.errors import require_conninfo, wrap_errors
 
 
 class Invariant(enum.StrEnum):
@@ -116,9 +117,15 @@ async def check_database(conninfo: str) -> list[Violation]:
 
     Returns:
         Every violation found.
+
+    Raises:
+        ValueError: for a connection string that does not parse.
+        StoreUnavailable: the database cannot be reached, or was never migrated.
     """
-    async with await psycopg.AsyncConnection.connect(conninfo) as conn:
-        return await check_invariants(conn)
+    require_conninfo(conninfo)
+    with wrap_errors():
+        async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+            return await check_invariants(conn)
 
 
 __all__ = ["CHECKS", "Invariant", "Violation", "check_database", "check_invariants"]

@@ -25,7 +25,7 @@ import attrs
 import psycopg
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.errors import wrap_errors
+from turnkeeper.adapters.postgres.errors import require_conninfo, wrap_errors
 from turnkeeper.application.errors import ApplicationError
 
 #: The file every SQL directory holds; it tells the directory apart from an empty one.
@@ -172,7 +172,9 @@ async def migrate(conninfo: str, *, directory: Path | None = None) -> list[str]:
         MigrationError: drift (changed or missing file) or a failing migration, naming
             the file.
         StoreUnavailable: the database cannot be reached.
+        ValueError: for a connection string that does not parse.
     """
+    require_conninfo(conninfo)
     migrations = discover(directory)
     bootstrap = (sql_dir() / _BOOTSTRAP).read_bytes()
     applied_now: list[str] = []
