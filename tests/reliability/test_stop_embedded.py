@@ -62,6 +62,9 @@ async def test_a_stopped_server_exits_0_and_stops_its_embedded_postgres(
     server.start()
     try:
         await server.wait_ready()
+        # The address as bound is in the log (also the port the kernel picks for 0).
+        (listening,) = [line for line in server.log().splitlines() if "http_listening" in line]
+        assert str(server.port) in listening
         pid_file = tmp_path / "data" / EMBEDDED_SUBDIR / "postmaster.pid"
         postmaster = int(pid_file.read_text().split()[0])
         assert _running(postmaster)
