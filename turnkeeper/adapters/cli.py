@@ -307,11 +307,6 @@ def _serve_command(args: argparse.Namespace, config: Config) -> int:
 def _serve_bound(args: argparse.Namespace, config: Config, workers: int) -> int:
     """Bind first (a taken port fails before the database starts), then serve."""
     with listening_socket(args.host, args.port, ACCEPT_BACKLOG) as sock:
-        # The address as bound: with --port 0 the kernel picked the port.
-        port = sock.getsockname()[1]
-        get_logger("turnkeeper.http").info(
-            "http_listening", host=args.host, port=port, workers=workers
-        )
         if workers == 1:
             return _run_on_loop(_serve(args, config, sock), config)
         return _serve_workers(args, config, workers, sock)
@@ -392,6 +387,8 @@ async def _serve_app(
     sock: socket.socket,
 ) -> None:
     app = create_app(backend.services, config.settings, backend.readiness)
+    # Ready to serve: the address as bound (with --port 0 the kernel picked the port).
+    get_logger("turnkeeper.http").info("http_listening", host=args.host, port=sock.getsockname()[1])
     server = guarded_server(
         app,
         host=args.host,
