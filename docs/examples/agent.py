@@ -9,9 +9,10 @@ The agent announces its follow-up mode, then follows its event stream. For each
 its latest message (which surfaces it to the freshness gate), answers with the run's id
 and finishes. A send held by the gate (a person wrote meanwhile) is answered after
 reading what is new in the thread. A follow-up written while the run is busy is
-acknowledged; one that answers a question resumes the run. A cancel request ends the
-run as cancelled. Events are acknowledged once handled; a lost connection or a server
-restart is resumed with ``Last-Event-ID``, so nothing is lost and nothing handled twice.
+acknowledged; one that answers a question resumes the run; one of a run the agent can
+no longer read or resume is skipped. A cancel request ends the run as cancelled. Events
+are acknowledged once handled; a lost connection or a server restart is resumed with
+``Last-Event-ID``, so nothing is lost and nothing handled twice.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from turnkeeper.domain.freshness import SendState
 
 #: How often a held answer is refreshed and sent again before the run gives up.
 SEND_ATTEMPTS = 3
+#: Refusals that come again on every delivery: the run is out of sight (404), or no
+#: longer the agent's to resume (403, a newer token or lost rights).
+REFUSED_FOR_GOOD = frozenset({403, 404})
 
 
 def compose(question: str) -> str:
@@ -68,11 +72,18 @@ async def take_followup(client: AgentRuntimeClient, event: AgentEvent) -> None:
     """A message written while the run is busy: resume on it, or take it into account."""
     assert event.run_id is not None
     assert event.message_id is not None
-    run = await client.get_run(event.run_id)
-    if run.state is RunState.WAITING_INPUT and event.invocation_token is not None:
-        run = await client.resume(run.id, event.invocation_token)
-    if run.active:
-        await client.patch_followups(run.id, {event.message_id: "absorbed"})
+    try:
+        run = await client.get_run(event.run_id)
+        if run.state is RunState.WAITING_INPUT and event.invocation_token is not None:
+            run = await client.resume(run.id, event.invocation_token)
+        if run.active:
+            await client.patch_followups(run.id, {event.message_id: "absorbed"})
+    except ClientProblem as problem:
+        if problem.status not in REFUSED_FOR_GOOD:
+            raise
+        # Skipped and acknowledged: raising would leave the event to come again after
+        # every restart, and no later event would get through.
+        print(f"follow-up {event.message_id} skipped: {problem.code}")
 
 
 async def serve(url: str, token: str, *, handled: int | None = None) -> int:

@@ -4,7 +4,8 @@ The application runs in a uvicorn server on a loopback port (`tests.live_server`
 ``turnkeeper serve`` runs it), over the memory store with the demo world. The example
 agent follows its stream; a person's post mentioning it must end, within a bound, with
 the agent's answer in the thread and the run completed, and a follow-up written while
-it waits for input must resume the run.
+it waits for input must resume the run. A follow-up of a run the agent can no longer read
+(404) is skipped, and the work after it comes through.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.messaging import MessageDraft, Origin
 from turnkeeper.domain.runs import RunState
+from turnkeeper.domain.world import ResourceKind
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "agent.py"
 #: Bound of the whole exchange.
@@ -127,3 +129,53 @@ async def test_the_example_agent_resumes_a_run_on_the_followup_that_answers(
     view = await served.services.runs.get(alex, run_id)
     assert view.run.state is RunState.RUNNING
     assert list(view.followups.values()) == ["absorbed"]
+
+
+async def test_the_example_agent_skips_a_followup_of_a_run_it_can_no_longer_read(
+    served: World,
+) -> None:
+    # Texter writes in Support/Allgemein through a grant only. Its run there waits for
+    # input; Alex answers (an agent.followup), then Robin takes the grant away: the run
+    # answers 404 to Texter on every delivery of that event.
+    alex, sam, robin = (served.world.principal(h) for h in ("alex", "sam", "robin"))
+    texter = served.world.principal("texter")
+    allgemein = served.world.channels["allgemein"]
+    assert allgemein.main_thread_id is not None
+    await served.services.conversation.create_message(
+        alex,
+        allgemein.main_thread_id,
+        MessageDraft(client_msg_id="ask-1", content="Texter, a slogan?", mentions=(texter.id,)),
+    )
+    (invocation,) = (await served.services.runs.poll(texter, after=0)).deliveries
+    run_id = invocation.event.resource_id
+    assert invocation.invocation_token is not None
+    await served.services.runs.start(texter, run_id, invocation.invocation_token)
+    await served.services.runs.await_input(texter, run_id)
+    await served.services.runs.ack(texter, invocation.event.seq)
+    await served.services.conversation.create_message(
+        alex,
+        allgemein.main_thread_id,
+        MessageDraft(client_msg_id="ask-2", content="For the spring sale.", mentions=(texter.id,)),
+    )
+    (grant,) = await served.services.grants.list_grants(
+        robin, principal_id=texter.id, resource_id=allgemein.id
+    )
+    assert grant.resource_kind is ResourceKind.CHANNEL
+    await served.services.grants.delete_grant(robin, grant.id)
+    # The next work: Sam asks Texter in Marketing/Kampagnen, where it is the operator.
+    kampagnen = served.world.channels["kampagnen"]
+    assert kampagnen.main_thread_id is not None
+    await served.services.conversation.create_message(
+        sam,
+        kampagnen.main_thread_id,
+        MessageDraft(client_msg_id="ask-3", content="Texter, a headline?", mentions=(texter.id,)),
+    )
+
+    agent = asyncio.create_task(
+        _example().serve(served.url, served.world.agents["texter"].token, handled=2)
+    )
+
+    assert await asyncio.wait_for(agent, BOUND_SECONDS) == 2
+    history = await served.services.conversation.list_messages(sam, kampagnen.main_thread_id)
+    answers = [m for m in history.messages if m.author_id == texter.id and m.origin is Origin.AGENT]
+    assert [m.content for m in answers] == ["You wrote 3 words. Noted, I am on it."]

@@ -9,17 +9,26 @@ person's post stops the rest (partial_held, counted on the metrics port) until a
 of the same content replays the stored parts as already_sent; a run's invocation,
 follow-up and cancel request reach wait_for_work, and await_input waits until a person's
 answer resumes the run. Tool errors (no right on the target, an unknown target, rate
-limited) carry the problem's title and code, never a token or a stack trace. The
+limited) carry the problem's title and code, never a token or a stack trace. A follow-up
+the model answered is absorbed and opens no follow-on run; a new session that read after
+a gap is told to read from the start, and doing so ends with a send. ``turnkeeper mcp
+--http`` logs no content even at debug, and exits 0 on SIGTERM and SIGINT. The
 transcript of one turn in docs/mcp.md is replayed and must be what the tools answer. The
 server records the state of every agent send (`tests.support.mcp.SendRecorder`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
 import re
+import signal
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -28,9 +37,10 @@ import pytest
 from mcp import Client
 from psycopg_pool import AsyncConnectionPool
 
-from tests.live_server import free_port
+from tests.live_server import START_STOP_SECONDS, free_port
 from tests.support.mcp import (
     CALL_TIMEOUT_SECONDS,
+    READY_POLL_SECONDS,
     ROOT,
     TRANSPORTS,
     Served,
@@ -181,6 +191,45 @@ async def test_a_newer_unread_message_holds_the_send_until_it_is_read(
     assert await stage.agent_contents() == ["Good, thanks."]
 
 
+async def test_a_new_session_that_read_after_a_gap_is_told_to_read_from_the_start(
+    stage: Stage, transport: str
+) -> None:
+    # A page after a gap surfaces nothing (the freshness gate), so a send stays held; the
+    # answers used to say "read through seq 3" and "read them", and a model doing as told
+    # read after the gap again, for ever. Doing as these answers say ends with a send.
+    for number in range(1, 4):
+        await stage.post(f"Note {number} on the invoice.", f"q-{number}")
+    async with mcp_client(transport, stage.env()) as client:
+        gap = await client.call_tool("read_history", {"target": stage.target, "after_seq": 2})
+        assert "Note 3 on the invoice." in text_of(gap)
+        assert "not counted as read" in text_of(gap)
+        assert "read through" not in text_of(gap)
+        answer = {"target": stage.target, "content": "All three are noted, Alex."}
+        held = await client.call_tool("send_message", answer)
+        assert text_of(held).startswith(
+            'Not sent: the thread "Eskalation" has messages you have not read in this session.'
+        )
+        assert "from its start" in text_of(held)
+        assert_guidance_only(text_of(held), stage)
+
+        told = re.search(r"call read_history with after_seq (\d+)", text_of(gap))
+        assert told is not None
+        pages = 0
+        while told is not None:
+            after = int(told.group(1))
+            page = await client.call_tool(
+                "read_history", {"target": stage.target, "after_seq": after, "limit": 2}
+            )
+            assert "not counted as read" not in text_of(page)
+            pages += 1
+            told = re.search(r"call read_history again with after_seq (\d+)", text_of(page))
+        sent = await client.call_tool("send_message", answer)
+    assert pages == 2
+    assert text_of(sent).startswith("Sent as message ")
+    assert stage.served.recorder.states == ["held", "sent"]
+    assert await stage.agent_contents() == ["All three are noted, Alex."]
+
+
 async def test_a_held_part_stops_a_long_answer_and_a_resend_replays_the_posted_parts(
     stage: Stage, transport: str
 ) -> None:
@@ -317,6 +366,51 @@ async def test_await_input_waits_and_the_persons_answer_resumes_the_run(
     assert view.followups == {answer.id: "delivered"}
 
 
+async def test_a_followup_the_model_answered_is_absorbed_and_opens_no_follow_on_run(
+    stage: Stage, transport: str
+) -> None:
+    # The seed (followups-steer-and-queue): the adapter acknowledges delivered, then
+    # absorbed. A follow-up left delivered is deferred at the end of the run and opens a
+    # follow-on run: the agent would be asked again to answer what it answered.
+    alex = stage.world.principal("alex")
+    async with mcp_client(transport, stage.env()) as client:
+        await stage.post("Can you check the invoice?", "q-1", mention=True)
+        work = await client.call_tool("wait_for_work", {"timeout_seconds": WAIT_SECONDS})
+        assert isinstance(work.structured_content, dict)
+        run_id = work.structured_content["run_id"]
+        read = await client.call_tool("read_history", {"target": stage.target})
+        assert isinstance(read.structured_content, dict)
+        await client.call_tool(
+            "send_message", {"target": stage.target, "content": "Which invoice, Alex?"}
+        )
+        await client.call_tool("await_input", {"run_id": run_id, "question": "Which invoice?"})
+        answer = await stage.post("Invoice seven.", "q-2", mention=True)
+        more = await client.call_tool("wait_for_work", {"timeout_seconds": WAIT_SECONDS})
+        assert isinstance(more.structured_content, dict)
+        assert more.structured_content["event"] == "followup"
+        view = await stage.services.runs.get(alex, uuid.UUID(run_id))
+        assert view.followups == {answer.id: "delivered"}
+        after = read.structured_content["covers_through_seq"]
+        await client.call_tool("read_history", {"target": stage.target, "after_seq": after})
+        sent = await client.call_tool(
+            "send_message", {"target": stage.target, "content": "Invoice seven is paid."}
+        )
+        assert text_of(sent).startswith("Sent as message ")
+        view = await stage.services.runs.get(alex, uuid.UUID(run_id))
+        assert view.followups == {answer.id: "absorbed"}
+        finished = await client.call_tool("finish_run", {"run_id": run_id, "state": "completed"})
+        assert text_of(finished) == f"Run {run_id} ended: completed."
+        idle = await client.call_tool("wait_for_work", {"timeout_seconds": 0})
+        assert idle.structured_content == {"event": "none"}
+    view = await stage.services.runs.get(alex, uuid.UUID(run_id))
+    assert view.run.state is RunState.COMPLETED
+    assert view.followups == {answer.id: "absorbed"}
+    history = await stage.services.conversation.list_messages(alex, stage.thread)
+    anchors = [m.run_id for m in history.messages if m.kind == "run"]
+    assert anchors == [uuid.UUID(run_id)]
+    assert stage.served.recorder.run_ids == [run_id, run_id]
+
+
 async def test_tool_errors_carry_the_problem_title_and_code_and_no_token(
     stage: Stage, transport: str
 ) -> None:
@@ -408,6 +502,96 @@ async def test_the_http_transport_names_no_server() -> None:
     assert answer.status_code >= 400
     assert "server" not in answer.headers, answer.headers
     assert answer.headers["date"]
+
+
+@contextlib.asynccontextmanager
+async def http_process_logging_to(
+    env: Mapping[str, str], log: Path
+) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    """``turnkeeper mcp --http`` on a free port, its standard error in `log`.
+
+    Yields:
+        The URL of its MCP endpoint, once it answers there, and the process (stopped
+        with SIGKILL at the end if it still runs).
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "turnkeeper.adapters.cli", "mcp", "--http"),
+            *("--port", str(port)),
+            env={**base, **env},
+            cwd=ROOT,
+            stderr=stderr,
+        )
+    try:
+        # Ready once it answers (the SDK refuses a bare GET): no fixed sleep.
+        async with asyncio.timeout(START_STOP_SECONDS), httpx.AsyncClient() as http:
+            while True:
+                assert process.returncode is None, f"exited before it answered, see {log}"
+                try:
+                    await http.get(url)
+                    break
+                except httpx.TransportError:
+                    await asyncio.sleep(READY_POLL_SECONDS)
+        yield url, process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@pytest.mark.parametrize("stop", STOP_SIGNALS, ids=[s.name for s in STOP_SIGNALS])
+async def test_a_stopped_http_server_exits_0(tmp_path: Path, stop: signal.Signals) -> None:
+    # docs/mcp.md: exit 0 when the server was stopped (HTTP, SIGINT or SIGTERM). uvicorn
+    # raises a signal it handled again once it stopped, and SIGTERM then killed the
+    # process (-15) before it closed its sessions. A client is connected, as a host is.
+    env = mcp_environment("http://127.0.0.1:9", "tk-example-token")
+    log = tmp_path / "mcp.log"
+    async with (
+        http_process_logging_to(env, log) as (url, process),
+        Client(url, mode="legacy", read_timeout_seconds=CALL_TIMEOUT_SECONDS) as host,
+    ):
+        listed = await host.list_tools()
+        assert "wait_for_work" in [tool.name for tool in listed.tools]
+        process.send_signal(stop)
+        code = await asyncio.wait_for(process.wait(), START_STOP_SECONDS)
+    assert code == 0, log.read_text()
+
+
+async def test_a_tool_call_over_http_logs_no_content_at_debug(stage: Stage, tmp_path: Path) -> None:
+    # sse_starlette writes every SSE chunk (a whole tool result) at debug, and the SDK
+    # names session ids: "Logs go to standard error, never content or tokens."
+    asked = "Is the invoice paid? Account 4711-SECRET."
+    answered = "Yes, Alex, paid on the first."
+    await stage.post(asked, "q-1")
+    log = tmp_path / "mcp.log"
+    env = stage.env(TURNKEEPER_LOG__LEVEL="debug", TURNKEEPER_LOG__FORMAT="json")
+    async with http_process_logging_to(env, log) as (url, process):
+        async with Client(url, mode="legacy", read_timeout_seconds=CALL_TIMEOUT_SECONDS) as client:
+            read = await client.call_tool("read_history", {"target": stage.target})
+            assert asked in text_of(read)
+            sent = await client.call_tool(
+                "send_message", {"target": stage.target, "content": answered}
+            )
+            assert text_of(sent).startswith("Sent as message ")
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), START_STOP_SECONDS)
+    written = log.read_text(encoding="utf-8")
+    records = [json.loads(line) for line in written.splitlines()]
+    assert any(r["level"] == "debug" for r in records), written  # debug reached the log
+    assert [r["tool"] for r in records if r["event"] == "mcp_tool"] == [
+        "read_history",
+        "send_message",
+    ]
+    for secret in ("4711-SECRET", "paid on the first", stage.token):
+        assert secret not in written, secret
+    # The SDK's lines naming a session id (Created ... with session ID, Terminating ...).
+    assert not re.search(r"(?i)session id|terminating session", written), written
 
 
 async def test_http_sessions_keep_their_own_frontiers(stage: Stage) -> None:

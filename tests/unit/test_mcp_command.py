@@ -9,6 +9,7 @@ keeps one session per key (its bound: tests/unit/test_mcp_sessions.py).
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import tomllib
@@ -17,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from turnkeeper.adapters.cli import EXIT_USAGE, main
+from turnkeeper.adapters.cli import EXIT_FAILURE, EXIT_USAGE, main
 from turnkeeper.adapters.client import AgentRuntimeClient
 from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.adapters.mcp import command
@@ -146,6 +147,20 @@ def test_a_run_is_forgotten_once_it_ended() -> None:
     assert session.runs == {}
 
 
+def test_the_followups_handed_over_in_a_run_are_forgotten_with_it() -> None:
+    session = _session()
+    session.take_run(THREAD, "run-1")
+    session.hand_over("run-1", "answer-1")
+    session.hand_over("run-1", "answer-1")  # a redelivery is one follow-up
+    session.hand_over("run-1", "answer-2")
+    session.hand_over("run-2", "answer-3")
+    assert session.handed_over("run-1") == ("answer-1", "answer-2")
+    session.forget_handed("run-1", "answer-1")
+    assert session.handed_over("run-1") == ("answer-2",)
+    session.drop_run("run-1")
+    assert session.handed == {"run-2": ["answer-3"]}
+
+
 async def test_the_registry_keeps_one_session_per_key() -> None:
     made: list[McpSession] = []
 
@@ -190,3 +205,22 @@ def test_the_host_snippets_of_the_docs_start_and_reach_this_command() -> None:
         "type": "http",
         "url": f"http://{command.DEFAULT_HOST}:{command.DEFAULT_PORT}{HTTP_PATH}",
     }
+
+
+def test_a_taken_metrics_port_is_the_documented_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/mcp.md: "turnkeeper: cannot listen on 127.0.0.1:8765: Address already in use",
+    # for --http and --metrics-port alike.
+    monkeypatch.setenv(ENV_URL, BASE_URL)
+    monkeypatch.setenv(ENV_AGENT_TOKEN, "tk_example")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        code = main(["mcp", "--metrics-port", str(port)])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == EXIT_FAILURE
+    assert line == f"turnkeeper: cannot listen on 127.0.0.1:{port}: Address already in use"
+    page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    assert "`turnkeeper: cannot listen on 127.0.0.1:8765: Address already in use`" in page

@@ -4,8 +4,11 @@
 agent feed and its ack, run reads and starts) and can stall, fail or refuse any of
 them. A send keeps its logical id until its outcome is known, whatever ends the tool
 call; wait_for_work acknowledges an invocation only when it was started or refused for
-good, and a cancel request only reaches the model for a run that can still end; ids in
-any spelling find the session's runs and pending sends.
+good, and a cancel request only reaches the model for a run that can still end; a
+follow-up whose run is out of sight (or whose resume or acknowledgement is refused for
+good) is acknowledged and skipped; a follow-up handed to the model is acknowledged
+absorbed at its next act in the run (a send that is posted, await_input, finish_run);
+ids in any spelling find the session's runs and pending sends.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import attrs
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from turnkeeper.adapters.client import AgentRuntimeClient
 from turnkeeper.adapters.client.session import ApiSession
@@ -32,6 +36,8 @@ RUN = "01900000-0000-7000-8000-00000000001b"
 ASKING_MESSAGE = "01900000-0000-7000-8000-00000000001a"
 LOTSE = "01900000-0000-7000-8000-00000000000a"
 ALEX = "01900000-0000-7000-8000-000000000001"
+#: Alex's answer to the run's question: a follow-up of RUN.
+ANSWER = "01900000-0000-7000-8000-00000000001c"
 KEY = f"thr:{THREAD}"
 CREATED = "2026-11-30T09:00:00Z"
 #: The other spellings of THREAD that `uuid.UUID` reads.
@@ -68,6 +74,13 @@ class FakeTurnkeeper:
     acked: list[int] = attrs.Factory(list)
     #: Answers of POST /v1/runs/{id}/start, taken one per call; a start then succeeds.
     start_answers: list[httpx.Response | Exception] = attrs.Factory(list)
+    #: Answers of POST /v1/runs/{id}/resume, taken one per call; a resume then succeeds.
+    resume_answers: list[httpx.Response] = attrs.Factory(list)
+    #: Answers of PATCH /v1/runs/{id}, taken one per call; a patch then succeeds.
+    patch_answers: list[httpx.Response] = attrs.Factory(list)
+    #: The run calls that changed something, in order: ``patch <message> <state>``,
+    #: ``await_input``, ``finish <state>``.
+    run_calls: list[str] = attrs.Factory(list)
     #: Called before a send is stored; its answer (if any) is the send's answer.
     send_hook: SendHook | None = None
     latest_seq: int = 0
@@ -93,9 +106,10 @@ class FakeTurnkeeper:
             "triggered_by": ALEX,
             "created_at": CREATED,
             "updated_at": CREATED,
+            "followups": {},
         }
 
-    def add_event(self, kind: str) -> None:
+    def add_event(self, kind: str, message_id: str = ASKING_MESSAGE) -> None:
         self.events.append(
             {
                 "seq": len(self.events) + 1,
@@ -103,10 +117,19 @@ class FakeTurnkeeper:
                 "actor": {"id": ALEX, "kind": "person"},
                 "created_at": CREATED,
                 "scope": {"thread_id": THREAD},
-                "payload": {"run_id": RUN, "message_id": ASKING_MESSAGE},
+                "payload": {"run_id": RUN, "message_id": message_id},
                 "invocation_token": "inv_example",
             }
         )
+
+    def add_followup(self) -> None:
+        """Alex's answer, a follow-up of RUN, as its agent.followup event."""
+        self.runs[RUN]["followups"][ANSWER] = {"state": "queued"}
+        self.add_event("agent.followup", ANSWER)
+
+    def followup_state(self) -> str:
+        state: str = self.runs[RUN]["followups"][ANSWER]["state"]
+        return state
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         path, method = request.url.path, request.method
@@ -129,7 +152,33 @@ class FakeTurnkeeper:
             return self.start(request)
         if method == "GET" and path == f"/v1/runs/{RUN}" and RUN in self.runs:
             return httpx.Response(200, json=self.runs[RUN])
+        if path.startswith(f"/v1/runs/{RUN}") and RUN in self.runs:
+            return self.change_run(method, path.removeprefix(f"/v1/runs/{RUN}"), request)
         return problem(404, "not_found")
+
+    def change_run(self, method: str, action: str, request: httpx.Request) -> httpx.Response:
+        run = self.runs[RUN]
+        if method == "POST" and action == "/resume":
+            if self.resume_answers:
+                return self.resume_answers.pop(0)
+            run["state"] = "running"
+        elif method == "PATCH" and action == "":
+            if self.patch_answers:
+                return self.patch_answers.pop(0)
+            for op in json.loads(request.content)["ops"]:
+                message_id = op["path"].split("/")[2]
+                run["followups"][message_id] = {"state": op["value"]}
+                self.run_calls.append(f"patch {message_id} {op['value']}")
+        elif method == "POST" and action == "/await-input":
+            run["state"] = "waiting_input"
+            self.run_calls.append("await_input")
+        elif method == "POST" and action == "/finish":
+            run["state"] = json.loads(request.content)["state"]
+            self.run_calls.append(f"finish {run['state']}")
+        else:
+            return problem(404, "not_found")
+        run["version"] += 1
+        return httpx.Response(200, json=run)
 
     async def send(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
@@ -428,3 +477,182 @@ async def test_a_resend_in_another_spelling_reuses_the_pending_logical_id(
     first, resent = server.client_message_ids()
     assert first == resent
     assert session.pending == {}
+
+
+# -- a follow-up out of reach is acknowledged and skipped -----------------------------------
+
+
+async def test_a_followup_of_a_run_out_of_sight_is_acknowledged_and_skipped(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    # The agent can no longer read the run (its right on the thread was taken away):
+    # GET /v1/runs/{id} answers 404 on every delivery, so the event must not stay.
+    server.add_event("agent.followup", ANSWER)
+    session = server.session()
+
+    skipped = await wait(handlers, session)
+
+    assert (skipped.is_error, skipped.outcome) == (False, "idle")
+    assert server.acked == [1]
+    assert session.runs == {}
+
+    server.add_event("agent.invocation")
+    started = await wait(handlers, session)
+
+    assert started.outcome == "invocation"
+    assert server.acked == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [problem(403, "invocation_token_invalid"), problem(404, "not_found")],
+    ids=["403 invocation_token_invalid", "404 not_found"],
+)
+async def test_a_followup_whose_resume_is_refused_for_good_is_acknowledged_and_skipped(
+    server: FakeTurnkeeper, handlers: ToolHandlers, refusal: httpx.Response
+) -> None:
+    server.add_run("waiting_input")
+    server.add_followup()
+    server.resume_answers.append(refusal)
+    session = server.session()
+
+    answer = await wait(handlers, session)
+
+    assert (answer.is_error, answer.outcome) == (False, "idle")
+    assert server.acked == [1]
+    assert session.runs == {}
+    assert session.handed == {}
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [problem(403, "forbidden"), problem(404, "not_found")],
+    ids=["403 forbidden", "404 not_found"],
+)
+async def test_a_followup_whose_acknowledgement_is_refused_for_good_is_skipped(
+    server: FakeTurnkeeper, handlers: ToolHandlers, refusal: httpx.Response
+) -> None:
+    server.add_run("running")
+    server.add_followup()
+    server.patch_answers.append(refusal)
+    session = server.session()
+
+    answer = await wait(handlers, session)
+
+    assert (answer.is_error, answer.outcome) == (False, "idle")
+    assert server.acked == [1]
+    assert session.handed == {}
+
+
+# -- a follow-up handed to the model is absorbed at its next act in the run ----------------
+
+
+async def _handed_over(server: FakeTurnkeeper, handlers: ToolHandlers) -> McpSession:
+    """A session whose model was handed Alex's answer to the waiting run RUN."""
+    server.add_run("waiting_input")
+    server.add_followup()
+    session = server.session()
+    session.take_run(THREAD, RUN)
+    answer = await wait(handlers, session)
+    assert answer.structured == {
+        "event": "followup",
+        "run_id": RUN,
+        "thread_id": THREAD,
+        "message_id": ANSWER,
+    }
+    assert server.followup_state() == "delivered"
+    assert server.run_calls == [f"patch {ANSWER} delivered"]
+    server.run_calls.clear()
+    return session
+
+
+ACTS = {
+    "send_message": ("send_message", {"target": THREAD, "content": "Invoice 7 is paid."}),
+    "await_input": ("await_input", {"run_id": RUN, "question": "Anything else?"}),
+    "finish_run": ("finish_run", {"run_id": RUN, "state": "completed"}),
+}
+#: What the server records of each act after the absorb (a send is no run call).
+ACT_CALLS = {"send_message": [], "await_input": ["await_input"], "finish_run": ["finish completed"]}
+
+
+@pytest.mark.parametrize("act", ACTS)
+async def test_the_next_act_in_the_run_acknowledges_the_handed_followup_absorbed(
+    server: FakeTurnkeeper, handlers: ToolHandlers, act: str
+) -> None:
+    session = await _handed_over(server, handlers)
+    name, arguments = ACTS[act]
+
+    answer = await handlers.call(session, name, arguments)
+
+    assert not answer.is_error, answer.text
+    # Before the act itself: a finished run must not defer what the model answered.
+    assert server.run_calls == [f"patch {ANSWER} absorbed", *ACT_CALLS[act]]
+    assert server.followup_state() == "absorbed"
+    assert session.handed == {}
+
+
+async def test_a_held_send_absorbs_nothing(server: FakeTurnkeeper, handlers: ToolHandlers) -> None:
+    session = await _handed_over(server, handlers)
+
+    async def held(request: httpx.Request) -> httpx.Response | None:
+        body = {"state": "held", "target_key": KEY, "latest_seq": 9}
+        return httpx.Response(200, json=body | {"client_message_id": "x"})
+
+    server.send_hook = held
+    answer = await send(handlers, session, "Invoice 7 is paid.")
+
+    assert answer.outcome == "held"
+    assert server.run_calls == []
+    assert session.handed == {RUN: [ANSWER]}
+
+
+async def test_an_ended_run_refusing_the_absorb_is_logged_and_the_finish_goes_on(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    session = await _handed_over(server, handlers)
+    ended = httpx.Response(
+        409,
+        json={"title": "Conflict", "status": 409, "code": "conflict", "reason": "run_not_active"},
+        headers={"Content-Type": "application/problem+json"},
+    )
+    server.patch_answers.append(ended)
+
+    with capture_logs() as records:
+        answer = await handlers.call(session, "finish_run", {"run_id": RUN, "state": "completed"})
+
+    assert not answer.is_error, answer.text
+    assert server.run_calls == ["finish completed"]
+    skipped = [r for r in records if r["event"] == "mcp_followup_ack_skipped"]
+    assert [(r["run_id"], r["code"]) for r in skipped] == [(RUN, "conflict")]
+    assert session.handed == {}
+
+
+async def test_a_passing_failure_of_the_absorb_leaves_the_finish_for_the_next_call(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    session = await _handed_over(server, handlers)
+    server.patch_answers.append(problem(503, "unavailable"))
+    finish = {"run_id": RUN, "state": "completed"}
+
+    refused = await handlers.call(session, "finish_run", finish)
+
+    assert (refused.is_error, refused.outcome) == (True, "unavailable")
+    assert server.run_calls == []
+    finished = await handlers.call(session, "finish_run", finish)
+    assert not finished.is_error
+    assert server.run_calls == [f"patch {ANSWER} absorbed", "finish completed"]
+
+
+async def test_a_posted_send_stays_posted_when_the_absorb_fails_for_now(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    session = await _handed_over(server, handlers)
+    server.patch_answers.append(problem(503, "unavailable"))
+
+    answer = await send(handlers, session, "Invoice 7 is paid.")
+
+    assert (answer.is_error, answer.outcome) == (False, "sent")
+    assert session.handed == {RUN: [ANSWER]}
+    assert session.pending == {}
+    await handlers.call(session, "finish_run", {"run_id": RUN, "state": "completed"})
+    assert server.run_calls == [f"patch {ANSWER} absorbed", "finish completed"]

@@ -3,7 +3,9 @@
 The schemas are the one source of the tools' rules, so the argument checks are tested
 against them in a table; a property shows that no argument value makes the check fail
 with anything but `ArgumentError`. The held and partial-held guidance never names a
-seq, a key or an id, whatever the thread's title.
+seq, a key or an id, whatever the thread's title, and sends the model to read from where
+this session read (or from the start); a page read after a gap says that it does not
+count as read and where to read from instead.
 """
 
 from __future__ import annotations
@@ -243,12 +245,33 @@ TITLES = st.text(
 @given(title=st.none() | TITLES)
 def test_held_and_partial_held_guidance_names_no_seq_key_or_id(title: str | None) -> None:
     thread = texts.thread_words(title)
-    for guidance in (texts.held_text(thread), texts.partial_held_text(thread)):
+    for guidance in (
+        texts.held_text(thread, read_before=True),
+        texts.held_text(thread, read_before=False),
+        texts.partial_held_text(thread),
+    ):
         assert not any(ch.isdigit() for ch in guidance)
         assert "thread:" not in guidance
+        assert "seq" not in guidance
         assert "read_history" in guidance
         assert "send_message" in guidance
         assert thread in guidance
+
+
+def test_held_guidance_reads_from_where_this_session_read_or_from_the_start() -> None:
+    # "Read them" alone sent a model that read after a gap to read after the gap again,
+    # for ever: the place to read from is the session's, not the last page it saw.
+    thread = texts.thread_words("Eskalation")
+    read = texts.held_text(thread, read_before=True)
+    unread = texts.held_text(thread, read_before=False)
+    assert "after the last message you read there in this session" in read
+    assert "after the last message you read there in this session" in (
+        texts.partial_held_text(thread)
+    )
+    assert unread.startswith(
+        'Not sent: the thread "Eskalation" has messages you have not read in this session.'
+    )
+    assert "from its start" in unread
 
 
 def test_a_thread_without_a_title_is_this_thread() -> None:
@@ -359,3 +382,58 @@ def test_history_shows_seq_author_and_content_and_offers_the_next_page() -> None
         "There may be more: call read_history again with after_seq 5.",
     ]
     assert "thread:" not in shown
+
+
+def _page(*seqs: int) -> HistoryPage:
+    at = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    messages = tuple(
+        HistoryMessage(
+            id=str(uuid.uuid4()),
+            thread_id=THREAD,
+            thread_seq=seq,
+            author_id="a",
+            author_kind="person",
+            author_handle="sam",
+            origin="human",
+            kind="text",
+            content=f"Note {seq}.",
+            created_at=at,
+        )
+        for seq in seqs
+    )
+    return HistoryPage(
+        thread_id=THREAD,
+        target_key=f"thread:{THREAD}",
+        messages=messages,
+        covers_through_seq=max(seqs),
+    )
+
+
+@pytest.mark.parametrize(
+    ("read_through", "words"),
+    [
+        (0, "this session has not read this thread before them"),
+        (50, "this session has read this thread only through seq 50"),
+    ],
+    ids=["new session", "read partly"],
+)
+def test_a_page_read_after_a_gap_does_not_count_as_read_and_names_where_to_read(
+    read_through: int, words: str
+) -> None:
+    shown = texts.history_text(
+        _page(53, 54), after_seq=52, page_limit=2, gap_after=read_through
+    ).split("\n\n")
+    assert shown[0] == (
+        f"Thread {THREAD}: 2 messages after seq 52 (through seq 54), not counted as read."
+    )
+    note = shown[1]
+    assert note.startswith("These messages do not count as read in this session:")
+    assert words in note
+    assert f"call read_history with after_seq {read_through}, then again" in note
+    assert "read through" not in "\n\n".join(shown)
+    # The page's own "may be more" would continue after the gap: it is left out.
+    assert "There may be more" not in "\n\n".join(shown)
+    assert shown[2:] == [
+        "[seq 53] @sam (person) at 2026-11-30T09:00:00Z:\nNote 53.",
+        "[seq 54] @sam (person) at 2026-11-30T09:00:00Z:\nNote 54.",
+    ]

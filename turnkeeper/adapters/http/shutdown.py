@@ -31,22 +31,11 @@ from turnkeeper.application.services.live import LiveDelivery
 _log = get_logger("turnkeeper.http")
 
 
-class StreamClosingServer(uvicorn.Server):
-    """A uvicorn server that ends the process's streams before it waits for answers.
+class StoppingServer(uvicorn.Server):
+    """A uvicorn server whose stop by SIGTERM or SIGINT returns (the command exits 0).
 
-    Args:
-        config: the uvicorn configuration.
-        live: the live delivery service of the served application.
-        sock: a listening socket shared with other worker processes (None: uvicorn binds
-            ``config.host`` and ``config.port`` itself).
+    ``turnkeeper serve`` (through `StreamClosingServer`) and ``turnkeeper mcp --http``.
     """
-
-    def __init__(
-        self, config: uvicorn.Config, live: LiveDelivery, *, sock: socket.socket | None = None
-    ) -> None:
-        super().__init__(config)
-        self._live = live
-        self._sock = sock
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -65,6 +54,24 @@ class StreamClosingServer(uvicorn.Server):
                 captured = getattr(self, "_captured_signals", None)
                 if isinstance(captured, list):
                     captured.clear()
+
+
+class StreamClosingServer(StoppingServer):
+    """A uvicorn server that ends the process's streams before it waits for answers.
+
+    Args:
+        config: the uvicorn configuration.
+        live: the live delivery service of the served application.
+        sock: a listening socket shared with other worker processes (None: uvicorn binds
+            ``config.host`` and ``config.port`` itself).
+    """
+
+    def __init__(
+        self, config: uvicorn.Config, live: LiveDelivery, *, sock: socket.socket | None = None
+    ) -> None:
+        super().__init__(config)
+        self._live = live
+        self._sock = sock
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve until a signal or ``should_exit``, on the shared socket if there is one.

@@ -53,7 +53,7 @@ class ListenFailed(Exception):
     Its text is the one line the command prints: which address, and why.
 
     Args:
-        what: what could not be done (``listen``, ``serve metrics``).
+        what: what could not be done (``listen``).
         host: the address or host name.
         port: the port.
         cause: the error of the socket.

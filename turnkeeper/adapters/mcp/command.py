@@ -45,6 +45,13 @@ DEFAULT_PORT = 8765
 
 #: The largest TCP port number.
 MAX_PORT = 65535
+#: Loggers of the stack below the tools, kept at warning whatever ``log.level`` says
+#: (docs/mcp.md: logs never hold content or tokens). httpx and httpcore write every
+#: request, long-polls included (the client logs what matters); sse_starlette writes
+#: every SSE chunk at debug, that is every tool result of streamable HTTP, whole; the
+#: MCP SDK names session ids (the key to a session) at info and can write messages at
+#: debug.
+QUIET_LOGGERS = ("httpx", "httpcore", "sse_starlette", "mcp")
 #: A host name as the URL of the server may hold it (IDNA-encoded; IP literals apart).
 _HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?")
 
@@ -171,8 +178,8 @@ async def run_mcp(
     from turnkeeper import __version__
     from turnkeeper.adapters.mcp.server import build_server, serve_http, serve_stdio
 
-    # httpx logs every request at info, long-polls included; the client logs what matters.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     # Bound before anything is served: a taken port is one line, not uvicorn's exit 3.
     sock = listening_socket(args.host, args.port, ACCEPT_BACKLOG) if args.http else None
     metrics = ClientMetrics()
@@ -182,7 +189,8 @@ async def run_mcp(
         except OSError as exc:
             if sock is not None:
                 sock.close()
-            raise ListenFailed("serve metrics", args.host, args.metrics_port, exc) from exc
+            # The line of a taken --http port too (docs/mcp.md): an address is an address.
+            raise ListenFailed("listen", args.host, args.metrics_port, exc) from exc
 
     settings = config.settings
 
@@ -224,6 +232,7 @@ __all__ = [
     "ENV_URL",
     "MAX_PORT",
     "MISSING_EXTRA",
+    "QUIET_LOGGERS",
     "add_command",
     "mcp_available",
     "port_number",

@@ -87,6 +87,16 @@ def _superseded(problem: ClientProblem) -> bool:
     return problem.status == HTTPStatus.NOT_FOUND
 
 
+def _out_of_reach(problem: ClientProblem) -> bool:
+    """Whether a run refused a follow-up's handling for good (404 out of sight, 403).
+
+    A run the agent can no longer read answers 404 on every delivery, and a resume with
+    a superseded token or without the right answers 403 on every one: such an event is
+    acknowledged and skipped, or it would stop every later event.
+    """
+    return problem.status in (HTTPStatus.NOT_FOUND, HTTPStatus.FORBIDDEN)
+
+
 def _log() -> Any:
     return get_logger(LOGGER_NAME)
 
@@ -191,9 +201,13 @@ class ToolHandlers:
             case WaitArgs():
                 return await self._wait(session, args)
             case AwaitArgs():
+                await self._absorb(session, args.run_id)
                 run = await session.client.await_input(args.run_id, args.question)
                 return ToolAnswer(text=texts.awaiting_text(run), outcome=run.state.value)
             case FinishArgs():
+                # Before the finish: the end of the run defers every follow-up that is
+                # only delivered, and opens a follow-on run for what the model answered.
+                await self._absorb(session, args.run_id)
                 run = await session.client.finish(args.run_id, args.state, args.reason)
                 session.drop_run(run.id)
                 return ToolAnswer(text=texts.finished_text(run), outcome=run.state.value)
@@ -228,27 +242,82 @@ class ToolHandlers:
                 raise
             if result.state in (LogicalSendState.SENT, LogicalSendState.ALREADY_SENT):
                 session.forget_pending(args.target, args.content)
+                if run_id is not None:
+                    await self._absorb_after_send(session, run_id)
                 return ToolAnswer(
                     text=texts.sent_text(args.target, result.accepted),
                     outcome=result.state.value,
                 )
         thread = texts.thread_words(await session.thread_title(args.target))
+        # Nothing read (or posted) there in this session: reading "after the last message
+        # read" would mean after whatever page the model saw last, maybe one after a gap.
+        read_before = session.freshness.frontier(result.target_key).observed_seq > 0
         guidance = (
             texts.partial_held_text(thread)
             if result.state is LogicalSendState.PARTIAL_HELD
-            else texts.held_text(thread)
+            else texts.held_text(thread, read_before=read_before)
         )
         # Text only: a held result carries no structured state (seed section 6).
         return ToolAnswer(text=guidance, outcome=result.state.value)
+
+    async def _absorb_after_send(self, session: McpSession, run_id: str) -> None:
+        """Absorb the run's handed follow-ups after a posted send; it stays posted.
+
+        The send is done whatever happens here: a failure for now keeps the follow-ups
+        for the model's next act in the run instead of turning the posted send into a
+        tool error (whose resend would be a new message, its logical id forgotten).
+        """
+        try:
+            await self._absorb(session, run_id)
+        except (ClientProblem, ClientUnavailable) as exc:
+            code = exc.code if isinstance(exc, ClientProblem) else "unavailable"
+            _log().info("mcp_followup_absorb_deferred", run_id=run_id, code=code)
+
+    async def _absorb(self, session: McpSession, run_id: str) -> None:
+        """Acknowledge ``absorbed`` the follow-ups handed to the model in a run.
+
+        Called at the model's next act in that run (a posted send with its id,
+        await_input, finish_run before the finish): the model has taken them into
+        account, so the end of the run must not defer them into a follow-on run that
+        asks the agent again. A refusal for good (the run ended: 409 run_not_active; the
+        follow-up was discarded; the run is out of sight) leaves nothing to acknowledge
+        and is logged as ``mcp_followup_ack_skipped``.
+
+        Args:
+            session: the calling session.
+            run_id: the run of the act.
+
+        Raises:
+            ClientProblem: a failure that passes (429, 5xx); the follow-ups not yet
+                absorbed stay for the next act.
+            ClientUnavailable: the server was not reached; the same.
+        """
+        for message_id in session.handed_over(run_id):
+            try:
+                await session.client.patch_followups(
+                    run_id, {message_id: FollowupAck.ABSORBED.value}
+                )
+            except ClientProblem as problem:
+                if _passing(problem):
+                    raise
+                _log().info("mcp_followup_ack_skipped", run_id=run_id, code=problem.code)
+            session.forget_handed(run_id, message_id)
 
     # -- read_history -------------------------------------------------------------------
 
     async def _read(self, session: McpSession, args: HistoryArgs) -> ToolAnswer:
         async with session.lock:
             page = await session.client.read_history(args.target, args.after_seq, args.limit)
+            # A page joined to what the session read moves its frontier to at least
+            # after_seq; a page after a gap moves nothing (the gate's rule), so a frontier
+            # still below after_seq tells the gap.
+            read_through = session.freshness.frontier(page.target_key).observed_seq
         limit = args.limit if args.limit is not None else self._settings.page_default_limit
+        gap_after = read_through if args.after_seq > read_through else None
         return ToolAnswer(
-            text=texts.history_text(page, after_seq=args.after_seq, page_limit=limit),
+            text=texts.history_text(
+                page, after_seq=args.after_seq, page_limit=limit, gap_after=gap_after
+            ),
             structured=_history_document(page),
             outcome=f"{len(page.messages)}_messages",
         )
@@ -346,19 +415,30 @@ class ToolHandlers:
     async def _followup(self, session: McpSession, event: AgentEvent) -> ToolAnswer | None:
         client = session.client
         assert event.run_id is not None  # checked by _work
-        run = await client.get_run(event.run_id)
-        if not run.active:
+        try:
+            run = await client.get_run(event.run_id)
+            if not run.active:
+                return None
+            if run.state is RunState.WAITING_INPUT and event.invocation_token is not None:
+                run = await client.resume(run.id, event.invocation_token)
+        except ClientProblem as problem:
+            if not _out_of_reach(problem):
+                raise
+            # Refused on every delivery: skipped, so that later work comes through.
+            _log().info("mcp_followup_skipped", run_id=event.run_id, code=problem.code)
             return None
-        if run.state is RunState.WAITING_INPUT and event.invocation_token is not None:
-            run = await client.resume(run.id, event.invocation_token)
         if event.message_id is not None:
             try:
                 run = await client.patch_followups(
                     run.id, {event.message_id: FollowupAck.DELIVERED.value}
                 )
             except ClientProblem as problem:
+                if _out_of_reach(problem):
+                    _log().info("mcp_followup_skipped", run_id=run.id, code=problem.code)
+                    return None
                 # Acknowledged before (a redelivery): the model still hears of it.
                 _log().info("mcp_followup_ack_skipped", run_id=run.id, code=problem.code)
+            session.hand_over(run.id, event.message_id)
         session.take_run(run.thread_id, run.id)
         return ToolAnswer(
             text=texts.followup_text(run, event.message_id or "unknown"),

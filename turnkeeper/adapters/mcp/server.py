@@ -21,6 +21,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
+from turnkeeper.adapters.http.shutdown import StoppingServer
 from turnkeeper.adapters.mcp.handlers import ToolHandlers
 from turnkeeper.adapters.mcp.session import (
     SessionLimitReached,
@@ -127,6 +128,10 @@ async def serve_http(
 ) -> None:
     """Serve streamable HTTP at ``http://<host>:<port>/mcp`` until stopped (SIGINT, SIGTERM).
 
+    A stop returns (as ``turnkeeper serve``'s does, `StoppingServer`): uvicorn
+    would raise the signal again once it stopped, and SIGTERM would then kill the
+    process (exit -15) before the command closed its sessions.
+
     Args:
         server: the MCP server.
         host: the address to listen on (on a loopback address the SDK refuses other
@@ -148,7 +153,7 @@ async def serve_http(
         server_header=False,  # as ``turnkeeper serve``: the stack is not named to clients
         lifespan="on",
     )
-    await uvicorn.Server(config).serve(sockets=None if sock is None else [sock])
+    await StoppingServer(config).serve(sockets=None if sock is None else [sock])
 
 
 __all__ = ["HTTP_PATH", "SERVER_NAME", "build_server", "serve_http", "serve_stdio", "session_key"]

@@ -3,7 +3,8 @@
 An `McpSession` is what one agent runtime session needs between tool calls: its own
 `AgentRuntimeClient` with its own `SessionFreshnessState` (the observed frontier per
 target, seed section 4.3), the runs it works on (by thread, so that ``send_message``
-carries the run id of the target's run), the logical sends still waiting to be
+carries the run id of the target's run), the follow-ups handed to the model in each run
+and not yet acknowledged absorbed, the logical sends still waiting to be
 completed (so that resending the same content reuses its logical id and the server
 replays the parts it holds) and the titles of threads named in guidance.
 
@@ -67,6 +68,9 @@ class McpSession:
         self._api = api
         #: thread id -> the run this session works on there.
         self.runs: dict[str, str] = {}
+        #: run id -> the follow-ups (message ids) wait_for_work handed to the model in
+        #: that run, acknowledged delivered and not yet absorbed, oldest first.
+        self.handed: dict[str, list[str]] = {}
         #: (thread id, content digest) -> the logical id of an incomplete send of that
         #: content there (several per thread: an agent may send other words between),
         #: oldest first.
@@ -133,13 +137,49 @@ class McpSession:
         self.runs[thread_id] = run_id
 
     def drop_run(self, run_id: str) -> None:
-        """Forget a run that ended.
+        """Forget a run that ended, with the follow-ups handed over in it.
 
         Args:
             run_id: the run.
         """
         for thread_id in [t for t, r in self.runs.items() if r == run_id]:
             del self.runs[thread_id]
+        self.handed.pop(run_id, None)
+
+    def hand_over(self, run_id: str, message_id: str) -> None:
+        """Note a follow-up handed to the model: its next act in the run absorbs it.
+
+        Args:
+            run_id: the run the follow-up belongs to.
+            message_id: the follow-up message.
+        """
+        handed = self.handed.setdefault(run_id, [])
+        if message_id not in handed:
+            handed.append(message_id)
+
+    def handed_over(self, run_id: str) -> tuple[str, ...]:
+        """The follow-ups handed to the model in a run and not yet absorbed.
+
+        Args:
+            run_id: the run.
+
+        Returns:
+            Their message ids, oldest first.
+        """
+        return tuple(self.handed.get(run_id, ()))
+
+    def forget_handed(self, run_id: str, message_id: str) -> None:
+        """Forget a handed follow-up once it is absorbed (or can never be).
+
+        Args:
+            run_id: the run.
+            message_id: the follow-up message.
+        """
+        handed = self.handed.get(run_id)
+        if handed is not None and message_id in handed:
+            handed.remove(message_id)
+            if not handed:
+                del self.handed[run_id]
 
     async def thread_title(self, thread_id: str) -> str | None:
         """The title of a thread, read once per session (None when it has none).

@@ -38,19 +38,34 @@ def thread_words(title: str | None) -> str:
     return f'the thread "{title}"' if title else "this thread"
 
 
-def held_text(thread: str) -> str:
+#: Where to read from after a hold, when this session has read the thread before: what
+#: it read counts, so reading on from there ends the hold (a page read after a gap would
+#: not, as nothing of it counts as read).
+_READ_ON = "after the last message you read there in this session"
+
+
+def held_text(thread: str, *, read_before: bool) -> str:
     """The guidance for a send that was held before any part was posted.
 
     Args:
         thread: the thread in words (`thread_words`).
+        read_before: whether this session has read (or posted in) the thread before;
+            if not, it must read the thread from its start.
 
     Returns:
-        The instruction: read the new messages, send again only if still needed.
+        The instruction: read the new messages (from where this session read, or from
+        the start), send again only if still needed.
     """
+    if not read_before:
+        return (
+            f"Not sent: {thread} has messages you have not read in this session. Call "
+            "read_history with the same target from its start, page by page as each "
+            "answer says, then call send_message again only if a reply is still needed."
+        )
     return (
         f"Not sent: new messages arrived in {thread} after the ones you have read. "
-        "Call read_history with the same target to read them, then call send_message "
-        "again only if a reply is still needed."
+        f"Call read_history with the same target, {_READ_ON}, to read them, then call "
+        "send_message again only if a reply is still needed."
     )
 
 
@@ -65,9 +80,9 @@ def partial_held_text(thread: str) -> str:
     """
     return (
         f"Only part of your message was posted to {thread}, as new messages arrived there "
-        "before the rest. Call read_history with the same target to read them. If the "
-        "rest is still needed, call send_message again with the same content; the part "
-        "already posted is not posted twice."
+        f"before the rest. Call read_history with the same target, {_READ_ON}, to read "
+        "them. If the rest is still needed, call send_message again with the same "
+        "content; the part already posted is not posted twice."
     )
 
 
@@ -101,7 +116,9 @@ def sent_text(thread_id: str, accepted: Sequence[AcceptedChunk]) -> str:
     return f"Sent in {len(accepted)} parts in thread {thread_id} (messages {ids})."
 
 
-def history_text(page: HistoryPage, *, after_seq: int, page_limit: int) -> str:
+def history_text(
+    page: HistoryPage, *, after_seq: int, page_limit: int, gap_after: int | None = None
+) -> str:
     """The messages of a read_history call, one block each.
 
     Args:
@@ -109,22 +126,49 @@ def history_text(page: HistoryPage, *, after_seq: int, page_limit: int) -> str:
         after_seq: the seq the call read after.
         page_limit: the page size asked for (or the default): a full page may have a
             successor.
+        gap_after: when the page was read after a gap, the seq through which this
+            session has read the thread (its observed frontier, below `after_seq`);
+            None when the page joins what the session read.
 
     Returns:
-        A header line, then per message its seq, author, time and content.
+        A header line, then per message its seq, author, time and content. A page after
+        a gap says that it does not count as read and where to read from instead, and
+        offers no next page (reading on would stay after the gap).
     """
     count = len(page.messages)
     noun = "message" if count == 1 else "messages"
+    blocks = [_message_block(message) for message in page.messages]
+    if gap_after is not None:
+        header = (
+            f"Thread {page.thread_id}: {count} {noun} after seq {after_seq} "
+            f"(through seq {page.covers_through_seq}), not counted as read."
+        )
+        return "\n\n".join([header, _gap_text(gap_after), *blocks])
     lines = [
         f"Thread {page.thread_id}: {count} {noun} after seq {after_seq}, "
-        f"read through seq {page.covers_through_seq}."
+        f"read through seq {page.covers_through_seq}.",
+        *blocks,
     ]
-    lines += [_message_block(message) for message in page.messages]
     if count >= page_limit:
         lines.append(
             f"There may be more: call read_history again with after_seq {page.covers_through_seq}."
         )
     return "\n\n".join(lines)
+
+
+def _gap_text(read_through: int) -> str:
+    """What a page read after a gap means, and where to read from instead."""
+    read = (
+        "has not read this thread before them (a new session has read nothing)"
+        if read_through == 0
+        else f"has read this thread only through seq {read_through}, not what came between"
+    )
+    return (
+        f"These messages do not count as read in this session: this session {read}, and "
+        "send_message posts only once nothing before your answer is unread. Before you "
+        f"send here, call read_history with after_seq {read_through}, then again with the "
+        "after_seq each answer names, until an answer names none."
+    )
 
 
 def _message_block(message: HistoryMessage) -> str:
