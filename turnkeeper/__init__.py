@@ -35,6 +35,9 @@ if TYPE_CHECKING:
         ClientUnavailable as ClientUnavailable,
     )
     from turnkeeper.adapters.config import (
+        ConfigError as ConfigError,
+    )
+    from turnkeeper.adapters.config import (
         load_settings as load_settings,
     )
     from turnkeeper.adapters.memory import (
@@ -275,6 +278,7 @@ _HOMES: dict[str, str] = {
     "migrate": "turnkeeper.adapters.postgres.migrations",
     "EmbeddedPostgres": "turnkeeper.adapters.postgres.embedded",
     "EmbeddedServerMissing": "turnkeeper.adapters.postgres.embedded",
+    "ConfigError": "turnkeeper.adapters.config",
     "load_settings": "turnkeeper.adapters.config",
     "JwtSigner": "turnkeeper.adapters.tokens",
     "PostgresUnitOfWorkFactory": "turnkeeper.adapters.postgres.uow",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,9 @@ def test_every_key_has_an_environment_variable_of_the_documented_form() -> None:
     [
         ("TURNKEEPER_RATELIMIT__RL__MESSAGE__BURST", "5", "rl_message_burst", 5),
         ("TURNKEEPER_RATELIMIT__RL__MESSAGE__PER_MINUTE", "0", "rl_message_per_minute", 0),
-        ("TURNKEEPER_DATABASE__TX_RETRY_MAX", " 3 ", "tx_retry_max", 3),
+        ("TURNKEEPER_DATABASE__TX_RETRY_MAX", "3", "tx_retry_max", 3),
+        ("TURNKEEPER_DATABASE__TX_RETRY_MAX", "007", "tx_retry_max", 7),
+        ("TURNKEEPER_AGENT__CANCEL_GRACE", "30", "cancel_grace", timedelta(seconds=30)),
         ("TURNKEEPER_HTTP__MAX_BODY_BYTES", "2048", "max_body_bytes", 2048),
         (
             "TURNKEEPER_FRESHNESS__REQUIRED_FOR_AGENTS",
@@ -35,7 +38,7 @@ def test_every_key_has_an_environment_variable_of_the_documented_form() -> None:
         ("TURNKEEPER_FRESHNESS__REQUIRED_FOR_AGENTS", "0", "freshness_required_for_agents", False),
         (
             "TURNKEEPER_FRESHNESS__REQUIRED_FOR_AGENTS",
-            "TRUE",
+            "true",
             "freshness_required_for_agents",
             True,
         ),
@@ -92,6 +95,53 @@ def test_invalid_environment_values_raise_one_line_naming_the_key(
         load_settings({variable: raw})
     assert str(caught.value) == message
     assert "\n" not in str(caught.value)
+
+
+#: Numbers the environment refuses though `int()` reads them: spaces, a sign, a newline,
+#: an underscore, digits of another script (ARABIC-INDIC DIGIT THREE).
+LOOSE_NUMBERS = [" 3", "3 ", " 3 ", "+3", "3\n", "\t3", "1_000", "\u0663", "3.0", "0x3"]
+#: Booleans the environment refuses: only true, false, 1 and 0 in lower case are read.
+LOOSE_BOOLEANS = ["TRUE", "True", "FALSE", "False", " true", "false ", "01", "yes", ""]
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "wording"),
+    [
+        *[("database.tx_retry_max", raw, "a non-negative integer") for raw in LOOSE_NUMBERS],
+        *[("jobs.interval", raw, "a positive integer") for raw in LOOSE_NUMBERS],
+        *[("metrics.enabled", raw, "true, false, 1 or 0") for raw in LOOSE_BOOLEANS],
+    ],
+)
+def test_environment_numbers_and_booleans_have_only_their_documented_form(
+    key: str, raw: str, wording: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({env_name(key): raw})
+    assert str(caught.value) == f"invalid configuration: {key} must be {wording}, got {raw!r}"
+
+
+def test_a_file_that_is_not_utf8_is_not_valid_toml(tmp_path: Path) -> None:
+    path = tmp_path / "turnkeeper.toml"
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"TURNKEEPER_CONFIG": str(path)})
+    assert str(caught.value) == (
+        f"invalid configuration: TURNKEEPER_CONFIG file {str(path)!r} is not valid TOML "
+        "(not UTF-8 at byte 0)"
+    )
+
+
+def test_a_file_with_an_integer_python_cannot_read_is_not_valid_toml(tmp_path: Path) -> None:
+    # tomllib leaves Python's limit on the digits of an int as a plain ValueError.
+    path = tmp_path / "turnkeeper.toml"
+    path.write_text("[jobs]\ninterval = " + "9" * 5000 + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"TURNKEEPER_CONFIG": str(path)})
+    line = str(caught.value)
+    assert line.startswith(
+        f"invalid configuration: TURNKEEPER_CONFIG file {str(path)!r} is not valid TOML ("
+    )
+    assert "\n" not in line
 
 
 def _write(tmp_path: Path, text: str) -> dict[str, str]:

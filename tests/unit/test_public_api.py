@@ -36,6 +36,7 @@ PUBLIC = [
     "ClientError",
     "ClientProblem",
     "ClientUnavailable",
+    "ConfigError",
     "Conflict",
     "ConversationService",
     "CreatedThread",

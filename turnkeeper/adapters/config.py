@@ -6,11 +6,18 @@ named by ``TURNKEEPER_CONFIG`` (tables and keys as the dotted names, for example
 the key in capitals with every dot written as two underscores
 (``TURNKEEPER_RATELIMIT__RL__MESSAGE__BURST``). Any mistake raises `ConfigError` with a
 one-line message that names the key, so that the command line can print it as it is.
+
+Everything the configuration decides is checked here, before a command touches the
+database: each value's type and range (`turnkeeper.application.settings.CountRange` and
+``DurationRange``), the rules between keys, that the modules a choice needs are
+installed, and the length of ``TURNKEEPER_SIGNING_KEY``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
@@ -22,7 +29,14 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from turnkeeper.adapters.postgres.embedded import DATA_DIR_ENV, DEFAULT_DATA_DIR
-from turnkeeper.application.settings import CHOICES, SETTING_KEYS, Settings
+from turnkeeper.application.settings import (
+    CHOICES,
+    SETTING_KEYS,
+    CountRange,
+    DurationRange,
+    Settings,
+    SettingsConflict,
+)
 
 #: Prefix of every environment variable turnkeeper reads.
 ENV_PREFIX = "TURNKEEPER_"
@@ -37,6 +51,19 @@ ENV_OWNER_TOKEN = "TURNKEEPER_OWNER_TOKEN"  # noqa: S105 (a variable name, not a
 #: Environment variable with the key that signs invocation tokens (else a key file in
 #: the data directory, made once); every process of one deployment must share it.
 ENV_SIGNING_KEY = "TURNKEEPER_SIGNING_KEY"
+#: The shortest key `ENV_SIGNING_KEY` may give, in bytes of its UTF-8 encoding: HS256
+#: wants a key at least as long as its hash, 256 bits (RFC 7518, section 3.2), and PyJWT
+#: only warns about a shorter one.
+MIN_SIGNING_KEY_BYTES = 32
+#: The extra that installs the modules of `FAST_EXTRA_MODULES`.
+FAST_EXTRA = "fast"
+#: Key -> the value of it that needs a module of the ``fast`` extra, which is also the
+#: module's name. ``serve`` imports it only once the database is migrated.
+FAST_EXTRA_MODULES: dict[str, str] = {"http.parser": "httptools", "http.event_loop": "uvloop"}
+#: How an environment value of a count, size or duration is written: ASCII decimal
+#: digits alone. `int` also reads spaces, a sign, ``_`` and other scripts' digits.
+_DECIMAL_DIGITS = re.compile(r"[0-9]+")
+#: How the environment writes the boolean: exactly these, in lower case.
 _TRUE = frozenset({"true", "1"})
 _FALSE = frozenset({"false", "0"})
 
@@ -44,8 +71,19 @@ _FALSE = frozenset({"false", "0"})
 class ConfigError(Exception):
     """The configuration is invalid; ``str()`` is one line that names the key.
 
+    Public as ``turnkeeper.ConfigError``: `load_settings` and `load_config` raise it,
+    and the command line prints it as it is and exits with code 2.
+
     Args:
         detail: what is wrong, starting with the key.
+
+    Example:
+        >>> import turnkeeper
+        >>> try:
+        ...     turnkeeper.load_settings({"TURNKEEPER_MCP__CHUNK_BYTES": "3"})
+        ... except turnkeeper.ConfigError as exc:
+        ...     print(exc)
+        invalid configuration: mcp.chunk_bytes must be an integer of 4 or more, got '3'
     """
 
     def __init__(self, detail: str) -> None:
@@ -103,7 +141,9 @@ def load_config(environ: Mapping[str, str] | None = None) -> Config:
 
     Raises:
         ConfigError: for an unreadable or unknown TOML key, an unknown
-            ``TURNKEEPER_*__*`` variable, or a value of the wrong type or range.
+            ``TURNKEEPER_*__*`` variable, a value of the wrong type or range, two values
+            that conflict, a choice whose module is not installed, or a signing key
+            shorter than `MIN_SIGNING_KEY_BYTES`.
     """
     env = os.environ if environ is None else environ
     return Config(
@@ -111,7 +151,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> Config:
         database_url=_database_url(env),
         data_dir=Path(_non_empty(env, ENV_DATA_DIR) or DEFAULT_DATA_DIR),
         owner_token=_non_empty(env, ENV_OWNER_TOKEN),
-        signing_key=_non_empty(env, ENV_SIGNING_KEY),
+        signing_key=_signing_key(env),
         config_file=Path(path) if (path := _non_empty(env, ENV_CONFIG_FILE)) else None,
     )
 
@@ -143,7 +183,44 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             # silently ignored would leave a limit at its default.
             raise ConfigError(f"unknown setting {name} in the environment")
         values[SETTING_KEYS[env_key]] = _from_text(env_key, raw)
-    return Settings(**values)
+    try:
+        settings = Settings(**values)
+    except SettingsConflict as exc:
+        # Each value passed its own range above; only a rule between keys is left.
+        raise ConfigError(str(exc)) from exc
+    _require_installed(settings)
+    return settings
+
+
+def _require_installed(settings: Settings) -> None:
+    """Refuse a choice whose module is missing, before anything is started with it."""
+    for key, module in FAST_EXTRA_MODULES.items():
+        if getattr(settings, SETTING_KEYS[key]) == module and not _installed(module):
+            raise ConfigError(
+                f"{key} is {module}, which needs the {FAST_EXTRA} extra "
+                f"(pip install 'turnkeeper[{FAST_EXTRA}]'): {module} is not installed"
+            )
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:
+        # A module in sys.modules without a spec (a stand-in) can be imported.
+        return True
+
+
+def _signing_key(env: Mapping[str, str]) -> str | None:
+    """``TURNKEEPER_SIGNING_KEY`` when it is long enough (never repeated in the error)."""
+    key = _non_empty(env, ENV_SIGNING_KEY)
+    if key is None:
+        return None
+    size = len(key.encode("utf-8"))
+    if size < MIN_SIGNING_KEY_BYTES:
+        raise ConfigError(
+            f"{ENV_SIGNING_KEY} must be at least {MIN_SIGNING_KEY_BYTES} bytes, got {size}"
+        )
+    return key
 
 
 def _database_url(env: Mapping[str, str]) -> str | None:
@@ -174,9 +251,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{ENV_CONFIG_FILE} file {str(path)!r} cannot be read ({exc.strerror})"
         ) from exc
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:
+        # TOMLDecodeError, UnicodeDecodeError (tomllib decodes UTF-8) and the ValueError
+        # of an integer beyond Python's limit on digits, which tomllib lets through.
         raise ConfigError(
-            f"{ENV_CONFIG_FILE} file {str(path)!r} is not valid TOML ({exc})"
+            f"{ENV_CONFIG_FILE} file {str(path)!r} is not valid TOML ({_toml_reason(exc)})"
         ) from exc
     flat: dict[str, Any] = {}
     _flatten(document, "", flat)
@@ -184,6 +263,14 @@ def _read_toml(path: Path) -> dict[str, Any]:
         if key not in SETTING_KEYS:
             raise ConfigError(f"unknown key {key} in {str(path)!r}")
     return flat
+
+
+def _toml_reason(exc: ValueError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 at byte {exc.start}"
+    # Python's limit on an integer's digits ends with advice to programmers after a
+    # semicolon; tomllib's own messages hold none.
+    return str(exc).split(";", 1)[0]
 
 
 def _flatten(table: Mapping[str, Any], prefix: str, into: dict[str, Any]) -> None:
@@ -203,28 +290,39 @@ def _from_toml(key: str, raw: object) -> int | bool | str | timedelta:
         if not isinstance(raw, bool):
             raise ConfigError(f"{key} must be true or false, got {raw!r}")
         return raw
+    bounds = _range(field)
     # TOML has real integers; a bool is an int to Python but never a valid count.
     if not isinstance(raw, int) or isinstance(raw, bool):
-        raise ConfigError(f"{key} must be {_int_wording(field)}, got {raw!r}")
-    return _checked_int(key, field, raw, raw)
+        raise ConfigError(f"{key} must be {_minimum_wording(bounds)}, got {raw!r}")
+    return _checked_number(key, bounds, raw, raw)
 
 
 def _from_text(key: str, raw: str) -> int | bool | str | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
-    text = raw.strip()
     if CHOICES in field.metadata:
-        return _choice(key, field, text)
+        return _choice(key, field, raw)
     if field.type is bool:
-        if text.lower() in _TRUE:
+        if raw in _TRUE:
             return True
-        if text.lower() in _FALSE:
+        if raw in _FALSE:
             return False
         raise ConfigError(f"{key} must be true, false, 1 or 0, got {raw!r}")
-    try:
-        number = int(text, 10)
-    except ValueError:
-        raise ConfigError(f"{key} must be {_int_wording(field)}, got {raw!r}") from None
-    return _checked_int(key, field, number, raw)
+    bounds = _range(field)
+    if _DECIMAL_DIGITS.fullmatch(raw) is None:
+        raise ConfigError(f"{key} must be {_minimum_wording(bounds)}, got {raw!r}")
+    return _checked_number(key, bounds, _decimal(raw, bounds.maximum), raw)
+
+
+def _decimal(digits: str, maximum: int) -> int:
+    """The number of ASCII `digits`, or ``maximum + 1`` for any number above `maximum`.
+
+    Python converts at most a few thousand digits to an int (a ValueError beyond);
+    a number with more significant digits than `maximum` is above it whatever they are.
+    """
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > len(str(maximum)):
+        return maximum + 1
+    return int(significant)
 
 
 def _choice(key: str, field: attrs.Attribute[Any], raw: object) -> str:
@@ -235,34 +333,30 @@ def _choice(key: str, field: attrs.Attribute[Any], raw: object) -> str:
     raise ConfigError(f"{key} must be one of {', '.join(choices)}, got {raw!r}")
 
 
-def _checked_int(
-    key: str, field: attrs.Attribute[Any], number: int, raw: object
+def _range(field: attrs.Attribute[Any]) -> CountRange | DurationRange:
+    """The range of a count or duration attribute: its validator, which holds it."""
+    validator = field.validator
+    if isinstance(validator, CountRange | DurationRange):
+        return validator
+    raise TypeError(f"Settings.{field.name} has no CountRange or DurationRange")
+
+
+def _checked_number(
+    key: str, bounds: CountRange | DurationRange, number: int, raw: object
 ) -> int | timedelta:
-    if not _passes(field, number):
-        raise ConfigError(f"{key} must be {_int_wording(field)}, got {raw!r}")
-    return _typed(field, number)
-
-
-def _typed(field: attrs.Attribute[Any], number: int) -> int | timedelta:
+    # The message names the bound the value misses, so that the reader can fix it.
+    if number < bounds.minimum:
+        raise ConfigError(f"{key} must be {_minimum_wording(bounds)}, got {raw!r}")
+    if number > bounds.maximum:
+        unit = " seconds" if isinstance(bounds, DurationRange) else ""
+        raise ConfigError(f"{key} must be at most {bounds.maximum}{unit}, got {raw!r}")
     # A duration is configured as whole seconds and held as a timedelta.
-    return timedelta(seconds=number) if field.type is timedelta else number
+    return timedelta(seconds=number) if isinstance(bounds, DurationRange) else number
 
 
-def _passes(field: attrs.Attribute[Any], value: int) -> bool:
-    if field.validator is None:
-        return True
-    try:
-        field.validator(None, field, _typed(field, value))
-    except ValueError:
-        return False
-    return True
-
-
-def _int_wording(field: attrs.Attribute[Any]) -> str:
-    # The validators of `Settings` are the source of truth for the range; probing them
-    # keeps this message right if a key moves between positive and non-negative.
-    if _passes(field, 1) and not _passes(field, 0):
-        return "a positive integer"
-    if _passes(field, 0) and not _passes(field, -1):
+def _minimum_wording(bounds: CountRange | DurationRange) -> str:
+    if bounds.minimum == 0:
         return "a non-negative integer"
-    return "an integer"
+    if bounds.minimum == 1:
+        return "a positive integer"
+    return f"an integer of {bounds.minimum} or more"

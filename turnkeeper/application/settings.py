@@ -13,34 +13,123 @@ import attrs
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 from turnkeeper.domain.logical_sends import MAX_UTF8_CHAR_BYTES
 
-
-def _positive(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value <= 0:
-        raise ValueError(f"{attribute.name} must be positive")
-
-
-def _non_negative(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must not be negative")
-
-
-def _holds_a_character(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value < MAX_UTF8_CHAR_BYTES:
-        raise ValueError(f"{attribute.name} must be at least {MAX_UTF8_CHAR_BYTES}")
-
-
-def _positive_duration(
-    instance: object, attribute: attrs.Attribute[timedelta], value: timedelta
-) -> None:
-    if value <= timedelta(0):
-        raise ValueError(f"{attribute.name} must be positive")
+#: The largest value a 32-bit signed integer holds: a C ``int`` and a PostgreSQL ``integer``.
+_INT32_MAX = 2**31 - 1
+#: Milliseconds in a second.
+_MS_PER_SECOND = 1000
+#: The largest count or size of any key. Counts reach C ints (``http.gc_threshold`` is
+#: Python's garbage collector threshold, which overflows beyond) and PostgreSQL integers
+#: (batch sizes and page limits are bound into SQL).
+MAX_COUNT = _INT32_MAX
+#: The longest duration of any key, in seconds (about 68 years). `timedelta` holds far
+#: longer ones, but a run's deadline or a token's expiry is an instant plus or minus the
+#: duration, and `datetime` ends in the year 9999: this bound keeps every such sum valid.
+MAX_DURATION_SECONDS = _INT32_MAX
+#: The longest ``database.request_timeout``, in seconds: every connection gets it as
+#: PostgreSQL's ``statement_timeout``, milliseconds in a 32-bit integer (about 24 days).
+MAX_REQUEST_TIMEOUT_SECONDS = _INT32_MAX // _MS_PER_SECOND
 
 
-def _non_negative_duration(
-    instance: object, attribute: attrs.Attribute[timedelta], value: timedelta
-) -> None:
-    if value < timedelta(0):
-        raise ValueError(f"{attribute.name} must not be negative")
+@attrs.frozen
+class CountRange:
+    """The values a count or size key takes, and the attrs validator that holds them.
+
+    `turnkeeper.adapters.config` reads the bounds for its messages, so the range of a key
+    is written once.
+
+    Attributes:
+        minimum: the smallest value.
+        maximum: the largest value.
+    """
+
+    minimum: int
+    maximum: int = MAX_COUNT
+
+    def __call__(self, instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+        """Check one value.
+
+        Args:
+            instance: the `Settings` being built.
+            attribute: the attribute of the value.
+            value: the value.
+
+        Raises:
+            ValueError: the value is outside the range; the message names the attribute.
+        """
+        if value < self.minimum:
+            raise ValueError(f"{attribute.name} {_at_least_wording(self.minimum)}")
+        if value > self.maximum:
+            raise ValueError(f"{attribute.name} must be at most {self.maximum}")
+
+
+@attrs.frozen
+class DurationRange:
+    """The values a duration key takes, and the attrs validator that holds them.
+
+    The configuration gives a duration in whole seconds, from `minimum` to `maximum`; a
+    program may give any `timedelta` in between, fractions of a second included.
+
+    Attributes:
+        zero_allowed: whether 0 is a valid duration (else it must be positive).
+        maximum: the longest duration, in whole seconds.
+    """
+
+    zero_allowed: bool = False
+    maximum: int = MAX_DURATION_SECONDS
+
+    @property
+    def minimum(self) -> int:
+        """The smallest whole number of seconds in the range: 0 or 1."""
+        return 0 if self.zero_allowed else 1
+
+    def __call__(
+        self, instance: object, attribute: attrs.Attribute[timedelta], value: timedelta
+    ) -> None:
+        """Check one value.
+
+        Args:
+            instance: the `Settings` being built.
+            attribute: the attribute of the value.
+            value: the duration.
+
+        Raises:
+            ValueError: the value is outside the range; the message names the attribute.
+        """
+        if value < timedelta(0) or (value == timedelta(0) and not self.zero_allowed):
+            raise ValueError(f"{attribute.name} {_at_least_wording(self.minimum)}")
+        if value > timedelta(seconds=self.maximum):
+            raise ValueError(f"{attribute.name} must be at most {self.maximum} seconds")
+
+
+def _at_least_wording(minimum: int) -> str:
+    if minimum == 0:
+        return "must not be negative"
+    if minimum == 1:
+        return "must be positive"
+    return f"must be at least {minimum}"
+
+
+class SettingsConflict(ValueError):
+    """Two keys whose values are each in range but not together.
+
+    Args:
+        key: the dotted key whose value is refused.
+        detail: what is wrong with it, naming the other key.
+    """
+
+    def __init__(self, key: str, detail: str) -> None:
+        super().__init__(f"{key} {detail}")
+        self.key = key
+        self.detail = detail
+
+
+_positive = CountRange(minimum=1)
+_non_negative = CountRange(minimum=0)
+#: A chunk must hold the longest UTF-8 character, or some content could not be split.
+_holds_a_character = CountRange(minimum=MAX_UTF8_CHAR_BYTES)
+_positive_duration = DurationRange()
+_non_negative_duration = DurationRange(zero_allowed=True)
+_statement_timeout = DurationRange(maximum=MAX_REQUEST_TIMEOUT_SECONDS)
 
 
 def _seconds(value: int) -> timedelta:
@@ -65,7 +154,12 @@ class Settings:
     """All configuration of turnkeeper.
 
     Durations are `timedelta` values; the configuration gives them as whole seconds
-    (`turnkeeper.adapters.config`). Each attribute documents its dotted key.
+    (`turnkeeper.adapters.config`). Each attribute documents its dotted key. A count
+    holds its `CountRange` (at most `MAX_COUNT`), a duration its `DurationRange` (at
+    most `MAX_DURATION_SECONDS`, ``database.request_timeout`` at most
+    `MAX_REQUEST_TIMEOUT_SECONDS`), and ``database.pool_min_size`` must not exceed
+    ``database.pool_max_size``; a value out of range raises ValueError naming it
+    (`SettingsConflict` for a rule between two keys).
 
     Attributes:
         rl_message_per_minute: ``ratelimit.rl.message.per_minute``, refill of rl.message.
@@ -196,7 +290,7 @@ class Settings:
         validator=attrs.validators.in_(LOG_FORMATS),
         metadata={CHOICES: LOG_FORMATS},
     )
-    request_timeout: timedelta = attrs.field(default=_seconds(5), validator=_positive_duration)
+    request_timeout: timedelta = attrs.field(default=_seconds(5), validator=_statement_timeout)
     reconnect_max_wait: timedelta = attrs.field(default=_seconds(2), validator=_positive_duration)
     readiness_timeout: timedelta = attrs.field(default=_seconds(2), validator=_positive_duration)
     header_timeout: timedelta = attrs.field(default=_seconds(10), validator=_positive_duration)
@@ -228,6 +322,20 @@ class Settings:
     mcp_max_wait: timedelta = attrs.field(default=_seconds(300), validator=_positive_duration)
     mcp_max_sessions: int = attrs.field(default=100, validator=_positive)
     mcp_max_pending_sends: int = attrs.field(default=64, validator=_positive)
+
+    def __attrs_post_init__(self) -> None:
+        """Check the rules between keys; each key's own range is its validator's.
+
+        Raises:
+            SettingsConflict: ``database.pool_min_size`` exceeds ``database.pool_max_size``
+                (the pool would refuse to open, after the database was migrated).
+        """
+        if self.pool_min_size > self.pool_max_size:
+            raise SettingsConflict(
+                "database.pool_min_size",
+                f"must not exceed database.pool_max_size ({self.pool_max_size}), "
+                f"got {self.pool_min_size}",
+            )
 
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
