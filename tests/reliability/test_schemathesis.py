@@ -470,7 +470,9 @@ def checks_for(scenario: Scenario) -> list[Callable[[CheckContext, Response, Cas
             pointer = error["pointer"]
             if error["code"] not in POINTED_CODES:
                 continue
-            in_query = pointer.count("/") == 1 and pointer[1:] in (case.query or {})
+            # A query parameter's pointer is its name as one token (RFC 6901 escapes).
+            name = pointer[1:].replace("~1", "/").replace("~0", "~")
+            in_query = pointer.count("/") == 1 and name in (case.query or {})
             assert in_query or resolves(sent, pointer), f"{error} names nothing that was sent"
         return None
 
