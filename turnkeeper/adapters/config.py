@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
 from turnkeeper.adapters.postgres.embedded import DATA_DIR_ENV, DEFAULT_DATA_DIR
+from turnkeeper.adapters.postgres.errors import require_conninfo
 from turnkeeper.application.settings import (
     CHOICES,
     SETTING_KEYS,
@@ -229,8 +228,8 @@ def _database_url(env: Mapping[str, str]) -> str | None:
     if url is None:
         return None
     try:
-        conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
+        require_conninfo(url)
+    except ValueError:
         # libpq's reason quotes the string, which may hold a password: not repeated.
         raise ConfigError(
             f"{ENV_DATABASE_URL} is not a libpq connection string or postgresql:// URI"

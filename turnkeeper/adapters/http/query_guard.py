@@ -33,9 +33,8 @@ class QueryGuard:
     """
 
     def __init__(self) -> None:
-        self._names: dict[int, frozenset[str]] = {}
-        # The handlers themselves, so that no id of a learnt handler is ever reused.
-        self._handlers: list[object] = []
+        # By the handler object itself (route handlers compare and hash by identity).
+        self._names: dict[object, frozenset[str]] = {}
 
     def learn(self, routes: Sequence[BaseRoute]) -> None:
         """Record the query parameters of every API route's handlers.
@@ -48,10 +47,9 @@ class QueryGuard:
                 continue
             for handler in route.route_handlers:
                 model = handler.create_kwargs_model(path_parameters=route.path_parameters)
-                self._names[id(handler)] = frozenset(
+                self._names[handler] = frozenset(
                     param.field_alias for param in model.expected_query_params
                 )
-                self._handlers.append(handler)
 
     def refusal(self, handler: Any, query_string: bytes) -> ValidationFailed | None:
         """The refusal of a request's query, if it names a parameter wrongly.
@@ -67,7 +65,7 @@ class QueryGuard:
         """
         if not query_string:
             return None
-        names = self._names.get(id(handler))
+        names = self._names.get(handler)
         if names is None:
             return None
         seen: set[str] = set()

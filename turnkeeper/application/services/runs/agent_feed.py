@@ -177,9 +177,7 @@ class AgentFeedService:
         """
         invalid: ValidationFailed | None = None
         if isinstance(actor, Principal):
-            if not actor.is_agent:
-                await refuse_non_agent(self._tx, actor, AuditAction.AGENT_EVENTS_CONSUME)
-            size = self._page_size(after, limit)
+            size = await self._checked_page_size(actor, after, limit)
         else:
             try:
                 size = self._page_size(after, limit)
@@ -239,9 +237,15 @@ class AgentFeedService:
             AccessDenied: when the caller is not an agent (audited).
             ValidationFailed: for a bad cursor or limit.
         """
+        await self._checked_page_size(agent, after, limit)
+
+    async def _checked_page_size(
+        self, agent: Principal, after: int | None, limit: int | None
+    ) -> int:
+        """The page size of a poll by a principal, after refusing one who is no agent."""
         if not agent.is_agent:
             await refuse_non_agent(self._tx, agent, AuditAction.AGENT_EVENTS_CONSUME)
-        self._page_size(after, limit)
+        return self._page_size(after, limit)
 
     def _page_size(self, after: int | None, limit: int | None) -> int:
         """The page size of a poll, after checking its cursor."""
