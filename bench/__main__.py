@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import platform
@@ -42,6 +41,7 @@ from bench.harness import (
     BENCH_DATABASE_PREFIX,
     Settle,
     bench_server,
+    run_stoppable,
     server_version,
     settle_as_serve,
 )
@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code.
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
-    return asyncio.run(main_async(arguments, sys.stdout, settle=settle_as_serve))
+    return run_stoppable(main_async(arguments, sys.stdout, settle=settle_as_serve))
 
 
 if __name__ == "__main__":

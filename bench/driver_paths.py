@@ -37,7 +37,7 @@ import psycopg
 from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
 
-from bench.harness import BENCH_DATABASE_PREFIX, bench_server
+from bench.harness import BENCH_DATABASE_PREFIX, bench_server, run_stoppable
 from turnkeeper.adapters.postgres.databases import scratch_database
 from turnkeeper.adapters.postgres.executor import socket_ready
 from turnkeeper.adapters.postgres.uow import BEGIN, COMMIT
@@ -322,7 +322,7 @@ async def main_async(argv: Sequence[str], out: TextIO) -> int:
 
 def main() -> int:
     """Entry point of ``python -m bench.driver_paths``."""
-    return asyncio.run(main_async(sys.argv[1:], sys.stdout))
+    return run_stoppable(main_async(sys.argv[1:], sys.stdout))
 
 
 if __name__ == "__main__":

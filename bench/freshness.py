@@ -35,7 +35,7 @@ import attrs
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
-from bench.harness import BENCH_DATABASE_PREFIX, bench_server
+from bench.harness import BENCH_DATABASE_PREFIX, bench_server, run_stoppable
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.databases import scratch_database
 from turnkeeper.adapters.postgres.events import payload_json
@@ -418,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code.
     """
-    return asyncio.run(main_async(list(sys.argv[1:] if argv is None else argv), sys.stdout))
+    return run_stoppable(main_async(list(sys.argv[1:] if argv is None else argv), sys.stdout))
 
 
 __all__ = ["FULL", "QUICK", "BenchSize", "Measurement", "main", "report", "run"]

@@ -22,12 +22,14 @@ import contextlib
 import os
 import re
 import shutil
+import signal
+import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import attrs
 import psycopg
@@ -448,6 +450,39 @@ async def bench_server() -> AsyncIterator[Server]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+#: The exit code of a benchmark stopped by SIGTERM or Ctrl-C (128 + SIGINT, as shells say).
+EXIT_STOPPED = 130
+
+
+def run_stoppable(main: Coroutine[Any, Any, int]) -> int:
+    """Run a benchmark's main coroutine with SIGTERM stopping it as Ctrl-C does.
+
+    SIGTERM's default ends the process at once: a benchmark stopped that way (a
+    supervisor's timeout, ``kill``) left the embedded PostgreSQL server it started
+    running, with its temporary directory. Raised as `KeyboardInterrupt`, the signal
+    unwinds the benchmark instead: asyncio cancels the main task, whose context managers
+    stop the servers and remove what they made.
+
+    Args:
+        main: the benchmark, not yet started.
+
+    Returns:
+        The benchmark's exit code, or `EXIT_STOPPED` when it was stopped.
+    """
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return asyncio.run(main)
+    except KeyboardInterrupt:
+        print("bench: stopped", file=sys.stderr)
+        return EXIT_STOPPED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
 async def server_version(conninfo: str) -> str:
     """The server's ``version()`` string, first part.
 
@@ -465,6 +500,7 @@ async def server_version(conninfo: str) -> str:
 
 __all__ = [
     "BENCH_DATABASE_PREFIX",
+    "EXIT_STOPPED",
     "STATEMENT_NAMES",
     "Memory",
     "Server",
@@ -478,6 +514,7 @@ __all__ = [
     "memory",
     "name_statement",
     "open_traced_pool",
+    "run_stoppable",
     "server_version",
     "settle_as_serve",
     "statement_name",

@@ -32,7 +32,6 @@ the part of a request that no change of the adapter can remove.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import math
 import os
@@ -55,6 +54,7 @@ from bench.harness import (
     bench_server,
     drive,
     open_traced_pool,
+    run_stoppable,
     settle_as_serve,
 )
 from bench.http_load import LoadClient, message_request, plan
@@ -498,7 +498,7 @@ def main() -> int:
 
     # One record per operation of the in-process side would swamp the report.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    return asyncio.run(main_async(sys.argv[1:], sys.stdout, settle=settle_as_serve))
+    return run_stoppable(main_async(sys.argv[1:], sys.stdout, settle=settle_as_serve))
 
 
 if __name__ == "__main__":

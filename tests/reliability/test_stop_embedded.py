@@ -1,4 +1,4 @@
-"""SIGTERM stops ``turnkeeper serve`` and ``jobs`` whole: pool closed, embedded server stopped.
+"""SIGTERM stops ``turnkeeper serve``, ``jobs`` and the benchmarks whole: embedded server stopped.
 
 uvicorn raises a SIGTERM it handled again once serving ends, so that the process ends
 as the signal's default would: at once, before the command closed its pool and stopped
@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from bench.harness import EXIT_STOPPED
 from tests.reliability.support_server import (
     OWNER_TOKEN,
     READY_POLL_SECONDS,
@@ -30,6 +32,8 @@ from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR
 
 #: The signals a stop is asked with: SIGTERM from a supervisor, SIGINT from Ctrl-C.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: The source tree (the ``bench`` package is not installed; it runs from the checkout).
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _embedded_env(data_dir: Path) -> dict[str, str]:
@@ -112,4 +116,47 @@ def test_stopped_jobs_exit_0_and_stop_their_embedded_postgres(
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
         if postmaster is not None and _running(postmaster):
             # A failed stop leaves it behind: end it, or it outlives the test run.
+            os.kill(postmaster, signal.SIGTERM)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", STOP_SIGNALS, ids=[s.name for s in STOP_SIGNALS])
+def test_a_stopped_benchmark_stops_its_embedded_postgres(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    # Found when a benchmark was stopped with SIGTERM: its embedded server ran on, with
+    # its temporary directory, until someone stopped it by hand.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+    env.update({"TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"})
+    log = tmp_path / "bench.log"
+    postmaster: int | None = None
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench", "--floor", "--quick"],
+            cwd=SOURCE_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        # The machine line is printed once the embedded server serves the scratch database.
+        while b"machine:" not in log.read_bytes():
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(READY_POLL_SECONDS)
+        (pid_file,) = tmp_path.glob("turnkeeper-bench-*/data/postmaster.pid")
+        postmaster = int(pid_file.read_text().split()[0])
+        assert _running(postmaster)
+        process.send_signal(stop)
+        assert process.wait(timeout=STOP_TIMEOUT_SECONDS) == EXIT_STOPPED, log.read_text()
+        assert not _running(postmaster), log.read_text()
+        # Its temporary directory is removed with it.
+        assert list(tmp_path.glob("turnkeeper-bench-*")) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT_SECONDS)
+        if postmaster is not None and _running(postmaster):
             os.kill(postmaster, signal.SIGTERM)
