@@ -51,7 +51,7 @@ queries: $(STAMP)
 	$(BIN)/python scripts/gen_queries.py
 
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 ## package: build the sdist and wheel, then install and use the wheel outside the checkout
 package: $(STAMP)
