@@ -916,7 +916,8 @@ class TestFollowupDeliveryRechecksAuthor:
         assert (await services.runs.poll(world.principal("lotse"))).deliveries == []
 
         assert await rows(services, run.id) == {followup.id: DISCARDED}
-        assert await trigger_of(services, followup.id) == ("failed", "no_trigger_right")
+        # The message shows the delivery reason; the audit keeps agent.invoke's own.
+        assert await trigger_of(services, followup.id) == ("failed", "access_revoked")
         assert await denials(services, world.principal("sam")) == [
             ("agent.invoke", "no_trigger_right", 1)
         ]
@@ -924,13 +925,34 @@ class TestFollowupDeliveryRechecksAuthor:
         assert (after.state, after.version, after.cancel_requested) == (RunState.RUNNING, 4, False)
         assert await trail.brief() == [
             ("run.state_changed", run.id, "running", 4),
-            ("message.updated", followup.id, "failed", "no_trigger_right"),
+            ("message.updated", followup.id, "failed", "access_revoked"),
         ]
         # The discarded follow-up is settled: the end of the run opens nothing.
         ended = await finish(services, world, run.id, RunState.COMPLETED, None)
         assert ended.state is RunState.COMPLETED
         assert await active_run(services, thread_id) is None
         assert await rows(services, run.id) == {followup.id: DISCARDED}
+
+    async def test_downgraded_author_is_not_delivered(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        world = ext
+        await set_mode(services, world, "steer")
+        thread_id = main_thread(world, "allgemein")
+        run, _ = await started(services, world)
+        followup = await post(services, world, "sam", thread_id, "f1")
+        # Sam may still write in Allgemein, but no longer trigger.
+        await revoke(services, world, "sam", world.channels["allgemein"].id)
+        await _grant(services, world, "sam", "allgemein", Level.WRITE)
+
+        assert (await services.runs.poll(world.principal("lotse"))).deliveries == []
+
+        assert await rows(services, run.id) == {followup.id: DISCARDED}
+        assert await trigger_of(services, followup.id) == ("failed", "access_revoked")
+        assert await denials(services, world.principal("sam")) == [
+            ("agent.invoke", "no_trigger_right", 1)
+        ]
+        assert (await get_run(services, run.id)).state is RunState.RUNNING
 
 
 class TestFollowupNotDeliverableAfterEnd:
@@ -1205,15 +1227,15 @@ END_PATHS = [
         True,
         RunEnd(state=RunState.CANCELLED, reason="agent_disabled"),
         _disabled,
-        # Deferred, then refused as the trigger of the follow-on run (agent.invoke).
+        # Deferred, then refused as the trigger of the follow-on run (delivery reason).
         DISCARDED,
-        ("failed", "agent_not_reachable"),
+        ("failed", "agent_disabled"),
         False,
     ),
     EndPath(
         "denied-delivery",
         False,
-        RunEnd(state=RunState.FAILED, reason="no_trigger_right"),
+        RunEnd(state=RunState.FAILED, reason="access_revoked"),
         _denied_delivery,
         DEFERRED,
         # The poll that refused the run delivered the follow-on run's invocation.
@@ -1225,9 +1247,9 @@ END_PATHS = [
         True,
         RunEnd(state=RunState.COMPLETED),
         _archived_then_completed,
-        # Deferred, then refused as the trigger of the follow-on run (agent.invoke).
+        # Deferred, then refused as the trigger of the follow-on run (delivery reason).
         DISCARDED,
-        ("failed", "channel_archived"),
+        ("failed", "channel_read_only"),
         False,
     ),
     EndPath(
@@ -1323,7 +1345,11 @@ class TestDeniedDeliveryDeliversTheFollowOnRun:
         page = await services.runs.poll(world.principal("lotse"))
 
         ended = await get_run(services, run.id)
-        assert (ended.state, ended.state_reason) == (RunState.FAILED, "no_trigger_right")
+        assert (ended.state, ended.state_reason) == (RunState.FAILED, "access_revoked")
+        assert await trigger_of(services, run.triggering_message_id) == ("failed", "access_revoked")
+        assert await denials(services, world.principal("alex")) == [
+            ("agent.invoke", "no_trigger_right", 1)
+        ]
         new = await active_run(services, thread_id)
         assert new is not None
         assert new.triggering_message_id == followup.id
@@ -1354,8 +1380,9 @@ class TestFollowOnRunRefusedWhenAgentDisabled:
         ended = await get_run(services, run.id)
         assert (ended.state, ended.state_reason) == (RunState.CANCELLED, "agent_disabled")
         assert await rows(services, run.id) == {one.id: DISCARDED, two.id: DISCARDED}
+        # The messages show the delivery reason; the audit keeps agent.invoke's own.
         for refused in (one, two):
-            assert await trigger_of(services, refused.id) == ("failed", "agent_not_reachable")
+            assert await trigger_of(services, refused.id) == ("failed", "agent_disabled")
         assert await active_run(services, thread_id) is None
         assert await denials(services, world.principal("sam")) == [
             ("agent.invoke", "agent_not_reachable", 1)
@@ -1366,8 +1393,43 @@ class TestFollowOnRunRefusedWhenAgentDisabled:
         assert await trail.brief() == [
             ("run.state_changed", run.id, "cancelled", ended.version),
             ("message.updated", run.triggering_message_id, "cancelled", "agent_disabled"),
-            ("message.updated", one.id, "failed", "agent_not_reachable"),
-            ("message.updated", two.id, "failed", "agent_not_reachable"),
+            ("message.updated", one.id, "failed", "agent_disabled"),
+            ("message.updated", two.id, "failed", "agent_disabled"),
+        ]
+
+
+class TestFollowOnRunRefusedInAnArchivedChannel:
+    async def test_both_followups_fail_channel_read_only_no_new_run(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        world = ext
+        await set_mode(services, world, "queue")
+        thread_id = main_thread(world, "allgemein")
+        run, _ = await started(services, world)
+        one = await post(services, world, "sam", thread_id, "f1")
+        two = await post(services, world, "alex", thread_id, "f2")
+        await services.admin.archive_channel(
+            world.principal("robin"), world.channels["allgemein"].id
+        )
+        trail = Log(services, world)
+        await trail.mark()
+
+        ended = await finish(services, world, run.id, RunState.COMPLETED, None)
+
+        assert await rows(services, run.id) == {one.id: DISCARDED, two.id: DISCARDED}
+        # The messages show the delivery reason; the audit keeps agent.invoke's own.
+        for refused in (one, two):
+            assert await trigger_of(services, refused.id) == ("failed", "channel_read_only")
+        for who in ("sam", "alex"):
+            assert await denials(services, world.principal(who)) == [
+                ("agent.invoke", "channel_archived", 1)
+            ]
+        assert await active_run(services, thread_id) is None
+        assert await trail.brief() == [
+            ("run.state_changed", run.id, "completed", ended.version),
+            ("message.updated", run.triggering_message_id, "done", None),
+            ("message.updated", one.id, "failed", "channel_read_only"),
+            ("message.updated", two.id, "failed", "channel_read_only"),
         ]
 
 
@@ -1499,7 +1561,7 @@ class TestFollowOnRunChecksEachCandidatesAuthor:
         assert await rows(services, run.id) == {one.id: DISCARDED, two.id: DEFERRED}
         # The rest moves unchecked; its own delivery checks Sam again.
         assert await rows(services, new.id) == {three.id: QUEUED}
-        assert await trigger_of(services, one.id) == ("failed", "no_trigger_right")
+        assert await trigger_of(services, one.id) == ("failed", "access_revoked")
         assert await denials(services, world.principal("sam")) == [
             ("agent.invoke", "no_trigger_right", 1)
         ]
@@ -1507,7 +1569,7 @@ class TestFollowOnRunChecksEachCandidatesAuthor:
         assert [brief(e) for e in since] == [
             ("run.state_changed", run.id, "completed", ended.version),
             ("message.updated", run.triggering_message_id, "done", None),
-            ("message.updated", one.id, "failed", "no_trigger_right"),
+            ("message.updated", one.id, "failed", "access_revoked"),
             ("message.created", since[3].resource_id),
             invocation_event(new.id, thread_id, two.id),
             followup_event(new.id, thread_id, three.id),
@@ -1517,7 +1579,7 @@ class TestFollowOnRunChecksEachCandidatesAuthor:
             ("agent.invocation", str(two.id))
         ]
         assert await rows(services, new.id) == {three.id: DISCARDED}
-        assert await trigger_of(services, three.id) == ("failed", "no_trigger_right")
+        assert await trigger_of(services, three.id) == ("failed", "access_revoked")
 
 
 class TestFollowupRedeliveryOnlyWhileOpen:

@@ -387,12 +387,40 @@ class TestLifecycle:
         )
         assert await invocations(services, world.principal("lotse")) == []
         view = await services.runs.get(world.principal("robin"), run.id)
-        assert (view.run.state, view.run.state_reason) == (RunState.FAILED, "channel_archived")
+        # The delivery reason of agent.invoke's channel_archived (the audit keeps that one).
+        assert (view.run.state, view.run.state_reason) == (RunState.FAILED, "channel_read_only")
         stored = await message(services, trigger.id)
         assert (stored.trigger_state, stored.trigger_state_reason) == (
             TriggerState.FAILED,
-            "channel_archived",
+            "channel_read_only",
         )
+        assert await denials(services, world.principal("alex")) == [
+            ("agent.invoke", "channel_archived", 1)
+        ]
+
+    async def test_delivery_denied_after_a_revoked_grant_fails_access_revoked(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        alex, robin = world.principal("alex"), world.principal("robin")
+        thread_id = main_thread(world, "allgemein")
+        trigger = await post(services, world, "alex", thread_id, "r1")
+        (run,) = await runs_of(services, thread_id)
+        async with services.uow() as uow:
+            grants = await uow.grants.for_principal(alex.id)
+        for grant in grants:
+            await services.admin.delete_grant(robin, grant.id)
+
+        assert await invocations(services, world.principal("lotse")) == []
+
+        view = await services.runs.get(robin, run.id)
+        assert (view.run.state, view.run.state_reason) == (RunState.FAILED, "access_revoked")
+        stored = await message(services, trigger.id)
+        assert (stored.trigger_state, stored.trigger_state_reason) == (
+            TriggerState.FAILED,
+            "access_revoked",
+        )
+        # The audit records the authorization decision, not the word the message shows.
+        assert await denials(services, alex) == [("agent.invoke", "no_trigger_right", 1)]
 
 
 class TestCancel:

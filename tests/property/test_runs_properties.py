@@ -21,6 +21,7 @@ from turnkeeper.domain.runs import (
     NO_TRIGGER,
     AnswerRun,
     AnswerVerdict,
+    DeliveryReason,
     FailReason,
     InvokeFacts,
     OutcomeKind,
@@ -31,6 +32,7 @@ from turnkeeper.domain.runs import (
     answer_verdict,
     check_invoke,
     decide_trigger,
+    delivery_reason,
     end,
     finish,
     move,
@@ -138,6 +140,30 @@ def test_a_personal_agent_is_invoked_only_for_its_holder(facts: InvokeFacts) -> 
         assert agent.holder_id == facts.author_id
     if facts.origin is not Origin.HUMAN:
         assert reason is FailReason.ORIGIN_NOT_HUMAN
+
+
+#: The words only the acceptance gives: agent.invoke's and the trigger decision's, less
+#: origin_not_human, which the delivery mapping keeps (a message's origin never changes).
+ACCEPTANCE_ONLY = frozenset(r.value for r in FailReason) - {FailReason.ORIGIN_NOT_HUMAN.value}
+
+
+@given(st.sampled_from(FailReason))
+def test_delivery_reason_is_total_and_never_an_acceptance_word(reason: FailReason) -> None:
+    shown = delivery_reason(reason)
+    assert isinstance(shown, DeliveryReason)
+    assert shown.value not in ACCEPTANCE_ONLY
+
+
+@given(ds.invoke_facts(origin=st.just(Origin.HUMAN)))
+def test_a_recheck_after_acceptance_shows_a_loss_not_the_origin(facts: InvokeFacts) -> None:
+    # Acceptance takes human messages only, so a later check never fails on the origin.
+    reason = check_invoke(facts)
+    if reason is not None:
+        assert delivery_reason(reason) in {
+            DeliveryReason.ACCESS_REVOKED,
+            DeliveryReason.AGENT_DISABLED,
+            DeliveryReason.CHANNEL_READ_ONLY,
+        }
 
 
 # --- the run state machine -----------------------------------------------------------

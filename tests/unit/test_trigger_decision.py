@@ -1,4 +1,5 @@
-"""Table tests of `decide_trigger` (DESIGN section 5, steps 1 and 2) and `check_invoke` (step 3).
+"""Table tests of `decide_trigger` (DESIGN section 5, steps 1 and 2), `check_invoke` (step 3)
+and `delivery_reason` (the reason of a trigger refused after its acceptance).
 
 The ids are those of the DESIGN section 11 test world: Alex and Robin are people, Lotse is
 the operator of the thread in every row that has one, Texter is an organization guest and
@@ -19,6 +20,7 @@ from turnkeeper.domain.messaging import Origin
 from turnkeeper.domain.runs import (
     NO_TRIGGER,
     AgentFacts,
+    DeliveryReason,
     FailReason,
     InvokeFacts,
     OutcomeKind,
@@ -26,6 +28,7 @@ from turnkeeper.domain.runs import (
     TriggerOutcome,
     check_invoke,
     decide_trigger,
+    delivery_reason,
 )
 from turnkeeper.domain.world import BillingMode, ChannelBehavior, Level
 
@@ -476,3 +479,69 @@ FAULT_SETS = [
 def test_check_invoke_reports_the_first_fault_in_order(faults: frozenset[FailReason]) -> None:
     expected = next((r for r in CHECK_ORDER if r in faults), None)
     assert check_invoke(with_faults(faults)) is expected
+
+
+# --- delivery_reason (seed followups-steer-and-queue, design note 13) -----------------
+
+#: The delivery mapping of agent.invoke's reasons, one row per `FailReason`.
+DELIVERY_ROWS = [
+    pytest.param(
+        FailReason.NO_TRIGGER_RIGHT, DeliveryReason.ACCESS_REVOKED, id="lost-trigger-right"
+    ),
+    pytest.param(
+        FailReason.BILLING_MODE_PERSONAL_NOT_HOLDER,
+        DeliveryReason.ACCESS_REVOKED,
+        id="personal-not-holder",
+    ),
+    pytest.param(
+        FailReason.AGENT_NOT_REACHABLE, DeliveryReason.AGENT_DISABLED, id="agent-disabled"
+    ),
+    pytest.param(
+        FailReason.CHANNEL_ARCHIVED, DeliveryReason.CHANNEL_READ_ONLY, id="channel-archived"
+    ),
+    pytest.param(
+        FailReason.ORIGIN_NOT_HUMAN, DeliveryReason.ORIGIN_NOT_HUMAN, id="origin-unchanged"
+    ),
+    # The trigger decision's own reasons never come from check_invoke; still no acceptance
+    # word may reach a message refused after its acceptance.
+    pytest.param(
+        FailReason.AGENT_NOT_ALLOWED_HERE,
+        DeliveryReason.ACCESS_REVOKED,
+        id="decision-agent-not-allowed-here",
+    ),
+    pytest.param(
+        FailReason.RUN_ACTIVE_OTHER_AGENT,
+        DeliveryReason.ACCESS_REVOKED,
+        id="decision-run-active-other-agent",
+    ),
+]
+
+
+@pytest.mark.parametrize(("reason", "expected"), DELIVERY_ROWS)
+def test_delivery_reason_maps_each_invoke_reason(
+    reason: FailReason, expected: DeliveryReason
+) -> None:
+    assert delivery_reason(reason) is expected
+
+
+def test_the_delivery_table_names_every_fail_reason_once() -> None:
+    named = [row.values[0] for row in DELIVERY_ROWS]
+    assert len(named) == len(set(named))
+    assert set(named) == set(FailReason)
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        pytest.param(invoke_facts(level=Level.WRITE), "access_revoked", id="trigger-downgraded"),
+        pytest.param(invoke_facts(level=Level.NONE), "access_revoked", id="grant-revoked"),
+        pytest.param(invoke_facts(agent=DISABLED), "agent_disabled", id="agent-disabled"),
+        pytest.param(invoke_facts(archived=True), "channel_read_only", id="channel-archived"),
+    ],
+)
+def test_a_recheck_after_acceptance_shows_the_seeds_words(
+    facts: InvokeFacts, expected: str
+) -> None:
+    reason = check_invoke(facts)
+    assert reason is not None
+    assert delivery_reason(reason) == expected

@@ -45,7 +45,7 @@ from turnkeeper.domain.events import EventType
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.messaging import Origin
-from turnkeeper.domain.runs import END_STATES, EndReason, FailReason, RunState
+from turnkeeper.domain.runs import END_STATES, DeliveryReason, EndReason, FailReason, RunState
 
 #: The only target type of the freshness gate today (agents send into threads).
 TARGET_TYPE_THREAD = "thread"
@@ -74,8 +74,14 @@ HTTP_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0
 _ORIGINS = frozenset(origin.value for origin in Origin)
 _SEND_STATES = frozenset(state.value for state in SendState)
 _END_STATES = frozenset(state.value for state in END_STATES)
+# A run refused at the delivery of its invocation ends with a `DeliveryReason`; the
+# invocation denials count the `FailReason` of agent.invoke.
 _SERVER_REASONS = frozenset(
-    [*(reason.value for reason in EndReason), *(reason.value for reason in FailReason)]
+    [
+        *(reason.value for reason in EndReason),
+        *(reason.value for reason in DeliveryReason),
+        *(reason.value for reason in FailReason),
+    ]
 )
 
 #: Pool statistics as psycopg_pool's ``get_stats()`` returns them.
@@ -89,8 +95,8 @@ def run_end_reason(reason: str | None) -> str:
         reason: the run's ``state_reason``.
 
     Returns:
-        The reason itself when the server gives it (`EndReason`, `FailReason`),
-        ``none`` without one, ``agent`` for an agent's own text.
+        The reason itself when the server gives it (`EndReason`, `DeliveryReason`,
+        `FailReason`), ``none`` without one, ``agent`` for an agent's own text.
     """
     if reason is None:
         return REASON_NONE

@@ -3,7 +3,8 @@
 Every delivery of agent.invocation or agent.followup re-checks agent.invoke for the
 message's author with the rights of this moment (DESIGN.md section 6) and carries a
 fresh token (``agent.invocation_token_ttl``); a denied delivery sends nothing and marks
-the message failed (and ends a queued run).
+the message failed (and ends a queued run) with the delivery reason (`delivery_reason`),
+while its audit keeps agent.invoke's own reason.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from turnkeeper.domain.errors import FieldError, ValidationFailed
 from turnkeeper.domain.events import Event, EventType
 from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState
 from turnkeeper.domain.messaging import TriggerState
-from turnkeeper.domain.runs import RunState, TriggerKind, bump_version
+from turnkeeper.domain.runs import RunState, TriggerKind, bump_version, delivery_reason
 from turnkeeper.domain.world import Principal
 
 #: The capabilities an agent may report by heartbeat (none reported: absent).
@@ -131,8 +132,9 @@ class AgentFeedService:
 
         Every delivery of agent.invocation re-checks agent.invoke for the run's author
         with the rights of this moment; a denial sends nothing, marks the message failed
-        and ends the queued run. Invocations of runs that are no longer queued are not
-        deliverable and are skipped.
+        and ends the queued run failed, both with the delivery reason
+        (`turnkeeper.domain.runs.delivery_reason`). Invocations of runs that are no
+        longer queued are not deliverable and are skipped.
 
         Args:
             actor: the polling agent, or the request's bearer token (see `poll_as`).
@@ -403,9 +405,17 @@ class AgentFeedService:
             return None
         reason = await invoke_denial(uow, target, author, agent, message.origin)
         if reason is not None:
+            # The audit records the authorization decision; the run and its message show
+            # what was lost since the acceptance (the delivery mapping).
             await self._audit.record(uow, author.id, AuditAction.AGENT_INVOKE, reason.value)
             await self._ender.end(
-                uow, run, target, RunState.FAILED, reason.value, actor=agent, agent=agent
+                uow,
+                run,
+                target,
+                RunState.FAILED,
+                delivery_reason(reason).value,
+                actor=agent,
+                agent=agent,
             )
             refused.append(run.id)
             return None
@@ -422,7 +432,8 @@ class AgentFeedService:
         Not deliverable (the row is no longer queued or delivered, the message is
         deleted, the run ended): skipped without token or audit. The author is
         re-checked with today's rights; a denial discards the row, raises the run's
-        version and fails the message, and never touches the run otherwise.
+        version and fails the message with the delivery reason (`delivery_reason`), and
+        never touches the run otherwise.
         """
         run = await uow.runs.lock(event.resource_id)
         message_id = uuid.UUID(str(event.payload["message_id"]))
@@ -443,11 +454,13 @@ class AgentFeedService:
         reason = await invoke_denial(uow, target, author, agent, message.origin)
         if reason is not None:
             now = self._clock.now()
+            # The audit records the authorization decision; the message shows what was
+            # lost since the acceptance (the delivery mapping).
             await self._audit.record(uow, author.id, AuditAction.AGENT_INVOKE, reason.value)
             await uow.followups.set_states(run.id, [message_id], FollowupState.DISCARDED, now)
             await self._changes.store(uow, run, bump_version(run, now), agent, target)
             await self._changes.set_trigger_states(
-                uow, target, [message_id], TriggerState.FAILED, reason.value
+                uow, target, [message_id], TriggerState.FAILED, delivery_reason(reason).value
             )
             return None
         token, jti = self._sign(run.id, message_id, TriggerKind.FOLLOWUP, author.id)

@@ -28,7 +28,14 @@ from turnkeeper.domain.followups import (
     plan_run_end,
 )
 from turnkeeper.domain.messaging import TriggerState
-from turnkeeper.domain.runs import TRIGGER_STATE_OF, EndReason, Run, RunState, end
+from turnkeeper.domain.runs import (
+    TRIGGER_STATE_OF,
+    EndReason,
+    Run,
+    RunState,
+    delivery_reason,
+    end,
+)
 from turnkeeper.domain.world import Principal
 
 _log = get_logger("turnkeeper.runs")
@@ -111,8 +118,9 @@ class RunEnder:
         Deleted messages are discarded; after a stop by a person the others are
         discarded with cancelled / user_cancelled; after every other end the first
         candidate whose author still passes agent.invoke triggers a new run (its row
-        stays deferred here), denied ones before it are discarded with failed, and the
-        rest move to the new run as queued follow-ups.
+        stays deferred here), denied ones before it are discarded with failed and the
+        delivery reason (`delivery_reason`: they were accepted once), and the rest move
+        to the new run as queued follow-ups.
         """
         open_followups = await uow.followups.lock_open(ended.id)
         if not open_followups:
@@ -148,12 +156,18 @@ class RunEnder:
         )
         for denied in choice.denied:
             message_id = denied.followup.message_id
+            # The audit records the authorization decision; the message shows what was
+            # lost since its acceptance as a follow-up (the delivery mapping).
             await self._audit.record(
                 uow, denied.followup.author_id, AuditAction.AGENT_INVOKE, denied.reason.value
             )
             await uow.followups.set_states(ended.id, [message_id], FollowupState.DISCARDED, now)
             await self._changes.set_trigger_states(
-                uow, target, [message_id], TriggerState.FAILED, denied.reason.value
+                uow,
+                target,
+                [message_id],
+                TriggerState.FAILED,
+                delivery_reason(denied.reason).value,
             )
         trigger = choice.trigger
         if trigger is None:
