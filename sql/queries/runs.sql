@@ -15,16 +15,30 @@ INSERT INTO runs (
 SELECT * FROM runs WHERE id = sqlc.arg(id);
 
 -- The run row lock: every change of a run and the end of a run hold it until commit.
+-- The run's thread row is locked first (FOR NO KEY UPDATE, the mode of an append), in the
+-- order every unit takes the two: thread, then run. The acceptance of a message holds
+-- the thread row and then locks the thread's active run, and the end of a run may open
+-- a follow-on run, whose anchor is appended to the thread: a unit that held the run
+-- before the thread deadlocked with it, and under a burst of follow-ups the reruns of
+-- the deadlock ran out (500). The thread_id never changes, so the unlocked read that
+-- finds the thread is exact; the EXISTS filter runs before the run row is locked.
 -- name: LockRun :one
-SELECT * FROM runs WHERE id = sqlc.arg(id) FOR UPDATE;
+WITH thread AS (
+    SELECT t.id FROM threads t
+    WHERE t.id = (SELECT r.thread_id FROM runs r WHERE r.id = sqlc.arg(id))
+    FOR NO KEY UPDATE
+)
+SELECT runs.* FROM runs
+WHERE runs.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM thread)
+FOR UPDATE OF runs;
 
 -- LockRun for the caller of a bearer token, read in the same round trip (ADR 0026): the
 -- live token of the hash and its principal as one JSON column (as GetPostFacts reads
 -- them: [id, kind, handle, display_name, is_owner, billing_mode, holder_id,
 -- supports_followups, enabled, reported_followups, created_at, token id, label, origin,
--- token created_at, last_used_at]), then the run's columns, locked FOR UPDATE (NULL for
--- an unknown run). No row at all for an unknown or revoked token, and then no run is
--- locked.
+-- token created_at, last_used_at]), then the run's columns, locked FOR UPDATE after its
+-- thread row (as LockRun; NULL for an unknown run). No row at all for an unknown or
+-- revoked token, and then nothing is locked.
 -- name: LockRunForToken :one
 WITH token AS (
     SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
@@ -38,13 +52,19 @@ caller AS (
     FROM principals p
     WHERE p.id = (SELECT token.principal_id FROM token)
 ),
+thread AS (
+    SELECT t.id FROM threads t
+    WHERE t.id = (SELECT r.thread_id FROM runs r WHERE r.id = sqlc.arg(id))
+      AND EXISTS (SELECT 1 FROM caller)
+    FOR NO KEY UPDATE
+),
 locked AS (
     SELECT r.id, r.thread_id, r.agent_id, r.state, r.state_reason, r.trigger_kind,
            r.triggering_message_id, r.triggered_by, r.version, r.cancel_requested,
            r.cancel_requested_at, r.invocation_jti, r.created_at, r.updated_at
     FROM runs r
-    WHERE r.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM caller)
-    FOR UPDATE
+    WHERE r.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM thread)
+    FOR UPDATE OF r
 )
 SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
                         caller.is_owner, caller.billing_mode, caller.holder_id,
@@ -86,29 +106,85 @@ UPDATE runs SET
     updated_at = sqlc.arg(updated_at)
 WHERE id = sqlc.arg(id);
 
--- Jobs take due runs with SKIP LOCKED, so that several runners never end a run twice.
+-- Jobs take due runs with SKIP LOCKED, so that several runners never end a run twice,
+-- each after its thread row (the order of LockRun), also with SKIP LOCKED: a run whose
+-- thread is busy (an append in flight) is left to the next pass, and a job never waits
+-- for a lock, so it closes no cycle. The due runs are found in the statement's
+-- snapshot; the locked rows are checked again on their newest version (the conditions
+-- are repeated on the locking scan).
 -- name: LockRunsCreatedBefore :many
-SELECT * FROM runs
-WHERE state = ANY(sqlc.arg(states)::text[]) AND created_at < sqlc.arg(before)
-ORDER BY created_at LIMIT sqlc.arg(max_runs) FOR UPDATE SKIP LOCKED;
+WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r
+    WHERE r.state = ANY(sqlc.arg(states)::text[]) AND r.created_at < sqlc.arg(before)
+    ORDER BY r.created_at LIMIT sqlc.arg(max_runs)
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.* FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.state = ANY(sqlc.arg(states)::text[]) AND runs.created_at < sqlc.arg(before)
+ORDER BY runs.created_at FOR UPDATE OF runs SKIP LOCKED;
 
 -- name: LockRunsUpdatedBefore :many
-SELECT * FROM runs
-WHERE state = ANY(sqlc.arg(states)::text[]) AND updated_at < sqlc.arg(before)
-ORDER BY updated_at LIMIT sqlc.arg(max_runs) FOR UPDATE SKIP LOCKED;
+WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r
+    WHERE r.state = ANY(sqlc.arg(states)::text[]) AND r.updated_at < sqlc.arg(before)
+    ORDER BY r.updated_at LIMIT sqlc.arg(max_runs)
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.* FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.state = ANY(sqlc.arg(states)::text[]) AND runs.updated_at < sqlc.arg(before)
+ORDER BY runs.updated_at FOR UPDATE OF runs SKIP LOCKED;
 
 -- name: LockRunsCancelRequestedBefore :many
-SELECT * FROM runs
-WHERE state = ANY(sqlc.arg(states)::text[]) AND cancel_requested
-  AND cancel_requested_at < sqlc.arg(before)
-ORDER BY cancel_requested_at LIMIT sqlc.arg(max_runs) FOR UPDATE SKIP LOCKED;
+WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r
+    WHERE r.state = ANY(sqlc.arg(states)::text[]) AND r.cancel_requested
+      AND r.cancel_requested_at < sqlc.arg(before)
+    ORDER BY r.cancel_requested_at LIMIT sqlc.arg(max_runs)
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.* FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.state = ANY(sqlc.arg(states)::text[]) AND runs.cancel_requested
+  AND runs.cancel_requested_at < sqlc.arg(before)
+ORDER BY runs.cancel_requested_at FOR UPDATE OF runs SKIP LOCKED;
 
 -- name: LockActiveRunsOfAgent :many
-SELECT * FROM runs
-WHERE agent_id = sqlc.arg(agent_id) AND state IN ('queued', 'running', 'waiting_input')
-ORDER BY id LIMIT sqlc.arg(max_runs) FOR UPDATE SKIP LOCKED;
+WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r
+    WHERE r.agent_id = sqlc.arg(agent_id) AND r.state IN ('queued', 'running', 'waiting_input')
+    ORDER BY r.id LIMIT sqlc.arg(max_runs)
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.* FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.agent_id = sqlc.arg(agent_id) AND runs.state IN ('queued', 'running', 'waiting_input')
+ORDER BY runs.id FOR UPDATE OF runs SKIP LOCKED;
 
 -- name: LockActiveRunsOfDisabledAgents :many
-SELECT runs.* FROM runs JOIN principals ON principals.id = runs.agent_id
-WHERE NOT principals.enabled AND runs.state IN ('queued', 'running', 'waiting_input')
-ORDER BY runs.id LIMIT sqlc.arg(max_runs) FOR UPDATE OF runs SKIP LOCKED;
+WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r JOIN principals p ON p.id = r.agent_id
+    WHERE NOT p.enabled AND r.state IN ('queued', 'running', 'waiting_input')
+    ORDER BY r.id LIMIT sqlc.arg(max_runs)
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.* FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.state IN ('queued', 'running', 'waiting_input')
+ORDER BY runs.id FOR UPDATE OF runs SKIP LOCKED;

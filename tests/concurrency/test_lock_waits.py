@@ -19,11 +19,13 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 import attrs
+import psycopg
 import pytest
 
 from tests.support.locks import backend_pid, wait_until_blocked
 from tests.support.scenario import main_thread, started_run
 from tests.support.services import services_over
+from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.application.demo import build_demo_world
 from turnkeeper.application.ports import UnitOfWork, UnitOfWorkFactory
 from turnkeeper.domain.runs import AnswerRun, Run
@@ -276,3 +278,74 @@ async def test_an_answer_waits_for_the_end_of_the_run_it_names(
         assert ending is not None
         assert answered is not None
         assert answered.state is ending.state
+
+
+async def _run_of(factory: UnitOfWorkFactory, run_id: uuid.UUID) -> Run:
+    async with factory() as uow:
+        run = await uow.runs.get(run_id)
+    assert run is not None
+    return run
+
+
+async def test_the_lock_of_a_run_waits_for_its_thread_row_before_the_run_row(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    # Found by a black-box audit: the end of a run held the run row and then needed the
+    # thread row (the anchor of a follow-on run), while an acceptance held the thread row
+    # and waited for the run row; under a burst of follow-ups the reruns of the deadlock
+    # ran out. Every unit now takes the thread row first.
+    run = await _run_of(pg_uow_factory, rows.run_id)
+    author = rows.principal_ids[0]
+    for _ in range(ROUNDS):
+        async with pg_uow_factory() as holder:
+            await post_into(run.thread_id, author)(holder)
+            waiting = asyncio.create_task(
+                _in_unit(pg_uow_factory, end_of(rows.run_id), commit=True)
+            )
+            await wait_until_blocked(pg_conninfo, backend_pid(holder))
+            # While it waits for the thread, the run row is free: it is not held by a
+            # unit that waits for the thread (the cycle the audit found).
+            async with await psycopg.AsyncConnection.connect(pg_conninfo) as probe:
+                await probe.execute(
+                    "SELECT 1 FROM runs WHERE id = %s FOR UPDATE NOWAIT", (rows.run_id,)
+                )
+                await probe.rollback()
+            assert not waiting.done(), "the lock of the run must wait for the thread row"
+            await holder.commit()
+        locked = await waiting
+        assert locked is not None
+        assert locked.id == rows.run_id
+
+
+#: The bound on a job's lock wait in the test below: a job that waited for the thread
+#: row would fail with LockNotAvailable instead of hanging the test run.
+JOB_LOCK_TIMEOUT = "10s"
+#: Runs a job pass takes at most in the test below.
+JOB_BATCH = 100
+
+
+async def test_a_job_skips_a_run_whose_thread_row_is_held(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory, rows: Rows
+) -> None:
+    run = await _run_of(pg_uow_factory, rows.run_id)
+    author = rows.principal_ids[0]
+    later = datetime(9999, 1, 1, tzinfo=UTC)
+    for _ in range(ROUNDS):
+        async with (
+            pg_uow_factory() as holder,
+            await psycopg.AsyncConnection.connect(pg_conninfo) as job,
+        ):
+            await post_into(run.thread_id, author)(holder)
+            await job.execute(f"SET LOCAL lock_timeout = '{JOB_LOCK_TIMEOUT}'")
+            taken = await q.lock_runs_updated_before(
+                job, states=["running"], before=later, max_runs=JOB_BATCH
+            )
+            # The stall check's pass leaves the run to its next pass, without waiting.
+            assert rows.run_id not in {r.id for r in taken}
+            await job.rollback()
+            await holder.commit()
+            taken = await q.lock_runs_updated_before(
+                job, states=["running"], before=later, max_runs=JOB_BATCH
+            )
+            assert rows.run_id in {r.id for r in taken}
+            await job.rollback()

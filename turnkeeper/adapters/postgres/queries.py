@@ -1373,7 +1373,14 @@ _INSERT_RUN = """INSERT INTO runs (
 
 _GET_RUN = """SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs WHERE id = %(p1)s"""
 
-_LOCK_RUN = """SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs WHERE id = %(p1)s FOR UPDATE"""
+_LOCK_RUN = """WITH thread AS (
+    SELECT t.id FROM threads t
+    WHERE t.id = (SELECT r.thread_id FROM runs r WHERE r.id = %(p1)s)
+    FOR NO KEY UPDATE
+)
+SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+WHERE runs.id = %(p1)s AND EXISTS (SELECT 1 FROM thread)
+FOR UPDATE OF runs"""
 
 _LOCK_RUN_FOR_TOKEN = """WITH token AS (
     SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
@@ -1387,13 +1394,19 @@ caller AS (
     FROM principals p
     WHERE p.id = (SELECT token.principal_id FROM token)
 ),
+thread AS (
+    SELECT t.id FROM threads t
+    WHERE t.id = (SELECT r.thread_id FROM runs r WHERE r.id = %(p2)s)
+      AND EXISTS (SELECT 1 FROM caller)
+    FOR NO KEY UPDATE
+),
 locked AS (
     SELECT r.id, r.thread_id, r.agent_id, r.state, r.state_reason, r.trigger_kind,
            r.triggering_message_id, r.triggered_by, r.version, r.cancel_requested,
            r.cancel_requested_at, r.invocation_jti, r.created_at, r.updated_at
     FROM runs r
-    WHERE r.id = %(p2)s AND EXISTS (SELECT 1 FROM caller)
-    FOR UPDATE
+    WHERE r.id = %(p2)s AND EXISTS (SELECT 1 FROM thread)
+    FOR UPDATE OF r
 )
 SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
                         caller.is_owner, caller.billing_mode, caller.holder_id,
@@ -1427,26 +1440,77 @@ _UPDATE_RUN = """UPDATE runs SET
     updated_at = %(p7)s
 WHERE id = %(p8)s"""
 
-_LOCK_RUNS_CREATED_BEFORE = """SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs
-WHERE state = ANY(%(p1)s::text[]) AND created_at < %(p2)s
-ORDER BY created_at LIMIT %(p3)s FOR UPDATE SKIP LOCKED"""
+_LOCK_RUNS_CREATED_BEFORE = """WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r
+    WHERE r.state = ANY(%(p1)s::text[]) AND r.created_at < %(p2)s
+    ORDER BY r.created_at LIMIT %(p3)s
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.state = ANY(%(p1)s::text[]) AND runs.created_at < %(p2)s
+ORDER BY runs.created_at FOR UPDATE OF runs SKIP LOCKED"""
 
-_LOCK_RUNS_UPDATED_BEFORE = """SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs
-WHERE state = ANY(%(p1)s::text[]) AND updated_at < %(p2)s
-ORDER BY updated_at LIMIT %(p3)s FOR UPDATE SKIP LOCKED"""
+_LOCK_RUNS_UPDATED_BEFORE = """WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r
+    WHERE r.state = ANY(%(p1)s::text[]) AND r.updated_at < %(p2)s
+    ORDER BY r.updated_at LIMIT %(p3)s
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.state = ANY(%(p1)s::text[]) AND runs.updated_at < %(p2)s
+ORDER BY runs.updated_at FOR UPDATE OF runs SKIP LOCKED"""
 
-_LOCK_RUNS_CANCEL_REQUESTED_BEFORE = """SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs
-WHERE state = ANY(%(p1)s::text[]) AND cancel_requested
-  AND cancel_requested_at < %(p2)s
-ORDER BY cancel_requested_at LIMIT %(p3)s FOR UPDATE SKIP LOCKED"""
+_LOCK_RUNS_CANCEL_REQUESTED_BEFORE = """WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r
+    WHERE r.state = ANY(%(p1)s::text[]) AND r.cancel_requested
+      AND r.cancel_requested_at < %(p2)s
+    ORDER BY r.cancel_requested_at LIMIT %(p3)s
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.state = ANY(%(p1)s::text[]) AND runs.cancel_requested
+  AND runs.cancel_requested_at < %(p2)s
+ORDER BY runs.cancel_requested_at FOR UPDATE OF runs SKIP LOCKED"""
 
-_LOCK_ACTIVE_RUNS_OF_AGENT = """SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs
-WHERE agent_id = %(p1)s AND state IN ('queued', 'running', 'waiting_input')
-ORDER BY id LIMIT %(p2)s FOR UPDATE SKIP LOCKED"""
+_LOCK_ACTIVE_RUNS_OF_AGENT = """WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r
+    WHERE r.agent_id = %(p1)s AND r.state IN ('queued', 'running', 'waiting_input')
+    ORDER BY r.id LIMIT %(p2)s
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.agent_id = %(p1)s AND runs.state IN ('queued', 'running', 'waiting_input')
+ORDER BY runs.id FOR UPDATE OF runs SKIP LOCKED"""
 
-_LOCK_ACTIVE_RUNS_OF_DISABLED_AGENTS = """SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs JOIN principals ON principals.id = runs.agent_id
-WHERE NOT principals.enabled AND runs.state IN ('queued', 'running', 'waiting_input')
-ORDER BY runs.id LIMIT %(p1)s FOR UPDATE OF runs SKIP LOCKED"""
+_LOCK_ACTIVE_RUNS_OF_DISABLED_AGENTS = """WITH due AS (
+    SELECT r.id, r.thread_id FROM runs r JOIN principals p ON p.id = r.agent_id
+    WHERE NOT p.enabled AND r.state IN ('queued', 'running', 'waiting_input')
+    ORDER BY r.id LIMIT %(p1)s
+),
+thread AS (
+    SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+  AND runs.state IN ('queued', 'running', 'waiting_input')
+ORDER BY runs.id FOR UPDATE OF runs SKIP LOCKED"""
 
 _INSERT_SPACE = """INSERT INTO spaces (id, name, default_operator_id, created_by, created_at)
 VALUES (
@@ -4244,10 +4308,24 @@ async def lock_run(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> RunR
     """Run LockRun (:one, sql/queries/runs.sql).
 
     The run row lock: every change of a run and the end of a run hold it until commit.
+    The run's thread row is locked first (FOR NO KEY UPDATE, the mode of an append), in the
+    order every unit takes the two: thread, then run. The acceptance of a message holds
+    the thread row and then locks the thread's active run, and the end of a run may open
+    a follow-on run, whose anchor is appended to the thread: a unit that held the run
+    before the thread deadlocked with it, and under a burst of follow-ups the reruns of
+    the deadlock ran out (500). The thread_id never changes, so the unlocked read that
+    finds the thread is exact; the EXISTS filter runs before the run row is locked.
 
     SQL::
 
-        SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs WHERE id = $1 FOR UPDATE
+        WITH thread AS (
+            SELECT t.id FROM threads t
+            WHERE t.id = (SELECT r.thread_id FROM runs r WHERE r.id = $1)
+            FOR NO KEY UPDATE
+        )
+        SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+        WHERE runs.id = $1 AND EXISTS (SELECT 1 FROM thread)
+        FOR UPDATE OF runs
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -4270,9 +4348,9 @@ async def lock_run_for_token(
     live token of the hash and its principal as one JSON column (as GetPostFacts reads
     them: [id, kind, handle, display_name, is_owner, billing_mode, holder_id,
     supports_followups, enabled, reported_followups, created_at, token id, label, origin,
-    token created_at, last_used_at]), then the run's columns, locked FOR UPDATE (NULL for
-    an unknown run). No row at all for an unknown or revoked token, and then no run is
-    locked.
+    token created_at, last_used_at]), then the run's columns, locked FOR UPDATE after its
+    thread row (as LockRun; NULL for an unknown run). No row at all for an unknown or
+    revoked token, and then nothing is locked.
 
     SQL::
 
@@ -4288,13 +4366,19 @@ async def lock_run_for_token(
             FROM principals p
             WHERE p.id = (SELECT token.principal_id FROM token)
         ),
+        thread AS (
+            SELECT t.id FROM threads t
+            WHERE t.id = (SELECT r.thread_id FROM runs r WHERE r.id = $2)
+              AND EXISTS (SELECT 1 FROM caller)
+            FOR NO KEY UPDATE
+        ),
         locked AS (
             SELECT r.id, r.thread_id, r.agent_id, r.state, r.state_reason, r.trigger_kind,
                    r.triggering_message_id, r.triggered_by, r.version, r.cancel_requested,
                    r.cancel_requested_at, r.invocation_jti, r.created_at, r.updated_at
             FROM runs r
-            WHERE r.id = $2 AND EXISTS (SELECT 1 FROM caller)
-            FOR UPDATE
+            WHERE r.id = $2 AND EXISTS (SELECT 1 FROM thread)
+            FOR UPDATE OF r
         )
         SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
                                 caller.is_owner, caller.billing_mode, caller.holder_id,
@@ -4439,13 +4523,28 @@ async def lock_runs_created_before(
 ) -> list[RunRow]:
     """Run LockRunsCreatedBefore (:many, sql/queries/runs.sql).
 
-    Jobs take due runs with SKIP LOCKED, so that several runners never end a run twice.
+    Jobs take due runs with SKIP LOCKED, so that several runners never end a run twice,
+    each after its thread row (the order of LockRun), also with SKIP LOCKED: a run whose
+    thread is busy (an append in flight) is left to the next pass, and a job never waits
+    for a lock, so it closes no cycle. The due runs are found in the statement's
+    snapshot; the locked rows are checked again on their newest version (the conditions
+    are repeated on the locking scan).
 
     SQL::
 
-        SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs
-        WHERE state = ANY($1::text[]) AND created_at < $2
-        ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED
+        WITH due AS (
+            SELECT r.id, r.thread_id FROM runs r
+            WHERE r.state = ANY($1::text[]) AND r.created_at < $2
+            ORDER BY r.created_at LIMIT $3
+        ),
+        thread AS (
+            SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+            FOR NO KEY UPDATE SKIP LOCKED
+        )
+        SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+        WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+          AND runs.state = ANY($1::text[]) AND runs.created_at < $2
+        ORDER BY runs.created_at FOR UPDATE OF runs SKIP LOCKED
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -4474,9 +4573,19 @@ async def lock_runs_updated_before(
 
     SQL::
 
-        SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs
-        WHERE state = ANY($1::text[]) AND updated_at < $2
-        ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED
+        WITH due AS (
+            SELECT r.id, r.thread_id FROM runs r
+            WHERE r.state = ANY($1::text[]) AND r.updated_at < $2
+            ORDER BY r.updated_at LIMIT $3
+        ),
+        thread AS (
+            SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+            FOR NO KEY UPDATE SKIP LOCKED
+        )
+        SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+        WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+          AND runs.state = ANY($1::text[]) AND runs.updated_at < $2
+        ORDER BY runs.updated_at FOR UPDATE OF runs SKIP LOCKED
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -4505,10 +4614,21 @@ async def lock_runs_cancel_requested_before(
 
     SQL::
 
-        SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs
-        WHERE state = ANY($1::text[]) AND cancel_requested
-          AND cancel_requested_at < $2
-        ORDER BY cancel_requested_at LIMIT $3 FOR UPDATE SKIP LOCKED
+        WITH due AS (
+            SELECT r.id, r.thread_id FROM runs r
+            WHERE r.state = ANY($1::text[]) AND r.cancel_requested
+              AND r.cancel_requested_at < $2
+            ORDER BY r.cancel_requested_at LIMIT $3
+        ),
+        thread AS (
+            SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+            FOR NO KEY UPDATE SKIP LOCKED
+        )
+        SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+        WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+          AND runs.state = ANY($1::text[]) AND runs.cancel_requested
+          AND runs.cancel_requested_at < $2
+        ORDER BY runs.cancel_requested_at FOR UPDATE OF runs SKIP LOCKED
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -4533,9 +4653,19 @@ async def lock_active_runs_of_agent(
 
     SQL::
 
-        SELECT id, thread_id, agent_id, state, state_reason, trigger_kind, triggering_message_id, triggered_by, version, cancel_requested, cancel_requested_at, invocation_jti, created_at, updated_at FROM runs
-        WHERE agent_id = $1 AND state IN ('queued', 'running', 'waiting_input')
-        ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
+        WITH due AS (
+            SELECT r.id, r.thread_id FROM runs r
+            WHERE r.agent_id = $1 AND r.state IN ('queued', 'running', 'waiting_input')
+            ORDER BY r.id LIMIT $2
+        ),
+        thread AS (
+            SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+            FOR NO KEY UPDATE SKIP LOCKED
+        )
+        SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+        WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+          AND runs.agent_id = $1 AND runs.state IN ('queued', 'running', 'waiting_input')
+        ORDER BY runs.id FOR UPDATE OF runs SKIP LOCKED
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -4557,9 +4687,19 @@ async def lock_active_runs_of_disabled_agents(
 
     SQL::
 
-        SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs JOIN principals ON principals.id = runs.agent_id
-        WHERE NOT principals.enabled AND runs.state IN ('queued', 'running', 'waiting_input')
-        ORDER BY runs.id LIMIT $1 FOR UPDATE OF runs SKIP LOCKED
+        WITH due AS (
+            SELECT r.id, r.thread_id FROM runs r JOIN principals p ON p.id = r.agent_id
+            WHERE NOT p.enabled AND r.state IN ('queued', 'running', 'waiting_input')
+            ORDER BY r.id LIMIT $1
+        ),
+        thread AS (
+            SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
+            FOR NO KEY UPDATE SKIP LOCKED
+        )
+        SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+        WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
+          AND runs.state IN ('queued', 'running', 'waiting_input')
+        ORDER BY runs.id FOR UPDATE OF runs SKIP LOCKED
 
     Args:
         conn: the connection; the statement runs in its current transaction.

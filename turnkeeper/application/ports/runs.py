@@ -45,7 +45,12 @@ class RunRepository(Protocol):
         ...
 
     async def lock(self, run_id: uuid.UUID) -> Run | None:
-        """The run, locked FOR UPDATE until the unit ends, or None."""
+        """The run, locked FOR UPDATE until the unit ends, or None.
+
+        Its thread's row is locked first (the order of every unit: thread, then run), so
+        that the end of a run, which may append a follow-on run's anchor to the thread,
+        never holds the run while an acceptance holds the thread and waits for the run.
+        """
         ...
 
     async def lock_for_token(self, run_id: uuid.UUID, token_hash: bytes) -> TokenRun | None:
@@ -84,7 +89,9 @@ class RunRepository(Protocol):
         """Queued runs created before `before`, for the queued expiry job.
 
         Rows are taken FOR UPDATE SKIP LOCKED, oldest first, so that several job runners
-        never take the same run (likewise for the other job queries).
+        never take the same run, each after its thread's row, also SKIP LOCKED (the
+        order of `lock`): a run whose thread is busy waits for the next pass. Likewise
+        for the other job queries.
         """
         ...
 
