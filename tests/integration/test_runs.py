@@ -422,6 +422,35 @@ class TestLifecycle:
         # The audit records the authorization decision, not the word the message shows.
         assert await denials(services, alex) == [("agent.invoke", "no_trigger_right", 1)]
 
+    @pytest.mark.parametrize("first", ["poll", "job"])
+    async def test_a_disabled_agents_queued_run_ends_alike_by_its_poll_or_the_job(
+        self, services: Services, world: DemoWorld, first: str
+    ) -> None:
+        # Found by an audit: the poll of a disabled agent (it may still authenticate)
+        # ended its queued run failed / agent_disabled, the job cancelled / agent_disabled
+        # (DESIGN.md section 6); the end depended on which came first.
+        lotse, robin = world.principal("lotse"), world.principal("robin")
+        thread_id = main_thread(world, "allgemein")
+        trigger = await post(services, world, "alex", thread_id, "d1")
+        (run,) = await runs_of(services, thread_id)
+        await services.admin.set_agent_config(robin, lotse.id, enabled=False)
+
+        if first == "poll":
+            assert await invocations(services, lotse) == []
+        else:
+            assert (await services.runs.run_jobs_once())["agent_disabled"] == 1
+
+        view = await services.runs.get(robin, run.id)
+        assert (view.run.state, view.run.state_reason) == (RunState.CANCELLED, "agent_disabled")
+        stored = await message(services, trigger.id)
+        assert (stored.trigger_state, stored.trigger_state_reason) == (
+            TriggerState.CANCELLED,
+            "agent_disabled",
+        )
+        # Ended once: the other path finds nothing left to end.
+        assert (await services.runs.run_jobs_once())["agent_disabled"] == 0
+        assert await invocations(services, lotse) == []
+
 
 class TestCancel:
     async def test_cancel_queued_ends_at_once(self, services: Services, world: DemoWorld) -> None:

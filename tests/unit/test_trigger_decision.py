@@ -24,11 +24,13 @@ from turnkeeper.domain.runs import (
     FailReason,
     InvokeFacts,
     OutcomeKind,
+    RunState,
     TriggerFacts,
     TriggerOutcome,
     check_invoke,
     decide_trigger,
     delivery_reason,
+    refused_invocation_end,
 )
 from turnkeeper.domain.world import BillingMode, ChannelBehavior, Level
 
@@ -545,3 +547,32 @@ def test_a_recheck_after_acceptance_shows_the_seeds_words(
     reason = check_invoke(facts)
     assert reason is not None
     assert delivery_reason(reason) == expected
+
+
+#: How a queued run ends when its invocation is refused at delivery, per agent.invoke reason.
+REFUSED_INVOCATION_ENDS = {
+    FailReason.NO_TRIGGER_RIGHT: (RunState.FAILED, "access_revoked"),
+    FailReason.BILLING_MODE_PERSONAL_NOT_HOLDER: (RunState.FAILED, "access_revoked"),
+    FailReason.CHANNEL_ARCHIVED: (RunState.FAILED, "channel_read_only"),
+    FailReason.AGENT_NOT_ALLOWED_HERE: (RunState.FAILED, "access_revoked"),
+    FailReason.RUN_ACTIVE_OTHER_AGENT: (RunState.FAILED, "access_revoked"),
+    FailReason.ORIGIN_NOT_HUMAN: (RunState.FAILED, "origin_not_human"),
+    # Found by an audit: a disabled agent's poll ended its queued run failed, the job
+    # cancelled (DESIGN.md section 6: agent disabled, cancelled / agent_disabled).
+    FailReason.AGENT_NOT_REACHABLE: (RunState.CANCELLED, "agent_disabled"),
+}
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    REFUSED_INVOCATION_ENDS.items(),
+    ids=[r.value for r in REFUSED_INVOCATION_ENDS],
+)
+def test_a_refused_invocation_ends_its_run_as_the_rules_say(
+    reason: FailReason, expected: tuple[RunState, str]
+) -> None:
+    assert refused_invocation_end(reason) == expected
+
+
+def test_the_refused_invocation_table_names_every_reason() -> None:
+    assert set(REFUSED_INVOCATION_ENDS) == set(FailReason)

@@ -131,6 +131,26 @@ class EndReason(enum.StrEnum):
     INVOKE_DENIED = "invoke_denied"
 
 
+def refused_invocation_end(reason: FailReason) -> tuple[RunState, str]:
+    """How a queued run ends when the delivery of its agent.invocation is refused.
+
+    A disabled agent's run ends as the agent-disabled job ends it (DESIGN.md section 6:
+    cancelled / agent_disabled), so the end does not depend on which comes first, the
+    agent's poll or the job. Every other refusal ends it failed with the delivery reason
+    (`delivery_reason`).
+
+    Args:
+        reason: what `check_invoke` answered at the delivery.
+
+    Returns:
+        The end state and the run's ``state_reason`` (its trigger message follows the
+        state, with the same reason).
+    """
+    if reason is FailReason.AGENT_NOT_REACHABLE:
+        return RunState.CANCELLED, EndReason.AGENT_DISABLED.value
+    return RunState.FAILED, delivery_reason(reason).value
+
+
 @attrs.frozen(kw_only=True)
 class AgentFacts:
     """What the trigger rules know of an agent.

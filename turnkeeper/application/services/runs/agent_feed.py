@@ -39,7 +39,13 @@ from turnkeeper.domain.errors import FieldError, ValidationFailed
 from turnkeeper.domain.events import Event, EventType
 from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState
 from turnkeeper.domain.messaging import TriggerState
-from turnkeeper.domain.runs import RunState, TriggerKind, bump_version, delivery_reason
+from turnkeeper.domain.runs import (
+    RunState,
+    TriggerKind,
+    bump_version,
+    delivery_reason,
+    refused_invocation_end,
+)
 from turnkeeper.domain.world import Principal
 
 #: The capabilities an agent may report by heartbeat (none reported: absent).
@@ -131,10 +137,10 @@ class AgentFeedService:
         """Deliver an agent's personal events with fresh invocation tokens.
 
         Every delivery of agent.invocation re-checks agent.invoke for the run's author
-        with the rights of this moment; a denial sends nothing, marks the message failed
-        and ends the queued run failed, both with the delivery reason
-        (`turnkeeper.domain.runs.delivery_reason`). Invocations of runs that are no
-        longer queued are not deliverable and are skipped.
+        with the rights of this moment; a denial sends nothing and ends the queued run
+        (`turnkeeper.domain.runs.refused_invocation_end`: failed with the delivery
+        reason, or cancelled / agent_disabled for a disabled agent), its message with it.
+        Invocations of runs that are no longer queued are not deliverable and are skipped.
 
         Args:
             actor: the polling agent, or the request's bearer token (see `poll_as`).
@@ -406,17 +412,11 @@ class AgentFeedService:
         reason = await invoke_denial(uow, target, author, agent, message.origin)
         if reason is not None:
             # The audit records the authorization decision; the run and its message show
-            # what was lost since the acceptance (the delivery mapping).
+            # what was lost since the acceptance (the delivery mapping), a disabled
+            # agent's run ending as the agent-disabled job ends it.
             await self._audit.record(uow, author.id, AuditAction.AGENT_INVOKE, reason.value)
-            await self._ender.end(
-                uow,
-                run,
-                target,
-                RunState.FAILED,
-                delivery_reason(reason).value,
-                actor=agent,
-                agent=agent,
-            )
+            state, end_reason = refused_invocation_end(reason)
+            await self._ender.end(uow, run, target, state, end_reason, actor=agent, agent=agent)
             refused.append(run.id)
             return None
         token, _ = self._sign(run.id, message.id, TriggerKind.MESSAGE, author.id)
