@@ -10,9 +10,11 @@ the server).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +36,8 @@ from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: The source tree (the ``bench`` package is not installed; it runs from the checkout).
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
+#: The prefix of the short temporary directory a benchmark's own one goes into.
+SHORT_TMP_PREFIX = "tkb-"
 
 
 def _embedded_env(data_dir: Path) -> dict[str, str]:
@@ -126,8 +130,11 @@ def test_a_stopped_benchmark_stops_its_embedded_postgres(
 ) -> None:
     # Found when a benchmark was stopped with SIGTERM: its embedded server ran on, with
     # its temporary directory, until someone stopped it by hand.
+    # The benchmark's temporary directory goes into a short one of its own: below
+    # pytest's tmp_path the embedded server's socket path grew past the kernel's limit.
+    short = Path(tempfile.mkdtemp(prefix=SHORT_TMP_PREFIX))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
-    env.update({"TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"})
+    env.update({"TMPDIR": str(short), "PYTHONUNBUFFERED": "1"})
     log = tmp_path / "bench.log"
     postmaster: int | None = None
     with log.open("wb") as out:
@@ -146,17 +153,18 @@ def test_a_stopped_benchmark_stops_its_embedded_postgres(
             assert process.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(READY_POLL_SECONDS)
-        (pid_file,) = tmp_path.glob("turnkeeper-bench-*/data/postmaster.pid")
+        (pid_file,) = short.glob("turnkeeper-bench-*/data/postmaster.pid")
         postmaster = int(pid_file.read_text().split()[0])
         assert _running(postmaster)
         process.send_signal(stop)
         assert process.wait(timeout=STOP_TIMEOUT_SECONDS) == EXIT_STOPPED, log.read_text()
         assert not _running(postmaster), log.read_text()
         # Its temporary directory is removed with it.
-        assert list(tmp_path.glob("turnkeeper-bench-*")) == []
+        assert list(short.glob("turnkeeper-bench-*")) == []
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
         if postmaster is not None and _running(postmaster):
             os.kill(postmaster, signal.SIGTERM)
+        shutil.rmtree(short, ignore_errors=True)
