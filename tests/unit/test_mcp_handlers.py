@@ -544,6 +544,36 @@ async def test_a_followup_whose_acknowledgement_is_refused_for_good_is_skipped(
     assert session.handed == {}
 
 
+@pytest.mark.parametrize(
+    "passing",
+    [problem(429, "rate_limited"), problem(503, "unavailable")],
+    ids=["429 rate_limited", "503 unavailable"],
+)
+async def test_a_followup_whose_acknowledgement_passes_is_handed_over_at_the_next_wait(
+    server: FakeTurnkeeper, handlers: ToolHandlers, passing: httpx.Response
+) -> None:
+    # Found by an audit: a 429 or 5xx of the `delivered` acknowledgement was logged as a
+    # redelivery and the follow-up handed over unacknowledged (it stayed queued).
+    server.add_run("running")
+    server.add_followup()
+    server.patch_answers.append(passing)
+    session = server.session()
+
+    refused = await wait(handlers, session)
+
+    assert refused.is_error, refused.text
+    assert server.acked == []
+    assert session.handed == {}
+    assert server.followup_state() == "queued"
+
+    answer = await wait(handlers, session)
+
+    assert (answer.is_error, answer.outcome) == (False, "followup")
+    assert server.followup_state() == "delivered"
+    assert server.acked == [1]
+    assert session.handed == {RUN: [ANSWER]}
+
+
 # -- a follow-up handed to the model is absorbed at its next act in the run ----------------
 
 

@@ -436,6 +436,11 @@ class ToolHandlers:
                 if _out_of_reach(problem):
                     _log().info("mcp_followup_skipped", run_id=run.id, code=problem.code)
                     return None
+                if _passing(problem):
+                    # The server cannot take the acknowledgement now: the event stays
+                    # unacknowledged, so that the next wait hands it over and acknowledges
+                    # it (handed over without it, it stayed queued on the server).
+                    raise
                 # Acknowledged before (a redelivery): the model still hears of it.
                 _log().info("mcp_followup_ack_skipped", run_id=run.id, code=problem.code)
             session.hand_over(run.id, event.message_id)
