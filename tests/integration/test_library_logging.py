@@ -58,3 +58,31 @@ def test_a_program_silencing_turnkeeper_silences_it() -> None:
         "logging.getLogger('turnkeeper').setLevel(logging.CRITICAL)"
     )
     assert "run_opened" not in done.stdout + done.stderr
+
+
+#: A warning of the library in a program without any logging set-up.
+WARNING_PROGRAM = """
+from turnkeeper.application.logs import get_logger
+get_logger("turnkeeper.client").warning("agent_send_failed", status=409)
+"""
+
+
+def test_an_unconfigured_program_gets_no_warning_on_stderr_either() -> None:
+    # Found by an audit: without a handler of the program's, the standard library's last
+    # resort printed the library's warnings (agent_send_failed) to standard error.
+    done = subprocess.run(
+        [sys.executable, "-c", WARNING_PROGRAM],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=True,
+    )
+    assert (done.stdout, done.stderr) == ("", "")
+    shown = subprocess.run(
+        [sys.executable, "-c", "import logging; logging.basicConfig()\n" + WARNING_PROGRAM],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=True,
+    )
+    assert "agent_send_failed" in shown.stderr

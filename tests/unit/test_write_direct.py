@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 
 from turnkeeper.adapters.http.correlation import LOGGER_NAME, RequestLog
 from turnkeeper.adapters.logging import REDACTED, configure_logging, write_direct
+from turnkeeper.application.logs import LIBRARY_LOGGER
 
 ROUTE = "/v1/threads/{thread_id:uuid}/messages"
 FIELDS = {"method": "POST", "route": ROUTE, "status": 201, "duration_ms": 1.25}
@@ -116,7 +117,7 @@ def _decline_by_parent_handler(logger: logging.Logger) -> Iterator[None]:
     # Made now if nobody has (the standard library then puts it between the two).
     parent = logging.getLogger(LOGGER_NAME.rpartition(".")[0])
     assert logger.parent is parent
-    handler = logging.NullHandler()
+    handler = logging.StreamHandler(io.StringIO())
     parent.addHandler(handler)
     try:
         yield
@@ -159,6 +160,18 @@ def test_another_configuration_is_declined_and_nothing_written(
     with change(logger):
         assert write_direct(logger, "info", "http_request", dict(FIELDS)) is False
     assert stream.getvalue() == ""
+
+
+def test_the_packages_null_handler_keeps_the_direct_path(logger: logging.Logger) -> None:
+    # The package logger's NullHandler (turnkeeper.application.logs) does nothing with a
+    # record: the request log keeps its direct line.
+    assert any(
+        isinstance(h, logging.NullHandler) for h in logging.getLogger(LIBRARY_LOGGER).handlers
+    )
+    stream = io.StringIO()
+    configure_logging(json=True, stream=stream)
+    assert write_direct(logger, "info", "http_request", dict(FIELDS)) is True
+    assert json.loads(stream.getvalue())["event"] == "http_request"
 
 
 def test_a_failing_stream_does_not_fail_the_caller(

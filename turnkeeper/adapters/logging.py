@@ -243,10 +243,17 @@ def _write_line(handler: logging.StreamHandler[TextIO], line: str, event: Any, l
 
 
 def _reaches_root_alone(logger: logging.Logger) -> bool:
-    """True when a record of `logger` meets no handler before the root's (propagation)."""
+    """True when a record of `logger` meets no handler before the root's (propagation).
+
+    A `logging.NullHandler` does nothing with a record, so it does not count: the package
+    logger has one (`turnkeeper.application.logs`), so that a program without logging
+    sees none of the library's warnings.
+    """
     current: logging.Logger | None = logger
     while current is not None and current is not logging.root:
-        if current.handlers or not current.propagate:
+        if not current.propagate or any(
+            not isinstance(handler, logging.NullHandler) for handler in current.handlers
+        ):
             return False
         current = current.parent
     return True

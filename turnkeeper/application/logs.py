@@ -6,8 +6,10 @@ service, an agent runtime that speaks a protocol on stdout) never asked for. So 
 loggers of `get_logger` write through structlog once the program configured it (``turnkeeper
 serve`` and the other commands do, in `turnkeeper.adapters.logging`; so may the host), and
 until then to the standard library logger of their name (``turnkeeper.runs``,
-``turnkeeper.http``), where the host's logging configuration decides: nothing at info by
-default, warnings to standard error. Secrets and message text are redacted either way
+``turnkeeper.http``), where the host's logging configuration decides. A host without one
+sees nothing, warnings included: the ``turnkeeper`` logger has a `logging.NullHandler`, as
+the standard library advises for libraries, so its last-resort handler does not print
+them to standard error. Secrets and message text are redacted either way
 (`redact_secrets`).
 """
 
@@ -20,6 +22,12 @@ from typing import Any
 
 import structlog
 from structlog.typing import EventDict, WrappedLogger
+
+#: The logger above every logger of the package.
+LIBRARY_LOGGER = "turnkeeper"
+# A handler in the hierarchy keeps the last resort from printing the library's warnings
+# into a program that configured no logging; the program's own handlers still get them.
+logging.getLogger(LIBRARY_LOGGER).addHandler(logging.NullHandler())
 
 #: Keys whose values are never logged: credentials and message content.
 REDACTED_KEYS = frozenset({"token", "authorization", "content", "invocation_token"})
