@@ -1,4 +1,4 @@
-"""A NUL character (U+0000) in any text member is refused alike on both stores.
+"""A NUL character (U+0000) or a lone surrogate in any text member is refused alike on both stores.
 
 PostgreSQL's text cannot hold it, so the memory store kept what PostgreSQL failed on
 with a driver error. Every text member of the library's use cases now answers
@@ -21,6 +21,10 @@ from turnkeeper.domain.runs import RunState
 from turnkeeper.domain.world import PrincipalKind, thread_target_key
 
 NUL = "\x00"
+#: What no text member may hold: a NUL, and a lone surrogate, which a Python string can
+#: carry but UTF-8 cannot (the memory store kept it, PostgreSQL's driver raised
+#: UnicodeEncodeError, found by an audit).
+UNSTORABLE = {"nul": NUL, "lone surrogate": "\ud800"}
 
 
 async def _refused(call: Awaitable[object]) -> list[tuple[str, str]]:
@@ -68,64 +72,65 @@ def _agent_send(
     )
 
 
-Case = Callable[[DemoWorld, Services, int], Awaitable[object]]
+Case = Callable[[DemoWorld, Services, int, str], Awaitable[object]]
 
 CASES: dict[str, tuple[Case, tuple[str, str]]] = {
     "message content": (
-        lambda w, s, _: _message(w, s, content=f"Hello{NUL}Sam"),
+        lambda w, s, _, bad: _message(w, s, content=f"Hello{bad}Sam"),
         ("/content", "invalid_character"),
     ),
     "message client id": (
-        lambda w, s, _: _message(w, s, client_msg_id=f"a{NUL}1"),
+        lambda w, s, _, bad: _message(w, s, client_msg_id=f"a{bad}1"),
         ("/client_msg_id", "invalid_character"),
     ),
     "thread title": (
-        lambda w, s, _: _thread(w, s, f"Plans{NUL}"),
+        lambda w, s, _, bad: _thread(w, s, f"Plans{bad}"),
         ("/title", "invalid_character"),
     ),
     "agent send content": (
-        lambda w, s, seen: _agent_send(w, s, seen, content=f"Done{NUL}"),
+        lambda w, s, seen, bad: _agent_send(w, s, seen, content=f"Done{bad}"),
         ("/content", "invalid_character"),
     ),
     "agent send client id": (
-        lambda w, s, seen: _agent_send(w, s, seen, client_message_id=f"l{NUL}1"),
+        lambda w, s, seen, bad: _agent_send(w, s, seen, client_message_id=f"l{bad}1"),
         ("/client_message_id", "invalid_character"),
     ),
     "handle": (
-        lambda w, s, _: s.admin.create_principal(
-            w.owner.principal, kind=PrincipalKind.PERSON, handle=f"kim{NUL}"
+        lambda w, s, _, bad: s.admin.create_principal(
+            w.owner.principal, kind=PrincipalKind.PERSON, handle=f"kim{bad}"
         ),
         ("/handle", "invalid_character"),
     ),
     "display name": (
-        lambda w, s, _: s.admin.create_principal(
-            w.owner.principal, kind=PrincipalKind.PERSON, handle="kim", display_name=f"K{NUL}"
+        lambda w, s, _, bad: s.admin.create_principal(
+            w.owner.principal, kind=PrincipalKind.PERSON, handle="kim", display_name=f"K{bad}"
         ),
         ("/display_name", "invalid_character"),
     ),
     "space name": (
-        lambda w, s, _: s.admin.create_space(w.owner.principal, name=f"Lab{NUL}"),
+        lambda w, s, _, bad: s.admin.create_space(w.owner.principal, name=f"Lab{bad}"),
         ("/name", "invalid_character"),
     ),
     "token label": (
-        lambda w, s, _: s.tokens.issue_token(
-            w.owner.principal, w.principal("alex").id, label=f"phone{NUL}"
+        lambda w, s, _, bad: s.tokens.issue_token(
+            w.owner.principal, w.principal("alex").id, label=f"phone{bad}"
         ),
         ("/label", "invalid_character"),
     ),
 }
 
 
+@pytest.mark.parametrize("bad", UNSTORABLE)
 @pytest.mark.parametrize("case", CASES)
 async def test_a_nul_is_refused_at_its_member_and_changes_nothing(
-    case: str, services: Services, world: DemoWorld
+    case: str, bad: str, services: Services, world: DemoWorld
 ) -> None:
     call, expected = CASES[case]
     thread_id = main_thread(world, "allgemein")
     seen = await latest_seq(services, world, thread_id)
     before = await shared_events(services)
 
-    assert await _refused(call(world, services, seen)) == [expected]
+    assert await _refused(call(world, services, seen, UNSTORABLE[bad])) == [expected]
 
     assert await shared_events(services) == before
     assert await latest_seq(services, world, thread_id) == seen

@@ -6,6 +6,7 @@ optional `reason`; adapters map them to their own answers in one place.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -61,10 +62,14 @@ class ValidationFailed(DomainError):
 #: the domain rules, so that both stores answer 400 ``invalid_character`` (as the HTTP
 #: body guard does) instead of the memory store keeping it and PostgreSQL failing.
 NUL = "\x00"
+#: What no text member may hold: a NUL, or a lone surrogate (U+D800 to U+DFFF), which a
+#: Python string can carry but UTF-8, and so PostgreSQL, cannot (the memory store kept
+#: it, PostgreSQL's driver raised UnicodeEncodeError; over HTTP the JSON is refused).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def character_errors(members: Mapping[str, str | None]) -> list[FieldError]:
-    """``invalid_character`` for every text member that holds a NUL.
+    """``invalid_character`` for every text member that holds a NUL or a lone surrogate.
 
     Args:
         members: JSON pointer to text (None: absent, nothing to check).
@@ -75,7 +80,7 @@ def character_errors(members: Mapping[str, str | None]) -> list[FieldError]:
     return [
         FieldError(pointer=pointer, code="invalid_character")
         for pointer, text in members.items()
-        if text is not None and NUL in text
+        if text is not None and _UNSTORABLE.search(text) is not None
     ]
 
 

@@ -30,6 +30,10 @@ class EventType(enum.StrEnum):
     RUN_CANCEL_REQUESTED = "run.cancel_requested"
 
 
+#: The largest seq, cursor or version any store keeps: they are signed 64-bit integers
+#: (PostgreSQL ``bigint``), so a larger one names nothing that exists. A use case refuses
+#: one beyond it with ``out_of_range``, as the HTTP adapter does, on both stores.
+MAX_SEQ = 2**63 - 1
 #: Event types addressed to one principal; never served by the shared feed.
 PERSONAL_TYPES = frozenset(
     {EventType.AGENT_INVOCATION, EventType.AGENT_FOLLOWUP, EventType.RUN_CANCEL_REQUESTED}

@@ -27,10 +27,11 @@ from turnkeeper.adapters.http.dependencies import bearer_token
 from turnkeeper.adapters.http.disconnect import until_client_leaves
 from turnkeeper.adapters.http.fast_path import FastAnswer, FastRoute
 from turnkeeper.adapters.http.openapi import problems
-from turnkeeper.adapters.http.requests import MAX_SEQ, MessageCreate, ThreadCreate, given
+from turnkeeper.adapters.http.requests import MessageCreate, ThreadCreate, given
 from turnkeeper.application.services.conversation import ConversationService
 from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import LiveDelivery
+from turnkeeper.domain.events import MAX_SEQ
 from turnkeeper.domain.world import Principal
 
 T = TypeVar("T")

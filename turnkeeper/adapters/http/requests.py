@@ -19,13 +19,10 @@ from msgspec import UNSET, UnsetType
 
 from turnkeeper.application.services.agent_send import AgentSend, SendFreshness
 from turnkeeper.application.services.runs import FollowupOp
+from turnkeeper.domain.events import MAX_SEQ
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.messaging import MessageDraft
 
-#: The largest seq or version a request may name: the stores keep them as signed 64-bit
-#: integers (PostgreSQL ``bigint``), and a larger one names nothing that exists. Beyond it:
-#: 400 ``out_of_range``.
-MAX_SEQ = 2**63 - 1
 #: A seq or version in a request body: from 0 to `MAX_SEQ` (outside: 400 ``out_of_range``).
 Seq = Annotated[int, msgspec.Meta(ge=0, le=MAX_SEQ)]
 #: ``freshness.seen_up_to_seq``: the gate's own rule answers a negative one (code

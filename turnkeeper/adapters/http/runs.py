@@ -22,7 +22,6 @@ from turnkeeper.adapters.http.dependencies import agent_route
 from turnkeeper.adapters.http.disconnect import until_client_leaves
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import (
-    MAX_SEQ,
     AckBody,
     AwaitInputBody,
     FinishBody,
@@ -37,6 +36,7 @@ from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.services.runs import AgentEventPage as ServiceAgentEventPage
 from turnkeeper.application.services.runs import RunsService, RunView
+from turnkeeper.domain.events import MAX_SEQ
 from turnkeeper.domain.runs import RunState
 from turnkeeper.domain.world import Principal
 

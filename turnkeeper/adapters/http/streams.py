@@ -33,7 +33,6 @@ from turnkeeper.adapters.http.answers import Event
 from turnkeeper.adapters.http.correlation import answers_head
 from turnkeeper.adapters.http.dependencies import agent_route, bearer_token
 from turnkeeper.adapters.http.openapi import problems
-from turnkeeper.adapters.http.requests import MAX_SEQ
 from turnkeeper.adapters.http.run_answers import AgentEvent
 from turnkeeper.application.logs import get_logger
 from turnkeeper.application.ports.audit import AuditAction
@@ -43,6 +42,7 @@ from turnkeeper.application.services.live import LiveDelivery
 from turnkeeper.application.services.live_stream import Heartbeat, LiveStream
 from turnkeeper.application.services.runs import AgentEventPage
 from turnkeeper.domain.errors import DomainError, FieldError, ValidationFailed
+from turnkeeper.domain.events import MAX_SEQ
 from turnkeeper.domain.world import Principal
 
 #: The request header of a reconnecting EventSource.

@@ -44,7 +44,7 @@ from turnkeeper.application.tracking import TrackedUnit
 from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action
 from turnkeeper.domain.errors import FieldError, NotFound, character_errors, reject_invalid
-from turnkeeper.domain.events import Event
+from turnkeeper.domain.events import MAX_SEQ, Event
 from turnkeeper.domain.messaging import (
     Message,
     MessageDraft,
@@ -456,4 +456,4 @@ class ConversationService:
 
 
 def _cursor_errors(pointer: str, value: int) -> list[FieldError]:
-    return [FieldError(pointer=pointer, code="out_of_range")] if value < 0 else []
+    return [] if 0 <= value <= MAX_SEQ else [FieldError(pointer=pointer, code="out_of_range")]

@@ -36,7 +36,7 @@ from turnkeeper.application.services.runs.run_end import RunEnder
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.errors import FieldError, ValidationFailed
-from turnkeeper.domain.events import Event, EventType
+from turnkeeper.domain.events import MAX_SEQ, Event, EventType
 from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState
 from turnkeeper.domain.messaging import TriggerState
 from turnkeeper.domain.runs import (
@@ -258,7 +258,8 @@ class AgentFeedService:
     def _page_size(self, after: int | None, limit: int | None) -> int:
         """The page size of a poll, after checking its cursor."""
         size = self._settings.page_size(limit)
-        if after is not None and after < 0:
+        if after is not None and not 0 <= after <= MAX_SEQ:
+            # Beyond MAX_SEQ PostgreSQL cannot store the cursor (the memory store could).
             raise ValidationFailed([FieldError(pointer="/after", code="out_of_range")])
         return size
 
