@@ -82,6 +82,12 @@ if TYPE_CHECKING:
     from turnkeeper.application.bootstrap import (
         build_services as build_services,
     )
+    from turnkeeper.application.bus import (
+        EventBus as EventBus,
+    )
+    from turnkeeper.application.bus import (
+        MessagePosted as MessagePosted,
+    )
     from turnkeeper.application.errors import (
         ApplicationError as ApplicationError,
     )
@@ -89,7 +95,13 @@ if TYPE_CHECKING:
         BaseVersionConflict as BaseVersionConflict,
     )
     from turnkeeper.application.errors import (
+        DuplicateKey as DuplicateKey,
+    )
+    from turnkeeper.application.errors import (
         InvalidToken as InvalidToken,
+    )
+    from turnkeeper.application.errors import (
+        RetriableConflict as RetriableConflict,
     )
     from turnkeeper.application.errors import (
         StoreUnavailable as StoreUnavailable,
@@ -128,6 +140,9 @@ if TYPE_CHECKING:
         GrantService as GrantService,
     )
     from turnkeeper.application.services.identity import (
+        BearerToken as BearerToken,
+    )
+    from turnkeeper.application.services.identity import (
         IdentityService as IdentityService,
     )
     from turnkeeper.application.services.runs.agent_feed import (
@@ -144,6 +159,9 @@ if TYPE_CHECKING:
     )
     from turnkeeper.application.services.runs.run_jobs import (
         RunJobsService as RunJobsService,
+    )
+    from turnkeeper.application.services.runs.run_patch import (
+        FollowupOp as FollowupOp,
     )
     from turnkeeper.application.services.runs.run_patch import (
         RunPatchService as RunPatchService,
@@ -319,6 +337,12 @@ _HOMES: dict[str, str] = {
     "SendFreshness": "turnkeeper.application.services.send_types",
     "SendOutcome": "turnkeeper.application.services.send_types",
     "AccessDenied": "turnkeeper.application.transactions",
+    "BearerToken": "turnkeeper.application.services.identity",
+    "FollowupOp": "turnkeeper.application.services.runs.run_patch",
+    "MessagePosted": "turnkeeper.application.bus",
+    "EventBus": "turnkeeper.application.bus",
+    "DuplicateKey": "turnkeeper.application.errors",
+    "RetriableConflict": "turnkeeper.application.errors",
     "ApplicationError": "turnkeeper.application.errors",
     "BaseVersionConflict": "turnkeeper.application.errors",
     "InvalidToken": "turnkeeper.application.errors",
