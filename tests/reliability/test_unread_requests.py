@@ -5,6 +5,12 @@ connection, with both parsers of ``http.parser``: httptools keeps a header of an
 in memory, so without ``http.max_header_bytes`` a few connections could hold the
 server's memory; h11 bounds its buffer by the same key. A request whose body passes the
 bound is not refused for it: only the bytes before the headers are complete count.
+
+The bound holds however the head arrives: in one read (an audit found a head of 100,000
+bytes served when it came in one piece), in many, or pipelined after another request on
+the same connection, where only its own head counts; the request refused never runs.
+An HTTP/1.1 request without a Host line, or any request with two, is refused as
+malformed (RFC 9112, section 3.2) by both parsers (httptools let them through).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from tests.reliability.support_server import OWNER_TOKEN
 from tests.reliability.test_slow_clients import _port, memory_server, parser  # noqa: F401
 from tests.support.fakes import FakeClock
 from tests.support.services import memory_services
@@ -30,10 +37,29 @@ HEADER_LIMIT = 4096
 ANSWER_TIMEOUT_SECONDS = 10.0
 #: How much a chunk of an endless header holds.
 CHUNK = 1024
+#: The head the audit sent in one write (a header of 100,000 bytes).
+ONE_READ_HEAD_BYTES = 100_000
+#: The length of the URL of a request whose request line alone passes the bound.
+LONG_URL_BYTES = 70_000
+#: The request line and Host of the GETs of these tests.
+GET_HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: example.com\r\n"
+#: The name of the header line that brings a head to the length a test needs.
+PAD = b"X-Pad: "
+#: The end of a request's head: its last header line's end and the empty line.
+HEAD_END = b"\r\n\r\n"
 
 
-async def _exchange(port: int, *chunks: bytes) -> tuple[int, dict[str, str], Any]:
-    """Send the chunks (stopping when the server closes), read the whole answer."""
+Answer = tuple[int, dict[str, str], Any]
+
+
+async def _exchange(port: int, *chunks: bytes) -> Answer:
+    """Send the chunks (stopping when the server closes), read the one whole answer."""
+    (answer,) = await _answers(port, *chunks)
+    return answer
+
+
+async def _answers(port: int, *chunks: bytes) -> list[Answer]:
+    """Send the chunks (stopping when the server closes), read every answer to the end."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         for chunk in chunks:
@@ -48,13 +74,18 @@ async def _exchange(port: int, *chunks: bytes) -> tuple[int, dict[str, str], Any
             raw = await reader.read()
     finally:
         writer.close()
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status_line, *lines = head.decode("latin-1").split("\r\n")
-    headers = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return int(status_line.split()[1]), headers, json.loads(body)
+    answers = []
+    while raw:
+        head, _, rest = raw.partition(HEAD_END)
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers["content-length"])
+        body, raw = rest[:length], rest[length:]
+        answers.append((int(status_line.split()[1]), headers, json.loads(body)))
+    return answers
 
 
 def _assert_problem(headers: dict[str, str], body: Any, code: str) -> None:
@@ -62,6 +93,47 @@ def _assert_problem(headers: dict[str, str], body: Any, code: str) -> None:
     assert headers["connection"] == "close"
     assert body["code"] == code
     assert body["correlation_id"] == headers["x-correlation-id"]
+
+
+def _assert_malformed(answer: Answer) -> None:
+    status, headers, body = answer
+    assert status == 400
+    _assert_problem(headers, body, "validation_failed")
+    assert body["errors"] == [{"pointer": "", "code": "malformed_request"}]
+
+
+def _head(size: int, start: bytes = GET_HEALTHZ + b"Connection: close\r\n") -> bytes:
+    """A request head of exactly `size` bytes: `start`, then a header line that pads it."""
+    padding = size - len(start) - len(PAD) - len(HEAD_END)
+    assert padding >= 0, size
+    return start + PAD + b"a" * padding + HEAD_END
+
+
+async def _new_thread(url: str) -> str:
+    """The main thread of a new channel of the owner (`OWNER_TOKEN`)."""
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {OWNER_TOKEN}"}
+    ) as client:
+        space = await client.post("/v1/spaces", json={"name": "Lab"})
+        assert space.status_code == 201, space.text
+        channel = await client.post(
+            f"/v1/spaces/{space.json()['id']}/channels", json={"name": "Lab", "type": "text"}
+        )
+        assert channel.status_code == 201, channel.text
+        return str(channel.json()["main_thread_id"])
+
+
+def _post_message(thread: str, content: str, head_size: int, hosts: int) -> bytes:
+    """A POST of a message by the owner, its head `head_size` bytes with `hosts` Host lines."""
+    body = json.dumps({"content": content, "client_msg_id": content}).encode()
+    start = (
+        f"POST /v1/threads/{thread}/messages HTTP/1.1\r\n".encode()
+        + b"Host: example.com\r\n" * hosts
+        + f"Authorization: Bearer {OWNER_TOKEN}\r\n".encode()
+        + b"Content-Type: application/json\r\nConnection: close\r\n"
+        + f"Content-Length: {len(body)}\r\n".encode()
+    )
+    return _head(head_size, start) + body
 
 
 async def test_headers_beyond_the_bound_are_431_and_the_server_serves_on(
@@ -76,6 +148,91 @@ async def test_headers_beyond_the_bound_are_431_and_the_server_serves_on(
         _assert_problem(headers, body, "headers_too_large")
         async with httpx.AsyncClient() as client:
             assert (await client.get(f"{url}/healthz")).status_code == 200
+
+
+async def test_a_head_beyond_the_bound_in_one_read_is_431_and_one_at_the_bound_is_served(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    # Found by an audit: a head that came whole in one read was served, however long.
+    async with memory_server(tmp_path, parser, HTTP__MAX_HEADER_BYTES=str(HEADER_LIMIT)) as url:
+        long_url = b"GET /healthz?q=" + b"a" * LONG_URL_BYTES + b" HTTP/1.1\r\n"
+        for request in (
+            _head(ONE_READ_HEAD_BYTES),
+            _head(HEADER_LIMIT + 1),
+            # The request line alone passes the bound (it was 400 malformed_request).
+            long_url + b"Host: example.com\r\n\r\n",
+        ):
+            status, headers, body = await _exchange(_port(url), request)
+            assert status == 431, request[:40]
+            _assert_problem(headers, body, "headers_too_large")
+        status, _, body = await _exchange(_port(url), _head(HEADER_LIMIT))
+        assert (status, body) == (200, {"status": "ok"})
+
+
+async def test_a_pipelined_head_is_bound_by_its_own_bytes_and_answered_in_turn(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    async with memory_server(tmp_path, parser, HTTP__MAX_HEADER_BYTES=str(HEADER_LIMIT)) as url:
+        first = GET_HEALTHZ + b"\r\n"
+        # One write: the refusal comes after the answer of the request before it.
+        answers = await _answers(_port(url), first + _head(HEADER_LIMIT + 1))
+        assert [status for status, _, _ in answers] == [200, 431]
+        _assert_problem(answers[1][1], answers[1][2], "headers_too_large")
+        # A body longer than the bound before it does not count towards the next head.
+        body = json.dumps({"name": "x" * (2 * HEADER_LIMIT)}).encode()
+        post = (
+            b"POST /v1/spaces HTTP/1.1\r\nHost: example.com\r\n"
+            b"Content-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        for size, statuses in ((HEADER_LIMIT, [401, 200]), (HEADER_LIMIT + 1, [401, 431])):
+            answers = await _answers(_port(url), post + _head(size))
+            assert [status for status, _, _ in answers] == statuses, size
+
+
+async def test_a_message_refused_unread_is_not_stored(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    async with memory_server(
+        tmp_path, parser, HTTP__MAX_HEADER_BYTES=str(HEADER_LIMIT), OWNER_TOKEN=OWNER_TOKEN
+    ) as url:
+        thread = await _new_thread(url)
+        beyond = _post_message(thread, "beyond the bound", HEADER_LIMIT + 1, hosts=1)
+        status, headers, body = await _exchange(_port(url), beyond)
+        assert status == 431
+        _assert_problem(headers, body, "headers_too_large")
+        for hosts in (0, 2):
+            request = _post_message(thread, f"{hosts} Host lines", HEADER_LIMIT, hosts)
+            _assert_malformed(await _exchange(_port(url), request))
+        # The same request with one Host line and a head at the bound is stored.
+        stored = _post_message(thread, "at the bound", HEADER_LIMIT, hosts=1)
+        status, _, _ = await _exchange(_port(url), stored)
+        assert status == 201
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {OWNER_TOKEN}"}) as client:
+            listed = await client.get(f"{url}/v1/threads/{thread}/messages")
+        assert [m["content"] for m in listed.json()["messages"]] == ["at the bound"]
+
+
+async def test_an_http_1_1_request_needs_exactly_one_host_line(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    # RFC 9112, section 3.2: 400 for an HTTP/1.1 request without Host and for any
+    # request with more than one; httptools served both.
+    async with memory_server(tmp_path, parser) as url:
+        for request in (
+            b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
+            GET_HEALTHZ + b"Host: example.org\r\nConnection: close\r\n\r\n",
+            b"GET /healthz HTTP/1.0\r\nHost: example.com\r\nHost: example.org\r\n\r\n",
+        ):
+            _assert_malformed(await _exchange(_port(url), request))
+        # HTTP/1.0 did not have Host: a request without it is served.
+        status, _, body = await _exchange(_port(url), b"GET /healthz HTTP/1.0\r\n\r\n")
+        assert (status, body) == (200, {"status": "ok"})
 
 
 async def test_a_body_beyond_the_header_bound_is_read_as_a_body(

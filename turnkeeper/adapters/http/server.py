@@ -71,22 +71,75 @@ FD_RESERVE = 64
 ACCEPT_BACKLOG = 128
 #: Passes of the accept loop the budget keeps room for.
 ACCEPT_PASSES = 2
+#: The status h11 gives a request it refuses for the length of its head.
+HEAD_TOO_LARGE_STATUS = 431
 
 _log = get_logger("turnkeeper.http")
+
+
+class HeadBoundConnection(h11.Connection):
+    """h11's server side that refuses a request head longer than ``http.max_header_bytes``.
+
+    h11 bounds only what it holds of an incomplete head (``max_incomplete_event_size``):
+    a head that arrives whole, in one read or behind a pipelined request, is parsed
+    however long it is. This connection measures each head it takes from its buffer
+    and refuses one beyond the bound as h11 refuses an incomplete one (431).
+
+    Args:
+        max_head_bytes: ``http.max_header_bytes``: bytes a request's line and headers
+            may take.
+    """
+
+    def __init__(self, max_head_bytes: int) -> None:
+        super().__init__(h11.SERVER, max_incomplete_event_size=max_head_bytes)
+        self.max_head_bytes = max_head_bytes
+        #: Whether a request was refused because its head passed the bound.
+        self.head_too_large = False
+
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        """h11's next event, or `h11.RemoteProtocolError` for a head beyond the bound.
+
+        Raises:
+            h11.RemoteProtocolError: the request cannot be read (``error_status_hint``
+                431: its head is beyond the bound).
+        """
+        if self.their_state is not h11.IDLE:
+            return super().next_event()
+        # A head is taken from the buffer whole: when the buffer holds no more than the
+        # bound (the common case), neither can the head, and nothing is measured.
+        buffered = len(self._receive_buffer)
+        try:
+            event = super().next_event()
+        except h11.RemoteProtocolError as exc:
+            self.head_too_large = exc.error_status_hint == HEAD_TOO_LARGE_STATUS
+            raise
+        if (
+            buffered > self.max_head_bytes
+            and type(event) is h11.Request
+            and buffered - len(self._receive_buffer) > self.max_head_bytes
+        ):
+            self.head_too_large = True
+            raise h11.RemoteProtocolError(
+                "request head too long", error_status_hint=HEAD_TOO_LARGE_STATUS
+            )
+        return event
 
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol that reports to a `ConnectionGuard`.
 
-    Built per server by `guarded_protocol`, which sets `guard`.
+    Built per server by `guarded_protocol`, which sets `guard`. Its h11 connection is a
+    `HeadBoundConnection` when the guard has a ``http.max_header_bytes``.
     """
 
     guard: ClassVar[ConnectionGuard]
-    #: Bytes received while no request's headers were complete (h11 bounds its buffer
-    #: by ``http.max_header_bytes`` and refuses beyond; this count says why).
-    _head_bytes = 0
     #: Whether a request was refused unread: what still arrives is discarded.
     _refused = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.guard.max_header_bytes is not None:
+            self.conn = HeadBoundConnection(self.guard.max_header_bytes)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Register the connection with the guard (after uvicorn's own setup).
@@ -105,8 +158,6 @@ class GuardedH11Protocol(H11Protocol):
         """Let uvicorn parse the bytes, then follow the connection's state."""
         if self._refused:
             return
-        if self.conn.their_state is h11.IDLE:
-            self._head_bytes += len(data)
         super().data_received(data)
         if not self._refused:
             self._follow()
@@ -114,23 +165,18 @@ class GuardedH11Protocol(H11Protocol):
     def send_400_response(self, msg: str) -> None:
         """Answer a request h11 refused as a problem (uvicorn writes plain text).
 
-        Headers beyond ``http.max_header_bytes`` are ``431 headers_too_large``; any
-        other request h11 cannot read is ``400 validation_failed``.
+        A head beyond ``http.max_header_bytes`` is ``431 headers_too_large``; any other
+        request h11 cannot read (a missing or second Host line among them) is ``400
+        validation_failed``. h11 reads a pipelined request only once the answers before
+        it are complete, so the refusal comes after them.
         """
-        limit = self.guard.max_header_bytes
         self._refused = True
-        refuse_unread(
-            self.guard,
-            self,
-            self.transport,
-            too_large=limit is not None and self._head_bytes > limit,
-        )
+        too_large = isinstance(self.conn, HeadBoundConnection) and self.conn.head_too_large
+        refuse_unread(self.guard, self, self.transport, too_large)
 
     def on_response_complete(self) -> None:
         """Let uvicorn finish the answer, then follow the connection's state."""
         super().on_response_complete()
-        # The next request's headers begin with the next byte.
-        self._head_bytes = 0
         self._follow()
 
     def _follow(self) -> None:
