@@ -229,7 +229,11 @@ def test_process_tracing_builds_an_exporting_provider_when_configured() -> None:
 
 #: Runs the HTTP application with every opentelemetry module unimportable.
 WITHOUT_OTEL = """
-import asyncio, importlib.abc, sys
+import asyncio, importlib.abc, logging, sys
+
+# The program's own logging shows the library's warning (a program without any shows
+# nothing: the package logger has a NullHandler).
+logging.basicConfig()
 
 class NoOtel(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
