@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turnkeeper.domain import strategies as ds
+from turnkeeper.domain.delivery import DeliveryReason, delivery_reason
 from turnkeeper.domain.errors import InvalidStateTransition
 from turnkeeper.domain.messaging import Origin
 from turnkeeper.domain.runs import (
@@ -21,7 +22,6 @@ from turnkeeper.domain.runs import (
     NO_TRIGGER,
     AnswerRun,
     AnswerVerdict,
-    DeliveryReason,
     FailReason,
     InvokeFacts,
     OutcomeKind,
@@ -32,7 +32,6 @@ from turnkeeper.domain.runs import (
     answer_verdict,
     check_invoke,
     decide_trigger,
-    delivery_reason,
     end,
     finish,
     move,

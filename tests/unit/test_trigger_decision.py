@@ -16,11 +16,11 @@ import attrs
 import pytest
 
 from tests.support.domain_world import build_world, fixed_id
+from turnkeeper.domain.delivery import DeliveryReason, delivery_reason, refused_invocation_end
 from turnkeeper.domain.messaging import Origin
 from turnkeeper.domain.runs import (
     NO_TRIGGER,
     AgentFacts,
-    DeliveryReason,
     FailReason,
     InvokeFacts,
     OutcomeKind,
@@ -29,8 +29,6 @@ from turnkeeper.domain.runs import (
     TriggerOutcome,
     check_invoke,
     decide_trigger,
-    delivery_reason,
-    refused_invocation_end,
 )
 from turnkeeper.domain.world import BillingMode, ChannelBehavior, Level
 

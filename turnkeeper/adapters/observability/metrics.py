@@ -41,11 +41,12 @@ from turnkeeper.application.telemetry import (
     SpanHandle,
     TelemetryHub,
 )
+from turnkeeper.domain.delivery import DeliveryReason
 from turnkeeper.domain.events import EventType
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.messaging import Origin
-from turnkeeper.domain.runs import END_STATES, DeliveryReason, EndReason, FailReason, RunState
+from turnkeeper.domain.runs import END_STATES, EndReason, FailReason, RunState
 
 #: The only target type of the freshness gate today (agents send into threads).
 TARGET_TYPE_THREAD = "thread"

@@ -35,17 +35,12 @@ from turnkeeper.application.services.runs.invoke import invoke_denial
 from turnkeeper.application.services.runs.run_end import RunEnder
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.transactions import Transactor
+from turnkeeper.domain.delivery import delivery_reason, refused_invocation_end
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 from turnkeeper.domain.events import MAX_SEQ, Event, EventType
 from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState
 from turnkeeper.domain.messaging import TriggerState
-from turnkeeper.domain.runs import (
-    RunState,
-    TriggerKind,
-    bump_version,
-    delivery_reason,
-    refused_invocation_end,
-)
+from turnkeeper.domain.runs import RunState, TriggerKind, bump_version
 from turnkeeper.domain.world import Principal
 
 #: The capabilities an agent may report by heartbeat (none reported: absent).
@@ -138,7 +133,7 @@ class AgentFeedService:
 
         Every delivery of agent.invocation re-checks agent.invoke for the run's author
         with the rights of this moment; a denial sends nothing and ends the queued run
-        (`turnkeeper.domain.runs.refused_invocation_end`: failed with the delivery
+        (`turnkeeper.domain.delivery.refused_invocation_end`: failed with the delivery
         reason, or cancelled / agent_disabled for a disabled agent), its message with it.
         Invocations of runs that are no longer queued are not deliverable and are skipped.
 

@@ -20,6 +20,7 @@ from turnkeeper.application.services.runs.changes import RunChanges
 from turnkeeper.application.services.runs.invoke import followup_mode, invoke_facts
 from turnkeeper.application.services.runs.opening import RunOpener
 from turnkeeper.domain.authorization import AccessTarget
+from turnkeeper.domain.delivery import delivery_reason
 from turnkeeper.domain.followups import (
     FollowupState,
     RunEnd,
@@ -28,14 +29,7 @@ from turnkeeper.domain.followups import (
     plan_run_end,
 )
 from turnkeeper.domain.messaging import TriggerState
-from turnkeeper.domain.runs import (
-    TRIGGER_STATE_OF,
-    EndReason,
-    Run,
-    RunState,
-    delivery_reason,
-    end,
-)
+from turnkeeper.domain.runs import TRIGGER_STATE_OF, EndReason, Run, RunState, end
 from turnkeeper.domain.world import Principal
 
 _log = get_logger("turnkeeper.runs")
