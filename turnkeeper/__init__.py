@@ -151,7 +151,7 @@ if TYPE_CHECKING:
     from turnkeeper.application.services.runs.agent_feed import (
         AgentFeedService as AgentFeedService,
     )
-    from turnkeeper.application.services.runs.agent_feed import (
+    from turnkeeper.application.services.runs.feed_delivery import (
         Delivery as Delivery,
     )
     from turnkeeper.application.services.runs.lifecycle import (
@@ -326,7 +326,7 @@ _HOMES: dict[str, str] = {
     "PostedMessage": "turnkeeper.application.services.conversation",
     "AgentEventPage": "turnkeeper.application.services.runs.agent_feed",
     "AgentFeedService": "turnkeeper.application.services.runs.agent_feed",
-    "Delivery": "turnkeeper.application.services.runs.agent_feed",
+    "Delivery": "turnkeeper.application.services.runs.feed_delivery",
     "RunLifecycleService": "turnkeeper.application.services.runs.lifecycle",
     "RunJobsService": "turnkeeper.application.services.runs.run_jobs",
     "RunPatchService": "turnkeeper.application.services.runs.run_patch",
