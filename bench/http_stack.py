@@ -10,7 +10,11 @@ spread by 10 to 40 %, a change of a few per cent shows only in such a focused ru
 The sides:
 
 - ``service``: the application service in-process (the reference of "HTTP over
-  in-process");
+  in-process"), called with the person's principal as an embedding program that
+  authenticates by itself calls it;
+- ``service, token``: the same use case called with the request's bearer token, as
+  the HTTP route calls it (the token read in the post's statement, ADR 0026, and its
+  last use recorded): the same work as a request without HTTP;
 - ``before`` (with ``--baseline DIR``): ``turnkeeper serve`` run from another source
   tree, for example ``git archive`` of the commit before a change, as it was;
 - ``h11``: this tree with ``http.parser = h11`` and ``http.event_loop = asyncio``;
@@ -58,11 +62,13 @@ from bench.harness import (
     settle_as_serve,
 )
 from bench.http_load import LoadClient, message_request, plan
-from bench.operations import OPERATIONS, Operation
+from bench.operations import OPERATIONS, Item, Operation
 from bench.serve import RunningServer, bare_server, turnkeeper_server
 from bench.world import BenchWorld, build_world
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.adapters.postgres.databases import scratch_database
+from turnkeeper.application.services.identity import BearerToken
+from turnkeeper.domain.messaging import MessageDraft
 
 #: Pool connections beyond the highest concurrency (as the floor table).
 POOL_SPARE = 2
@@ -250,7 +256,21 @@ async def _warm_service(run: _Run) -> None:
     await drive(work, lambda item: service(run.world, run.asgi, item), _warm_items(run))
 
 
-async def _service_round(run: _Run, concurrency: int) -> Timing:
+#: The in-process sides: the reference first.
+SERVICE_SIDES = ("service", "service, token")
+
+
+async def _token_message(world: BenchWorld, http: AsgiClient, item: Item) -> object:
+    """The message of `OPERATIONS`' quiet message, its author given by bearer token."""
+    assert item.thread_id is not None
+    return await world.services.conversation.create_message(
+        BearerToken.of(item.worker.person.token),
+        item.thread_id,
+        MessageDraft(client_msg_id=item.worker.cid("t"), content="Sam, the report is ready."),
+    )
+
+
+async def _service_round(run: _Run, concurrency: int, *, token: bool = False) -> Timing:
     if run.healthz:
         calls = [[None] * (_timed(run.size, concurrency) + 1) for _ in range(concurrency)]
 
@@ -260,7 +280,7 @@ async def _service_round(run: _Run, concurrency: int) -> Timing:
         return await drive(calls, health, 1, CpuProbe(run.postmaster))
     workers = run.world.workers["service"][:concurrency]
     work = await run.operation.prepare(run.world, workers, _timed(run.size, concurrency) + 1)
-    service = run.operation.service
+    service = _token_message if token else run.operation.service
     probe = CpuProbe(run.postmaster)
     return await drive(work, lambda item: service(run.world, run.asgi, item), 1, probe)
 
@@ -332,7 +352,7 @@ async def measure(
         by_key = {
             v.key: v for v in variants(baseline, healthz=healthz) if only is None or v.key in only
         }
-        sides = ["service", *by_key]
+        sides = [*(SERVICE_SIDES[:1] if healthz else SERVICE_SIDES), *by_key]
         rounds: dict[str, dict[int, list[Timing]]] = {
             s: {c: [] for c in size.concurrency} for s in sides
         }
@@ -351,8 +371,9 @@ async def measure(
         for index in range(size.repeats):
             shift = index % len(sides)
             for side in sides[shift:] + sides[:shift]:
-                if side == "service":
-                    found = {c: await _service_round(run, c) for c in size.concurrency}
+                if side in SERVICE_SIDES:
+                    token = side != "service"
+                    found = {c: await _service_round(run, c, token=token) for c in size.concurrency}
                 else:
                     found = await _http_rounds(run, by_key[side])
                 for concurrency, timing in found.items():
@@ -377,24 +398,35 @@ def report(results: dict[str, dict[int, Measured]], out: TextIO) -> None:
     # The side the others are compared with besides the service (the service itself when
     # `--only` left out both).
     reference = next(side for side in ("before", "h11", "service") if side in results)
+    # The in-process sides the HTTP ones are compared with (``service, token``: the same
+    # work, the token's read included).
+    compared = [side for side in SERVICE_SIDES if side in results]
+    names = {"service": "of in-process", "service, token": "of in-process, token"}
+    others = [*compared, *([] if reference in compared else [reference])]
+    names[reference] = names.get(reference, f"of {reference}")
     print(
-        "| side | c | req/s | spread | p50 ms | server ms/req | pg ms/req | client ms/req"
-        f" | of in-process | of {reference} |",
+        "| side | c | req/s | spread | p50 ms | server ms/req | pg ms/req | client ms/req | "
+        + " | ".join(names[side] for side in others)
+        + " |",
         file=out,
     )
-    print("|---|---|---|---|---|---|---|---|---|---|", file=out)
+    print("|---" * (8 + len(others)) + "|", file=out)
     for side, by_concurrency in results.items():
         for concurrency, measured in by_concurrency.items():
-            cpu = measured.cpu_ms(lambda c: c.python) if side == "service" else None
-            server = cpu if side == "service" else measured.cpu_ms(lambda c: c.server)
-            service = results["service"][concurrency].per_second
-            base = results[reference][concurrency].per_second
+            if side in SERVICE_SIDES:
+                server = measured.cpu_ms(lambda c: c.python)
+            else:
+                server = measured.cpu_ms(lambda c: c.server)
+            ratios = [
+                measured.per_second / results[other][concurrency].per_second for other in others
+            ]
             print(
                 f"| {side} | {concurrency} | {measured.per_second:,.0f} | {measured.spread:.2f}"
                 f" | {measured.median.percentile(0.5):.2f} | {_ms(server)}"
                 f" | {_ms(measured.cpu_ms(lambda c: c.postgres))}"
-                f" | {_ms(measured.cpu_ms(lambda c: c.client))}"
-                f" | {measured.per_second / service:.2f} | {measured.per_second / base:.2f} |",
+                f" | {_ms(measured.cpu_ms(lambda c: c.client))} | "
+                + " | ".join(f"{ratio:.2f}" for ratio in ratios)
+                + " |",
                 file=out,
                 flush=True,
             )

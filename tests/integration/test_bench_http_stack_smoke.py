@@ -19,19 +19,24 @@ async def test_quick_http_stack_table_measures_every_side(pg_conninfo: str, heal
     )
     # Settled once, with the world's settings (the command line freezes the heap then).
     assert [s.http_gc_threshold for s in settled] == [Settings().http_gc_threshold]
-    sides = ["service", *(v.key for v in http_stack.variants(None, healthz=healthz))]
+    in_process = ["service"] if healthz else ["service", "service, token"]
+    sides = [*in_process, *(v.key for v in http_stack.variants(None, healthz=healthz))]
     assert ("bare uvicorn" in sides) == healthz
     assert list(results) == sides
     for side, by_concurrency in results.items():
         assert list(by_concurrency) == list(http_stack.QUICK.concurrency)
         for measured in by_concurrency.values():
             assert measured.median.ops > 0
-            if side != "service":
+            if side not in in_process:
                 # The server's CPU is read from all its processes (the workers too).
                 assert measured.cpu_ms(lambda c: c.server) is not None
     out = io.StringIO()
     http_stack.report(results, out)
-    assert out.getvalue().count("\n") == 2 + len(sides) * len(http_stack.QUICK.concurrency)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 + len(sides) * len(http_stack.QUICK.concurrency)
+    # Every HTTP side is compared with each in-process side and with the reference.
+    assert ("| of in-process, token |" in lines[0]) == (not healthz)
+    assert len({line.count("|") for line in lines}) == 1
 
 
 async def test_a_focused_run_measures_the_chosen_sides_at_the_chosen_size(
@@ -41,11 +46,12 @@ async def test_a_focused_run_measures_the_chosen_sides_at_the_chosen_size(
     results = await http_stack.measure(
         pg_conninfo, size, None, io.StringIO(), only=frozenset({"fast"})
     )
-    assert list(results) == ["service", "fast"]
-    assert [len(by_c[2].rounds) for by_c in results.values()] == [2, 2]
+    assert list(results) == ["service", "service, token", "fast"]
+    assert [len(by_c[2].rounds) for by_c in results.values()] == [2, 2, 2]
     out = io.StringIO()
     http_stack.report(results, out)
-    assert "| of service |" in out.getvalue().splitlines()[0]
+    # The service is the reference: its ratio is not printed twice.
+    assert out.getvalue().splitlines()[0].endswith("| of in-process | of in-process, token |")
 
 
 @pytest.mark.parametrize(
