@@ -12,6 +12,9 @@ request timeout, a readiness timeout and a reconnection bound of one second:
   a 503 within the bound (never a 500, never the pool's old 30 s wait), and the first
   request after the restart that succeeds comes within ``database.reconnect_max_wait``
   (the pool's doubling backoff used to wait up to a minute);
+- down: once the requests of an outage have answered 503, the pool gauge counts none of
+  them as waiting for a connection (psycopg_pool's own count kept them until a connection
+  came back);
 - slow: a statement that waits on a row lock (the wait is observed in pg_stat_activity)
   answers the same 503 within the bound, and a unit whose statement runs past the
   bound fails as `StoreUnavailable` while the pool goes on serving (shared server).
@@ -33,6 +36,7 @@ import attrs
 import httpx
 import psycopg
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.reliability.support_faults import FaultyPostgres, faulty_postgres
 from turnkeeper.adapters.http import create_app
@@ -230,6 +234,36 @@ async def test_a_killed_database_answers_503_and_is_served_again_soon_after_its_
             ready = await timed(app, "ready", "GET", "/readyz")
             assert ready.status == 200
         assert await check_database(pg.uri()) == []
+
+
+async def _pool_gauge(app: Served, state: str) -> float:
+    """The ``turnkeeper_db_pool_connections`` sample of a state, scraped from /metrics."""
+    answer = await app.client.get("/metrics")
+    assert answer.status_code == 200
+    for family in text_string_to_metric_families(answer.text):
+        for sample in family.samples:
+            if sample.name == "turnkeeper_db_pool_connections" and sample.labels == {
+                "state": state
+            }:
+                return sample.value
+    raise AssertionError(f"no pool sample of state {state}")
+
+
+async def test_requests_that_answered_503_are_no_longer_counted_as_waiting() -> None:
+    with faulty_postgres() as pg:
+        async with served(pg) as app:
+            warm = await timed(app, "warm", "GET", "/v1/me")
+            assert warm.status == 200
+            pg.kill()
+            # More requests than the pool has connections, twice: most of them wait for a
+            # connection that never comes and time out.
+            for _ in range(2):
+                answers = await asyncio.gather(
+                    *(timed(app, "me", "GET", "/v1/me") for _ in range(WAVE))
+                )
+                for answer in answers:
+                    assert_unavailable(answer, SETTINGS.request_timeout.total_seconds())
+            assert await _pool_gauge(app, "waiting") == 0
 
 
 async def test_a_statement_waiting_on_a_lock_is_cancelled_by_the_request_timeout(

@@ -198,6 +198,8 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
             JwtSigner(key),
         )
         if settings.metrics_enabled:
+            # The pool's stats count as waiting only the units waiting now, not those
+            # that gave up (`WaitCountingPool`).
             attach_metrics(services.telemetry, pool_stats=pool.get_stats)
         yield Backend(services=services, readiness=postgres_readiness(pool, settings))
     finally:

@@ -153,7 +153,43 @@ def sever(conn: Conn) -> None:
             return  # already disconnected: every wait on it ends anyway
 
 
-class RecentFirstPool(AsyncConnectionPool[Conn]):
+class WaitCountingPool(AsyncConnectionPool[Conn]):
+    """A psycopg_pool pool whose ``requests_waiting`` counts the units waiting now.
+
+    psycopg_pool (3.3) reports ``requests_waiting`` as the length of its queue of waiting
+    clients (``len(self._waiting)`` in ``_get_measures``), and a client whose wait ended
+    without a connection (timed out, cancelled) stays in that queue: only a connection
+    coming back to the pool takes it out (``_add_to_pool`` skips the clients that gave
+    up). While the database is down no connection comes back, so the count grows with
+    every unit that answered 503 and falls only when the database returns; the gauge
+    ``turnkeeper_db_pool_connections{state="waiting"}`` read it. This pool counts the
+    `getconn` calls in progress instead: one is counted from before it waits until its
+    wait ends, however it ends. A call that finds an idle connection ends without
+    yielding to the event loop, so a scrape never sees it.
+
+    It relies on ``_get_measures``, where psycopg_pool computes the measure for
+    ``get_stats`` and ``pop_stats``; a test fails if psycopg_pool's own count changes
+    (tests/integration/test_pool_waiting.py).
+    """
+
+    #: Calls of `getconn` in progress (an instance's own count from its first call).
+    _units_waiting = 0
+
+    async def getconn(self, timeout: float | None = None) -> Conn:  # noqa: ASYNC109 - psycopg_pool's signature
+        """psycopg_pool's `getconn`, counted in ``requests_waiting`` while it waits."""
+        self._units_waiting += 1
+        try:
+            return await super().getconn(timeout)
+        finally:
+            self._units_waiting -= 1
+
+    def _get_measures(self) -> dict[str, int]:
+        measures = super()._get_measures()
+        measures[self._REQUESTS_WAITING] = self._units_waiting
+        return measures
+
+
+class RecentFirstPool(WaitCountingPool):
     """A psycopg_pool pool that hands out the idle connection returned last first.
 
     psycopg_pool keeps its idle connections in a queue and takes the one that has rested
@@ -164,8 +200,8 @@ class RecentFirstPool(AsyncConnectionPool[Conn]):
     units keep to as few backends as their concurrency needs; the ones left resting are
     the first the pool closes when it shrinks (after ``max_idle``), as before.
 
-    Everything else is psycopg_pool's: only the choice among idle connections changes,
-    made under the pool's lock where psycopg_pool makes it. It relies on the pool's
+    Everything else is `WaitCountingPool`'s: only the choice among idle connections
+    changes, made under the pool's lock where psycopg_pool makes it. It relies on the pool's
     idle queue (a deque filled at its right and taken from its left); a test fails if
     that changes (tests/integration/test_pool_order.py).
     """
