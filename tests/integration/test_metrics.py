@@ -126,12 +126,17 @@ async def test_sends_without_freshness_take_the_compatibility_count(
     thread = eskalation(world)
     ungated = {"target": thread, "content": "Hello", "client_message_id": "c1"}
     async with client_of(services) as client:
+        states = []
         for _ in range(2):
             answer = await client.post(SEND, json=ungated, headers=token_of(world, "lotse"))
             assert answer.status_code == 200
+            states.append(answer.json()["state"])
         samples = await scrape(client)
-    assert samples.value("turnkeeper_agent_send_compat_total", target_type="thread") == 2
+    assert states == ["sent", "already_sent"]
+    # The retry wrote nothing: it is counted as a retry only.
+    assert samples.value("turnkeeper_agent_send_compat_total", target_type="thread") == 1
     assert samples.value("turnkeeper_agent_send_idempotency_total", target_type="thread") == 1
+    assert samples.value("turnkeeper_messages_created_total", origin="agent") == 1
     name = "turnkeeper_agent_send_freshness_total"
     assert all(
         samples.value(name, state=s, target_type="thread") == 0
@@ -146,20 +151,26 @@ async def test_an_agents_create_message_and_thread_take_the_compatibility_count(
     # section 9), with freshness.required_for_agents at its default (true).
     thread = eskalation(world)
     async with client_of(services) as client:
-        for _ in range(2):
-            answer = await post(client, world, "lotse", thread, "c1", "Lotse, ungated")
-            assert answer.status_code in (200, 201)
-        created = await client.post(
-            f"/v1/channels/{world.channels['eskalation'].id}/threads",
-            json={"first_message": {"client_msg_id": "c2", "content": "A report"}},
-            headers=token_of(world, "lotse"),
-        )
-        assert created.status_code == 201
+        posted = [await post(client, world, "lotse", thread, "c1", "Lotse, ungated")]
+        # The replay stores nothing: it counts as a retry, never as a message written.
+        posted.append(await post(client, world, "lotse", thread, "c1", "Lotse, ungated"))
+        created = [
+            await client.post(
+                f"/v1/channels/{world.channels['eskalation'].id}/threads",
+                json={"first_message": {"client_msg_id": "c2", "content": "A report"}},
+                headers=token_of(world, "lotse"),
+            )
+            for _ in range(2)
+        ]
         # A person's message is no agent send at all.
         assert (await post(client, world, "alex", thread, "p1", "Alex asks")).status_code == 201
         samples = await scrape(client)
-    assert samples.value("turnkeeper_agent_send_compat_total", target_type="thread") == 3
-    assert samples.value("turnkeeper_agent_send_idempotency_total", target_type="thread") == 1
+    for first, replay in (posted, created):
+        assert (first.status_code, replay.status_code) == (201, 200)
+        assert replay.headers["idempotent-replay"] == "true"
+    assert samples.value("turnkeeper_agent_send_compat_total", target_type="thread") == 2
+    assert samples.value("turnkeeper_agent_send_idempotency_total", target_type="thread") == 2
+    assert samples.value("turnkeeper_messages_created_total", origin="agent") == 2
     name = "turnkeeper_agent_send_freshness_total"
     assert all(
         samples.value(name, state=s, target_type="thread") == 0
@@ -250,6 +261,63 @@ async def test_runs_opened_ended_and_their_duration(
     duration = "turnkeeper_run_duration_seconds"
     assert samples.value(f"{duration}_count", state="failed") == 1
     assert samples.value(f"{duration}_sum", state="failed") == RUN_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        ("completed", "access_revoked"),
+        ("failed", "channel_read_only"),
+        ("failed", "access_revoked"),
+        ("failed", "stale"),
+    ],
+)
+async def test_an_agents_finish_with_a_servers_reason_is_refused_and_counts_nothing(
+    services: Services, world: DemoWorld, state: str, reason: str
+) -> None:
+    # failed / access_revoked is how the server ends an invocation refused at delivery:
+    # an agent may not give it, nor be counted as that refusal.
+    lotse = token_of(world, "lotse")
+    async with client_of(services) as client:
+        await post(client, world, "alex", allgemein(world), "t1", "Please help")
+        run_id, token = await invocation(client, world)
+        await start(client, world, run_id, token)
+        before = (await client.get(f"/v1/runs/{run_id}", headers=lotse)).json()
+        refused = await client.post(
+            f"/v1/runs/{run_id}/finish", json={"state": state, "reason": reason}, headers=lotse
+        )
+        after = (await client.get(f"/v1/runs/{run_id}", headers=lotse)).json()
+        samples = await scrape(client)
+    assert refused.status_code == 400
+    assert refused.json()["code"] == "validation_failed"
+    assert [(e["pointer"], e["code"]) for e in refused.json()["errors"]] == [
+        ("/reason", "reserved")
+    ]
+    assert (after["state"], after["version"]) == ("running", before["version"])
+    for end in ("completed", "failed", "cancelled"):
+        assert samples.value("turnkeeper_runs_ended_total", state=end, reason=reason) == 0
+        assert samples.value("turnkeeper_run_duration_seconds_count", state=end) == 0
+
+
+async def test_an_agents_cancel_for_a_lost_right_counts_as_its_own_reason(
+    services: Services, world: DemoWorld
+) -> None:
+    # Seed AG-13: an agent may cancel with access_revoked; the server did not end the run.
+    lotse = token_of(world, "lotse")
+    async with client_of(services) as client:
+        await post(client, world, "alex", allgemein(world), "t1", "Please help")
+        run_id, token = await invocation(client, world)
+        await start(client, world, run_id, token)
+        finished = await client.post(
+            f"/v1/runs/{run_id}/finish",
+            json={"state": "cancelled", "reason": "access_revoked"},
+            headers=lotse,
+        )
+        samples = await scrape(client)
+    assert (finished.status_code, finished.json()["state_reason"]) == (200, "access_revoked")
+    assert samples.value("turnkeeper_runs_ended_total", state="cancelled", reason="agent") == 1
+    name = "turnkeeper_runs_ended_total"
+    assert samples.value(name, state="cancelled", reason="access_revoked") == 0
 
 
 async def test_runs_ended_stale_by_the_stall_check(

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from turnkeeper.domain import strategies as ds
 from turnkeeper.domain.delivery import DeliveryReason, delivery_reason
 from turnkeeper.domain.errors import InvalidStateTransition
+from turnkeeper.domain.finish import finish
 from turnkeeper.domain.messaging import Origin
 from turnkeeper.domain.runs import (
     END_STATES,
@@ -33,7 +34,6 @@ from turnkeeper.domain.runs import (
     check_invoke,
     decide_trigger,
     end,
-    finish,
     move,
 )
 from turnkeeper.domain.world import BillingMode

@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.domain_world import T0, build_world, fixed_id
 from turnkeeper.domain.errors import InvalidStateTransition
+from turnkeeper.domain.finish import finish
 from turnkeeper.domain.messaging import TriggerState
 from turnkeeper.domain.runs import (
     END_STATES,
@@ -26,7 +27,6 @@ from turnkeeper.domain.runs import (
     Transition,
     bump_version,
     end,
-    finish,
     move,
     request_cancel,
 )

@@ -233,22 +233,33 @@ def sample(metrics: PrometheusMetrics, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
+FAILED, CANCELLED, COMPLETED = RunState.FAILED, RunState.CANCELLED, RunState.COMPLETED
+
+
 @pytest.mark.parametrize(
-    ("reason", "label"),
+    ("state", "reason", "label"),
     [
-        (None, "none"),
-        ("stale", "stale"),
-        ("user_cancelled", "user_cancelled"),
-        ("no_trigger_right", "no_trigger_right"),
-        ("access_revoked", "access_revoked"),
-        ("channel_read_only", "channel_read_only"),
-        ("agent_disabled", "agent_disabled"),
-        ("runtime_error", "agent"),
-        ("Alex asked me to stop", "agent"),
+        (COMPLETED, None, "none"),
+        (FAILED, "stale", "stale"),
+        (CANCELLED, "user_cancelled", "user_cancelled"),
+        (CANCELLED, "cancel_timeout", "cancel_timeout"),
+        (CANCELLED, "agent_disabled", "agent_disabled"),
+        # An invocation refused at delivery ends failed with its delivery reason.
+        (FAILED, "access_revoked", "access_revoked"),
+        (FAILED, "channel_read_only", "channel_read_only"),
+        # An agent may cancel for the loss a delivery reason names (seed AG-13): its own.
+        (CANCELLED, "access_revoked", "agent"),
+        (CANCELLED, "channel_read_only", "agent"),
+        # agent.invoke's reasons are the denials', never a run's: an agent wrote them.
+        (FAILED, "no_trigger_right", "agent"),
+        (FAILED, "runtime_error", "agent"),
+        (CANCELLED, "Alex asked me to stop", "agent"),
     ],
 )
-def test_the_reason_label_of_an_ended_run_is_bounded(reason: str | None, label: str) -> None:
-    assert run_end_reason(reason) == label
+def test_the_reason_label_of_an_ended_run_is_the_servers_or_agent(
+    state: RunState, reason: str | None, label: str
+) -> None:
+    assert run_end_reason(state, reason) == label
 
 
 def test_committed_changes_become_counts_with_bounded_labels() -> None:
@@ -299,6 +310,19 @@ def test_send_answers_become_the_gate_counts() -> None:
     assert sample(metrics, "turnkeeper_agent_send_compat_total", **thread) == 1
     assert sample(metrics, "turnkeeper_agent_send_idempotency_total", **thread) == 1
     assert sample(metrics, "turnkeeper_agent_send_freshness_seq_delta_sum", **thread) == 4
+
+
+def test_an_ungated_replay_is_counted_as_idempotency_only() -> None:
+    # A replay of createMessage, createThread or an ungated send stores nothing: it is no
+    # message written without the gate.
+    metrics = PrometheusMetrics(CollectorRegistry(), process_metrics=False)
+    metrics.send_answered(SendAnswered(state="sent", gated=False))
+    metrics.send_answered(SendAnswered(state="already_sent", gated=False))
+    thread = {"target_type": "thread"}
+    assert sample(metrics, "turnkeeper_agent_send_compat_total", **thread) == 1
+    assert sample(metrics, "turnkeeper_agent_send_idempotency_total", **thread) == 1
+    for state in ("sent", "already_sent", "held"):
+        assert sample(metrics, "turnkeeper_agent_send_freshness_total", state=state, **thread) == 0
 
 
 def test_an_event_stream_is_counted_while_it_is_open() -> None:

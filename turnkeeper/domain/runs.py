@@ -13,7 +13,7 @@ from datetime import datetime
 
 import attrs
 
-from turnkeeper.domain.errors import FieldError, InvalidStateTransition, ValidationFailed
+from turnkeeper.domain.errors import InvalidStateTransition
 from turnkeeper.domain.messaging import Origin, TriggerState
 from turnkeeper.domain.world import BillingMode, ChannelBehavior, Level
 
@@ -353,68 +353,6 @@ def move(run: Run, transition: Transition, at: datetime) -> Run:
     if run.state not in sources:
         raise InvalidStateTransition(f"{transition} from {run.state}")
     return attrs.evolve(bump_version(run, at), state=target)
-
-
-def finish(run: Run, state: RunState, reason: str | None, at: datetime) -> Run | None:
-    """The agent ends its run.
-
-    Args:
-        run: the run.
-        state: completed, failed or cancelled.
-        reason: optional reason.
-        at: the time of the change.
-
-    Returns:
-        The ended run, or None when it already ended in that same state (a no-op).
-
-    Raises:
-        InvalidStateTransition: from queued, to a non-end state, or when the run ended
-            in another state.
-        ValidationFailed: ``/reason`` reserved (see `finish_reason`).
-    """
-    if state not in END_STATES:
-        raise InvalidStateTransition(f"finish to {state}")
-    if run.state in END_STATES:
-        if run.state is state:
-            return None
-        raise InvalidStateTransition(f"{run.state} is final")
-    if run.state is RunState.QUEUED:
-        raise InvalidStateTransition("finish from queued")
-    return end(run, state, finish_reason(run, state, reason), at)
-
-
-#: The reasons only the server gives when it ends a run.
-_SERVER_REASONS = frozenset(reason.value for reason in EndReason)
-
-
-def finish_reason(run: Run, state: RunState, reason: str | None) -> str | None:
-    """The reason an agent's finish stores: a person's stop stays a stop.
-
-    An agent that confirms a stop a person requested (``cancel_requested``) with
-    ``cancelled`` ends the run ``user_cancelled`` whatever reason it gives, so that the
-    settlement discards the open follow-ups and nothing new starts (`plan_run_end`).
-    Otherwise the agent's own words are kept, but never one of the server's reasons
-    (`EndReason`): an agent that wrote ``user_cancelled`` would discard the people's
-    follow-ups as if one of them had stopped the run.
-
-    Args:
-        run: the run before the finish.
-        state: the end state the agent asks for.
-        reason: the reason it gives (None when it gives none).
-
-    Returns:
-        ``user_cancelled`` for a cancelled finish of a run a person asked to stop, else
-        the agent's reason.
-
-    Raises:
-        ValidationFailed: ``/reason`` reserved for one of the server's reasons outside
-            a confirmed stop.
-    """
-    if state is RunState.CANCELLED and run.cancel_requested:
-        return EndReason.USER_CANCELLED.value
-    if reason in _SERVER_REASONS:
-        raise ValidationFailed([FieldError(pointer="/reason", code="reserved")])
-    return reason
 
 
 def end(run: Run, state: RunState, reason: str | None, at: datetime) -> Run:

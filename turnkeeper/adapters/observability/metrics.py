@@ -7,9 +7,9 @@ process (each ``turnkeeper serve``) has its own registry; Prometheus scrapes eve
 process and sums over them (docs/operations.md).
 
 Labels are low-cardinality by construction: states, origins, outcomes and reasons come
-from bounded vocabularies of the domain, and any other value (the free-text reason an
-agent may give when it finishes a run) is folded into one label value. No label ever
-holds an id, a handle, a target key or content.
+from bounded vocabularies of the domain, and any other value (the reason an agent gives
+when it finishes a run, which is never one of the server's) is folded into one label
+value. No label ever holds an id, a handle, a target key or content.
 
 Example:
     >>> metrics = PrometheusMetrics()
@@ -43,6 +43,7 @@ from turnkeeper.application.telemetry import (
 )
 from turnkeeper.domain.delivery import DeliveryReason
 from turnkeeper.domain.events import EventType
+from turnkeeper.domain.finish import server_reason
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.messaging import Origin
@@ -54,7 +55,8 @@ TARGET_TYPE_THREAD = "thread"
 INVOCATION_ACTIONS = frozenset({"agent.invoke", "run.followup.create"})
 #: Reason label of a run ended without a reason.
 REASON_NONE = "none"
-#: Reason label of a run an agent ended with a reason of its own (free text).
+#: Reason label of a run an agent ended with a reason of its own (free text, or a
+#: delivery reason it cancelled for).
 REASON_AGENT = "agent"
 #: Label of any value outside a bounded vocabulary (it never becomes a label itself).
 OTHER = "other"
@@ -75,9 +77,8 @@ HTTP_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0
 _ORIGINS = frozenset(origin.value for origin in Origin)
 _SEND_STATES = frozenset(state.value for state in SendState)
 _END_STATES = frozenset(state.value for state in END_STATES)
-# A run refused at the delivery of its invocation ends with a `DeliveryReason`; the
-# invocation denials count the `FailReason` of agent.invoke.
-_SERVER_REASONS = frozenset(
+# The invocation denials count the `FailReason` of agent.invoke.
+_DENIAL_REASONS = frozenset(
     [
         *(reason.value for reason in EndReason),
         *(reason.value for reason in DeliveryReason),
@@ -89,19 +90,27 @@ _SERVER_REASONS = frozenset(
 PoolStats = Callable[[], Mapping[str, int]]
 
 
-def run_end_reason(reason: str | None) -> str:
+def run_end_reason(state: RunState, reason: str | None) -> str:
     """The ``reason`` label of an ended run.
 
     Args:
+        state: the run's end state.
         reason: the run's ``state_reason``.
 
     Returns:
-        The reason itself when the server gives it (`EndReason`, `DeliveryReason`,
-        `FailReason`), ``none`` without one, ``agent`` for an agent's own text.
+        The reason itself when the server gave it (`server_reason`: an `EndReason`, or
+        the `DeliveryReason` of an invocation refused at delivery), ``none`` without
+        one, ``agent`` for any reason the agent gave.
+
+    Example:
+        >>> run_end_reason(RunState.FAILED, "access_revoked")
+        'access_revoked'
+        >>> run_end_reason(RunState.CANCELLED, "access_revoked")
+        'agent'
     """
     if reason is None:
         return REASON_NONE
-    return reason if reason in _SERVER_REASONS else REASON_AGENT
+    return reason if server_reason(state, reason) else REASON_AGENT
 
 
 def _bounded(value: str, allowed: frozenset[str]) -> str:
@@ -178,7 +187,7 @@ class PrometheusMetrics:
         )
         self.compat = Counter(
             "turnkeeper_agent_send_compat",
-            "Agent sends without freshness (the compatibility path).",
+            "Agent messages written without freshness (the compatibility path).",
             ["target_type"],
             registry=r,
         )
@@ -284,21 +293,26 @@ class PrometheusMetrics:
             self.followups.labels(outcome=outcome).inc(change.count)
         for denial in changes.denials:
             if denial.action in INVOCATION_ACTIONS:
-                reason = _bounded(denial.reason, _SERVER_REASONS)
+                reason = _bounded(denial.reason, _DENIAL_REASONS)
                 self.invocation_denied.labels(reason=reason).inc()
 
     def _run_ended(self, state: RunState, reason: str | None, duration: timedelta) -> None:
         label = _bounded(state.value, _END_STATES)
-        self.runs_ended.labels(state=label, reason=run_end_reason(reason)).inc()
+        self.runs_ended.labels(state=label, reason=run_end_reason(state, reason)).inc()
         self.run_duration.labels(state=label).observe(max(duration.total_seconds(), 0.0))
 
     def send_answered(self, answered: SendAnswered) -> None:
-        """Count a committed send answer of the freshness gate."""
+        """Count a committed send answer of the freshness gate.
+
+        An ungated answer counts as a message written without the gate only when it
+        wrote one (``sent``): a replay (``already_sent``) stored nothing and counts as a
+        retry only.
+        """
         target = _bounded(answered.target_type, frozenset({TARGET_TYPE_THREAD}))
         state = _bounded(answered.state, _SEND_STATES)
         if answered.gated:
             self.freshness.labels(state=state, target_type=target).inc()
-        else:
+        elif state == SendState.SENT.value:
             self.compat.labels(target_type=target).inc()
         if state == SendState.ALREADY_SENT.value:
             self.idempotency.labels(target_type=target).inc()

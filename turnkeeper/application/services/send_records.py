@@ -124,9 +124,10 @@ def report_ungated(
     """Record an agent's message written through createMessage or createThread.
 
     Those are the agent's ungated compatibility path (DESIGN section 9): it is logged
-    as an ``agent_send`` record with ``gated`` false and counted as a compatibility
-    send (an idempotent replay as an ``already_sent`` one), as a send without
-    freshness is. A person's message is no send: nothing is recorded.
+    as an ``agent_send`` record with ``gated`` false and reported as an ungated send
+    answer, as a send without freshness is: ``sent`` for a message written (a
+    compatibility count), ``already_sent`` for an idempotent replay, which wrote
+    nothing (a retry only). A person's message is no send: nothing is recorded.
 
     Args:
         telemetry: where the answer is counted.

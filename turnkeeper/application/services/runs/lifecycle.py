@@ -38,14 +38,13 @@ from turnkeeper.domain.errors import (
     character_errors,
     reject_invalid,
 )
+from turnkeeper.domain.finish import finish, finish_reason
 from turnkeeper.domain.runs import (
     EndReason,
     Run,
     RunState,
     Transition,
     TriggerKind,
-    finish,
-    finish_reason,
     move,
     request_cancel,
 )
