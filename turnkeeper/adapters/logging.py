@@ -8,7 +8,9 @@ Every record carries ``timestamp`` (RFC 3339 UTC), ``level``, ``logger`` and, in
 HTTP request, the ``correlation_id`` bound in `structlog.contextvars`. Records of the
 standard library (uvicorn, Litestar) go through the same processors, so one process
 writes one format. Secrets and message text never reach a log line: `redact_secrets`
-replaces them wherever they appear in a record.
+replaces them wherever they appear in a record, and an exception is written as its
+outline (`exception_outline`: the classes and the frames, never its message, which may
+quote data such as the failing row of a database error).
 
 A record of structlog is rendered at the end of structlog's own chain and handed to the
 standard library as its finished line (`LineFormatter` writes it as it is): one
@@ -29,12 +31,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import traceback
+from types import TracebackType
 from typing import Any, TextIO
 
 import attrs
 import msgspec
 import structlog
-from structlog.typing import EventDict, Processor, WrappedLogger
+from structlog.typing import EventDict, ExcInfo, Processor, WrappedLogger
 
 from turnkeeper.application.logs import (
     REDACTED,
@@ -90,18 +94,142 @@ def render_json(logger: WrappedLogger, method_name: str, event_dict: EventDict) 
     return msgspec.json.format(compact, indent=0).decode("ascii")
 
 
+#: The line between an exception and the one it caused, as Python writes it.
+_CAUSE_LINE = "The above exception was the direct cause of the following exception:"
+#: The line between an exception and one raised while it was handled.
+_CONTEXT_LINE = "During handling of the above exception, another exception occurred:"
+#: Members of an exception group shown, and groups within groups (as `traceback`'s).
+_GROUP_WIDTH = 15
+_GROUP_DEPTH = 10
+#: Times the same frame is shown in a row before the rest are counted (as `traceback`).
+_REPEATS_SHOWN = 3
+#: Modules whose classes are named without them (as `traceback` names them).
+_UNNAMED_MODULES = frozenset({"builtins", "__main__"})
+
+
+def exception_outline(error: BaseException) -> str:
+    """An exception as Python's traceback shows it, without any of its text.
+
+    The frames (file, line, function) and the qualified class of the exception and of
+    every exception chained to it (its cause, or the one it was raised while handling,
+    and the members of a group), in Python's order and with Python's separating lines.
+    Never the message, the arguments or the notes of any of them, nor the source lines:
+    a message may quote data (psycopg's ``DETAIL:  Failing row contains (...)`` holds
+    the row, message content included). The tracing adapter records exceptions by class
+    alone for the same reason.
+
+    Args:
+        error: the exception.
+
+    Returns:
+        The outline, lines without a final line break; only the class for an exception
+        that was never raised.
+
+    Example:
+        >>> exception_outline(KeyError("a secret"))
+        'KeyError'
+    """
+    return "\n".join(_outline(error, 0))
+
+
+def _outline(error: BaseException, depth: int) -> list[str]:
+    # Each exception with the line that leads from it to the one before it in `chain`.
+    chain: list[tuple[BaseException, str | None]] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    link: str | None = None
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append((current, link))
+        if current.__cause__ is not None:
+            current, link = current.__cause__, _CAUSE_LINE
+        elif current.__context__ is not None and not current.__suppress_context__:
+            current, link = current.__context__, _CONTEXT_LINE
+        else:
+            current = None
+    lines: list[str] = []
+    # Python writes the first cause first.
+    for exception, leads_on in reversed(chain):
+        if exception.__traceback__ is not None:
+            lines.append("Traceback (most recent call last):")
+            lines.extend(_frames(exception.__traceback__))
+        lines.append(_class_name(type(exception)))
+        if isinstance(exception, BaseExceptionGroup):
+            lines.extend(_members(exception, depth))
+        if leads_on is not None:
+            lines.extend(("", leads_on, ""))
+    return lines
+
+
+def _frames(trace: TracebackType) -> list[str]:
+    """The frames of a traceback: file, line and function (no source line)."""
+    lines: list[str] = []
+    last, count = "", 0
+    for frame, line_number in traceback.walk_tb(trace):
+        code = frame.f_code
+        line = f'  File "{code.co_filename}", line {line_number}, in {code.co_name}'
+        if line == last:
+            count += 1
+        else:
+            lines.extend(_repeated(count))
+            last, count = line, 1
+        if count <= _REPEATS_SHOWN:
+            lines.append(line)
+    lines.extend(_repeated(count))
+    return lines
+
+
+def _repeated(count: int) -> list[str]:
+    more = count - _REPEATS_SHOWN
+    if more <= 0:
+        return []
+    return [f"  [Previous line repeated {more} more time{'s' if more > 1 else ''}]"]
+
+
+def _members(group: BaseExceptionGroup[BaseException], depth: int) -> list[str]:
+    if depth >= _GROUP_DEPTH:
+        return ["+-- ... (groups nested too deep)"]
+    lines: list[str] = []
+    for number, member in enumerate(group.exceptions[:_GROUP_WIDTH], start=1):
+        lines.append(f"+-- {number} --")
+        lines.extend(f"| {line}" if line else "|" for line in _outline(member, depth + 1))
+    hidden = len(group.exceptions) - _GROUP_WIDTH
+    if hidden > 0:
+        lines.append(f"+-- and {hidden} more")
+    return lines
+
+
+def _class_name(kind: type[BaseException]) -> str:
+    module = kind.__module__
+    if module in _UNNAMED_MODULES:
+        return kind.__qualname__
+    return f"{module}.{kind.__qualname__}"
+
+
+def _outline_of(exc_info: ExcInfo) -> str:
+    kind, error, _ = exc_info
+    return exception_outline(error) if error is not None else _class_name(kind)
+
+
+#: The processor that writes a record's ``exc_info`` (an exception, a tuple, or True for
+#: the one being handled) as ``exception``, its outline (structlog's `format_exc_info`
+#: would write the messages).
+format_exc_outline: Processor = structlog.processors.ExceptionRenderer(_outline_of)
+
+
 def shared_processors() -> list[Processor]:
     """The processors every record passes, structlog's and the standard library's.
 
     Returns:
-        contextvars, level, logger name, UTC timestamp and redaction, in that order.
+        contextvars, level, logger name, UTC timestamp, the exception's outline
+        (`format_exc_outline`) and redaction, in that order.
     """
     return [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.format_exc_info,
+        format_exc_outline,
         redact_secrets,
     ]
 
@@ -342,6 +470,8 @@ __all__ = [
     "clear_context",
     "configure_from_settings",
     "configure_logging",
+    "exception_outline",
+    "format_exc_outline",
     "redact_secrets",
     "shared_processors",
     "write_direct",

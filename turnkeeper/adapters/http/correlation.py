@@ -5,7 +5,9 @@ it takes the id from ``X-Correlation-Id`` (or makes one), binds it to the log co
 adds it to the answer, and writes one log line per request with the method, the route
 template, the status and the duration (at debug for the successful polls, stream reads
 and heartbeats of `QUIET_ROUTES`, at info otherwise). Bodies, query strings and headers are never
-logged, so neither tokens nor message content can reach the log.
+logged, so neither tokens nor message content can reach the log. A request the server
+answered without reading it never reaches the application: the connection guard has it
+logged and counted the same way, with route ``(unread)`` (`CorrelatedApp.unread_answered`).
 
 The line is written once per request, so it is written the short way
 (`turnkeeper.adapters.logging.write_direct`: the configured processors and renderer,
@@ -62,6 +64,9 @@ _LOUD_STATUS = 400
 
 #: The logger of the request log line.
 LOGGER_NAME = "turnkeeper.http"
+#: The route of a request the server answered without reading it (in its log line and
+#: its count), and its method when the parser had not read one.
+UNREAD = "(unread)"
 
 
 class RequestLog:
@@ -142,6 +147,69 @@ _UUID_BITS = 128
 _V4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
 _V4_SET = (4 << 76) | (0x8000 << 48)
 _new_ids = _IdSource()
+
+
+class UnreadAnswered(Protocol):
+    """Logs and counts a request the server answered without reading it.
+
+    The connection guard answers such a request itself (``400 malformed_request``,
+    ``431 headers_too_large``): the application never sees it. `log_unread` writes its
+    line; `CorrelatedApp.unread_answered` also counts it as the application counts
+    every request.
+    """
+
+    def __call__(
+        self, *, method: str | None, status: int, seconds: float, correlation_id: str
+    ) -> None:
+        """Log (and count) one request answered unread.
+
+        Args:
+            method: its method, when the parser read it (else None: logged as
+                ``(unread)``).
+            status: the answer's status (400 or 431).
+            seconds: from the request's first byte, or from the end of the answer
+                before it on the connection, to its answer.
+            correlation_id: the id in the answer's ``X-Correlation-Id``.
+        """
+
+
+def log_unread(*, method: str | None, status: int, seconds: float, correlation_id: str) -> None:
+    """Write the request log line of a request answered unread (counted nowhere).
+
+    For a server whose application is not a `CorrelatedApp`; see `UnreadAnswered`.
+
+    Args:
+        method: its method, when the parser read it.
+        status: the answer's status.
+        seconds: from its first byte to its answer.
+        correlation_id: the answer's correlation id.
+    """
+    _unread(None, method, status, seconds, correlation_id)
+
+
+def _unread(
+    answered: Callable[[Scope, Exchange, float], None] | None,
+    method: str | None,
+    status: int,
+    seconds: float,
+    correlation_id: str,
+) -> None:
+    """Count (through `answered`) and log a request answered unread, as `_serve_http` does."""
+    read = method or UNREAD
+    tokens = structlog.contextvars.bind_contextvars(correlation_id=correlation_id)
+    try:
+        try:
+            if answered is not None:
+                exchange = Exchange(correlation_id, time.perf_counter() - seconds)
+                exchange.status = status
+                scope = {"type": "http", "method": read, "path_template": UNREAD}
+                answered(cast("Scope", scope), exchange, seconds)
+        finally:
+            _request_log.write(
+                method=read, route=UNREAD, status=status, duration_ms=round(seconds * _MS_PER_S, 3)
+            )
+    finally:
+        structlog.contextvars.reset_contextvars(**tokens)
 
 
 #: Scope key set on the GET that answers a HEAD (`CorrelatedApp._head`).
@@ -372,10 +440,28 @@ class CorrelatedApp(Litestar):
         """Learn the outcome of one exchange, before its log line (a subclass counts it).
 
         Args:
-            scope: the ASGI scope (``path_template`` set once a route matched).
+            scope: the ASGI scope (``path_template`` set once a route matched; `UNREAD`
+                for a request the server answered unread).
             exchange: the exchange, its status final.
             seconds: its duration.
         """
+
+    def unread_answered(
+        self, *, method: str | None, status: int, seconds: float, correlation_id: str
+    ) -> None:
+        """Count and log a request the server answered without reading it (`UnreadAnswered`).
+
+        The connection guard of ``turnkeeper serve`` calls it: the request never reached
+        the application, yet it is learnt (`_answered`, so counted by route `UNREAD`)
+        and logged with route `UNREAD` like every other request.
+
+        Args:
+            method: its method, when the parser read it (else logged as `UNREAD`).
+            status: the answer's status (400 or 431).
+            seconds: from the request's first byte to its answer.
+            correlation_id: the answer's correlation id.
+        """
+        _unread(self._answered, method, status, seconds, correlation_id)
 
     async def _serve_http(self, scope: Scope, receive: Receive, send: Send) -> None:
         correlation_id = correlation_id_of(scope)

@@ -11,13 +11,19 @@ the h11 protocol of `turnkeeper.adapters.http.server` and the httptools protocol
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 import msgspec
 
 from turnkeeper.adapters.http.answers import FieldErrorOut
-from turnkeeper.adapters.http.correlation import CORRELATION_HEADER, correlation_id_of
+from turnkeeper.adapters.http.correlation import (
+    CORRELATION_HEADER,
+    UnreadAnswered,
+    correlation_id_of,
+    log_unread,
+)
 from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
 from turnkeeper.application.logs import get_logger
 
@@ -92,42 +98,49 @@ def refuse_unread(
     connection: GuardedConnection,
     transport: asyncio.WriteTransport,
     too_large: bool,
+    *,
+    method: str | None = None,
+    began: float | None = None,
 ) -> None:
     """Answer a request the server could not read as a problem, and end the connection.
 
     The parser refused it (400 ``validation_failed`` / ``malformed_request``) or its
     headers passed ``http.max_header_bytes`` (431 ``headers_too_large``). The request
-    never reached the application, so its log line is written here (route
-    ``(unread)``), with a new correlation id. The connection's writing side is closed
-    after the answer while the client may still be sending: closing the whole socket
-    with its bytes unread would reset the connection and lose the answer. The protocol
-    discards what still arrives, and the guard closes the connection at the latest
-    ``http.header_timeout`` after its headers began.
+    never reached the application, so the guard has it logged and counted here
+    (`ConnectionGuard.unread`: route ``(unread)``), with a new correlation id. The
+    connection's writing side is closed after the answer while the client may still be
+    sending: closing the whole socket with its bytes unread would reset the connection
+    and lose the answer. The protocol discards what still arrives, and the guard closes
+    the connection at the latest ``http.header_timeout`` after its headers began.
 
     Args:
         guard: the server's guard.
         connection: the connection.
         transport: its transport.
         too_large: the headers were too long (else the request was malformed).
+        method: the request's method, when the parser read it.
+        began: `ConnectionGuard.request_clock` at the request's first byte; None when
+            no byte arrived since the answer ahead of it ended (the request was
+            pipelined, its bytes already here): it counts from now, that answer's end.
     """
     if transport.is_closing():
         return
     answer = HEADERS_TOO_LARGE if too_large else MALFORMED_REQUEST
     correlation_id = correlation_id_of({})
-    _log.info(
-        "http_request",
-        method="",
-        route="(unread)",
-        status=answer.status,
-        correlation_id=correlation_id,
-    )
     transport.write(closing_answer(answer, correlation_id))
+    answered = guard.request_clock()
     guard.body_received(connection)
     guard.await_headers(connection)
     if transport.can_write_eof():
         transport.write_eof()
     else:
         transport.close()
+    guard.unread(
+        method=method,
+        status=answer.status,
+        seconds=answered - began if began is not None else 0.0,
+        correlation_id=correlation_id,
+    )
 
 
 def close_dropped(
@@ -263,6 +276,11 @@ class ConnectionGuard:
             a request's headers are complete (None: no bound).
         clock: the time waits are measured in, the loop's (None: the running loop's
             `time`; a test gives its own and fires the timers itself).
+        unread: logs and counts a request answered unread (`refuse_unread`): the
+            application's `CorrelatedApp.unread_answered` (`guarded_server` passes it),
+            else the log line alone.
+        request_clock: the time such a request's duration is measured in, the request
+            log's `time.perf_counter` (a test gives its own).
     """
 
     def __init__(
@@ -273,8 +291,12 @@ class ConnectionGuard:
         body_timeout: float = 30.0,
         max_header_bytes: int | None = None,
         clock: Callable[[], float] | None = None,
+        unread: UnreadAnswered = log_unread,
+        request_clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.header_timeout = header_timeout
+        self.unread = unread
+        self.request_clock = request_clock
         self.max_header_bytes = max_header_bytes
         self.max_connections = max_connections
         self.body_timeout = body_timeout

@@ -78,6 +78,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     _piece_in_body = False
     #: Whether the body being read is chunked (it then ends with `HEAD_END`).
     _chunked = False
+    #: `ConnectionGuard.request_clock` at the first byte received since the last answer
+    #: ended (None: none since), the start of a refused request's duration.
+    _began: float | None = None
+    #: The method of a refusal waiting in `_refusal`, when the parser read it.
+    _refused_method: str | None = None
+    #: The URL of the last request whose message ended (uvicorn's `url`, see `_method`).
+    _ended_url: bytes | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Register the connection with the guard (after uvicorn's own setup).
@@ -102,6 +109,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """
         if self._refused:
             return
+        if self._began is None:
+            self._began = self.guard.request_clock()
         limit = self.guard.max_header_bytes
         if limit is None or (self._head_bytes + len(data) <= limit and data.endswith(HEAD_END)):
             super().data_received(data)
@@ -141,12 +150,28 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse(self, *, too_large: bool) -> None:
         self._refused = True
+        method = self._method()
         if self.cycle is None or self.cycle.response_complete:
-            refuse_unread(self.guard, self, self.transport, too_large)
+            refuse_unread(
+                self.guard, self, self.transport, too_large, method=method, began=self._began
+            )
         else:
             # Pipelined behind a request still being answered: answered after it, in the
             # order the requests came (`on_response_complete`).
-            self._refusal = too_large
+            self._refusal, self._refused_method = too_large, method
+
+    def _method(self) -> str | None:
+        """The method of the request being refused, when the parser read it.
+
+        llhttp reads the method first, then reports the URL (uvicorn's `url`, reset at
+        each message's first byte), so a URL of the request means its method was read;
+        the URL of the request before it (no byte of the next message began one) does
+        not.
+        """
+        url = getattr(self, "url", None)  # set at the first message's first byte
+        if not url or url is self._ended_url:
+            return None
+        return str(self.parser.get_method().decode("ascii"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Forget the connection, then let uvicorn clean up."""
@@ -192,6 +217,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Stop the body timer: the request's body is complete (or there is none)."""
         self.guard.body_received(self)
         super().on_message_complete()
+        self._ended_url = self.url
         # The next request's head begins with the next byte. In a piece that began in
         # this request's Content-Length body, the bytes after the body's last one are
         # the next head's; a piece that began in a head, or in a chunked body, ends
@@ -203,15 +229,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         """Let uvicorn finish the answer, then start the timer of the next request.
 
-        A request refused behind the ones answered is answered now.
+        A request refused behind the ones answered is answered now, and counts from now.
         """
+        self._began = None
         super().on_response_complete()
         if self.transport.is_closing():
             self.guard.closed(self)
         elif self.cycle is None or self.cycle.response_complete:
             # No request in flight (a pipelined one would be the current cycle now).
             if self._refusal is not None:
-                refuse_unread(self.guard, self, self.transport, self._refusal)
+                refuse_unread(
+                    self.guard, self, self.transport, self._refusal, method=self._refused_method
+                )
             else:
                 # The next request's headers count from the end of this answer.
                 self.guard.await_headers(self)

@@ -44,6 +44,7 @@ from turnkeeper.adapters.http.answers import FieldErrorOut, Problem
 from turnkeeper.adapters.http.correlation import allowed_methods, correlation_id_of
 from turnkeeper.adapters.http.decoding import decode_failure, malformed_body
 from turnkeeper.adapters.http.dependencies import bearer_failure
+from turnkeeper.adapters.logging import exception_outline
 from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.logs import get_logger
 from turnkeeper.domain.errors import DomainError, RateLimited, ValidationFailed
@@ -330,8 +331,9 @@ def problem_response(answer: ProblemAnswer, correlation_id: str) -> Response[byt
 def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     """Litestar exception handler for every exception.
 
-    Only unexpected errors are logged with their stack (which never reaches the client);
-    a 503 ``unavailable`` is one warning line.
+    Only unexpected errors are logged with their stack (which never reaches the client),
+    as its outline: the classes and frames, never a message, which may quote data (a
+    database error quotes the failing row); a 503 ``unavailable`` is one warning line.
 
     Args:
         request: the failed request.
@@ -347,5 +349,9 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
         # Expected while the database is down: one line each, no stack.
         _log.warning("unavailable", error_type=type(exc).__name__)
     elif answer.status >= HTTP_500_INTERNAL_SERVER_ERROR:
-        _log.error("unhandled_error", error_type=type(exc).__name__, exc_info=exc)
+        # The outline itself rather than the exception: a logger configured by the host
+        # program (no structlog set-up) would write the exception's text.
+        _log.error(
+            "unhandled_error", error_type=type(exc).__name__, exception=exception_outline(exc)
+        )
     return problem_response(answer, correlation_id_of(request.scope))

@@ -49,7 +49,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from turnkeeper.adapters.http.corked import CorkedTransport
-from turnkeeper.adapters.http.correlation import CORRELATION_HEADER
+from turnkeeper.adapters.http.correlation import CORRELATION_HEADER, CorrelatedApp, log_unread
 from turnkeeper.adapters.http.guard import (
     ConnectionGuard,
     close_dropped,
@@ -95,6 +95,9 @@ class HeadBoundConnection(h11.Connection):
         self.max_head_bytes = max_head_bytes
         #: Whether a request was refused because its head passed the bound.
         self.head_too_large = False
+        #: The method of that request, when h11 had read its head (a head that came
+        #: whole); None when h11 refused the head before it was complete.
+        self.refused_method: str | None = None
 
     def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
         """h11's next event, or `h11.RemoteProtocolError` for a head beyond the bound.
@@ -119,6 +122,7 @@ class HeadBoundConnection(h11.Connection):
             and buffered - len(self._receive_buffer) > self.max_head_bytes
         ):
             self.head_too_large = True
+            self.refused_method = event.method.decode("ascii")
             raise h11.RemoteProtocolError(
                 "request head too long", error_status_hint=HEAD_TOO_LARGE_STATUS
             )
@@ -135,6 +139,9 @@ class GuardedH11Protocol(H11Protocol):
     guard: ClassVar[ConnectionGuard]
     #: Whether a request was refused unread: what still arrives is discarded.
     _refused = False
+    #: `ConnectionGuard.request_clock` at the first byte received since the last answer
+    #: ended (None: none since), the start of a refused request's duration.
+    _began: float | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -158,6 +165,8 @@ class GuardedH11Protocol(H11Protocol):
         """Let uvicorn parse the bytes, then follow the connection's state."""
         if self._refused:
             return
+        if self._began is None:
+            self._began = self.guard.request_clock()
         super().data_received(data)
         if not self._refused:
             self._follow()
@@ -171,11 +180,17 @@ class GuardedH11Protocol(H11Protocol):
         it are complete, so the refusal comes after them.
         """
         self._refused = True
-        too_large = isinstance(self.conn, HeadBoundConnection) and self.conn.head_too_large
-        refuse_unread(self.guard, self, self.transport, too_large)
+        too_large, method = False, None
+        if isinstance(self.conn, HeadBoundConnection):
+            too_large, method = self.conn.head_too_large, self.conn.refused_method
+        refuse_unread(self.guard, self, self.transport, too_large, method=method, began=self._began)
 
     def on_response_complete(self) -> None:
-        """Let uvicorn finish the answer, then follow the connection's state."""
+        """Let uvicorn finish the answer, then follow the connection's state.
+
+        A request refused now (pipelined, its bytes already here) counts from now.
+        """
+        self._began = None
         super().on_response_complete()
         self._follow()
 
@@ -364,7 +379,8 @@ def guarded_server(
     and their connections closed.
 
     Args:
-        app: the ASGI application.
+        app: the ASGI application (a `CorrelatedApp` also counts the requests the
+            server answers without reading them, `CorrelatedApp.unread_answered`).
         host: the address to listen on.
         port: the port.
         settings: for ``http.header_timeout``, ``http.body_timeout``,
@@ -384,6 +400,8 @@ def guarded_server(
         max_connections=connection_budget(settings),
         body_timeout=settings.body_timeout.total_seconds(),
         max_header_bytes=settings.max_header_bytes,
+        # A request answered unread is counted by the application, as every request is.
+        unread=app.unread_answered if isinstance(app, CorrelatedApp) else log_unread,
     )
     protocol = guarded_protocol(guard, settings.http_parser)
     _log.info(
