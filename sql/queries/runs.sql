@@ -116,7 +116,7 @@ WHERE id = sqlc.arg(id);
 WITH due AS (
     SELECT r.id, r.thread_id FROM runs r
     WHERE r.state = ANY(sqlc.arg(states)::text[]) AND r.created_at < sqlc.arg(before)
-    ORDER BY r.created_at LIMIT sqlc.arg(max_runs)
+    ORDER BY r.created_at, r.id LIMIT sqlc.arg(max_runs)
 ),
 thread AS (
     SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
@@ -125,13 +125,13 @@ thread AS (
 SELECT runs.* FROM runs
 WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
   AND runs.state = ANY(sqlc.arg(states)::text[]) AND runs.created_at < sqlc.arg(before)
-ORDER BY runs.created_at FOR UPDATE OF runs SKIP LOCKED;
+ORDER BY runs.created_at, runs.id FOR UPDATE OF runs SKIP LOCKED;
 
 -- name: LockRunsUpdatedBefore :many
 WITH due AS (
     SELECT r.id, r.thread_id FROM runs r
     WHERE r.state = ANY(sqlc.arg(states)::text[]) AND r.updated_at < sqlc.arg(before)
-    ORDER BY r.updated_at LIMIT sqlc.arg(max_runs)
+    ORDER BY r.updated_at, r.id LIMIT sqlc.arg(max_runs)
 ),
 thread AS (
     SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
@@ -140,14 +140,14 @@ thread AS (
 SELECT runs.* FROM runs
 WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
   AND runs.state = ANY(sqlc.arg(states)::text[]) AND runs.updated_at < sqlc.arg(before)
-ORDER BY runs.updated_at FOR UPDATE OF runs SKIP LOCKED;
+ORDER BY runs.updated_at, runs.id FOR UPDATE OF runs SKIP LOCKED;
 
 -- name: LockRunsCancelRequestedBefore :many
 WITH due AS (
     SELECT r.id, r.thread_id FROM runs r
     WHERE r.state = ANY(sqlc.arg(states)::text[]) AND r.cancel_requested
       AND r.cancel_requested_at < sqlc.arg(before)
-    ORDER BY r.cancel_requested_at LIMIT sqlc.arg(max_runs)
+    ORDER BY r.cancel_requested_at, r.id LIMIT sqlc.arg(max_runs)
 ),
 thread AS (
     SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
@@ -157,7 +157,7 @@ SELECT runs.* FROM runs
 WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
   AND runs.state = ANY(sqlc.arg(states)::text[]) AND runs.cancel_requested
   AND runs.cancel_requested_at < sqlc.arg(before)
-ORDER BY runs.cancel_requested_at FOR UPDATE OF runs SKIP LOCKED;
+ORDER BY runs.cancel_requested_at, runs.id FOR UPDATE OF runs SKIP LOCKED;
 
 -- name: LockActiveRunsOfAgent :many
 WITH due AS (

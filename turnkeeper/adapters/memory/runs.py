@@ -21,6 +21,9 @@ from turnkeeper.domain.followups import OPEN_STATES, FollowupMode, FollowupState
 from turnkeeper.domain.runs import AnswerRun, Run, RunState
 from turnkeeper.domain.trigger_report import AcceptedFollowup, TriggerLinks
 
+#: The states LockRunsCancelRequestedBefore takes (a cancel asked and not confirmed).
+_CANCEL_UNCONFIRMED = frozenset({RunState.RUNNING, RunState.WAITING_INPUT})
+
 
 class MemoryRunRepository:
     """Runs; satisfies `turnkeeper.application.ports.RunRepository`.
@@ -76,33 +79,61 @@ class MemoryRunRepository:
         self._t.runs[run.id] = run
 
     async def lock_queued_before(self, before: datetime, limit: int) -> list[Run]:
-        """Queued runs created before a time, by id."""
-        return self._due({RunState.QUEUED}, "created_at", before, limit)
+        """Queued runs created before a time, oldest first.
+
+        As LockRunsCreatedBefore.
+        """
+        return self._due(
+            lambda r: r.created_at, before, limit, lambda r: r.state is RunState.QUEUED
+        )
 
     async def lock_cancel_unconfirmed_before(self, before: datetime, limit: int) -> list[Run]:
-        """Running or waiting runs whose cancel was requested before a time, by id."""
-        states = {RunState.RUNNING, RunState.WAITING_INPUT}
-        return self._due(states, "cancel_requested_at", before, limit)
+        """Running or waiting runs with a cancel asked before a time, earliest ask first.
+
+        As LockRunsCancelRequestedBefore.
+        """
+        return self._due(
+            lambda r: r.cancel_requested_at,
+            before,
+            limit,
+            lambda r: r.state in _CANCEL_UNCONFIRMED and r.cancel_requested,
+        )
 
     async def lock_running_unchanged_before(self, before: datetime, limit: int) -> list[Run]:
-        """Running runs not updated since a time, by id."""
-        return self._due({RunState.RUNNING}, "updated_at", before, limit)
+        """Running runs not updated since a time, least recently updated first.
 
-    def _due(self, states: set[RunState], field: str, before: datetime, limit: int) -> list[Run]:
+        As LockRunsUpdatedBefore.
+        """
+        return self._due(
+            lambda r: r.updated_at, before, limit, lambda r: r.state is RunState.RUNNING
+        )
+
+    def _due(
+        self,
+        key: Callable[[Run], datetime | None],
+        before: datetime,
+        limit: int,
+        matches: Callable[[Run], bool],
+    ) -> list[Run]:
+        # The order and the LIMIT of the job queries of sql/queries/runs.sql: by the time
+        # the window counts from, so a pass (and a batch smaller than the due set) takes
+        # the same runs first, and writes their events in the same order, as PostgreSQL.
+        # Those queries name no tie-breaker; the id makes ties reproducible here.
         due = [
-            r
+            (at, r)
             for r in self._t.runs.values()
-            if r.state in states and getattr(r, field) is not None and getattr(r, field) < before
+            if matches(r) and (at := key(r)) is not None and at < before
         ]
-        return sorted(due, key=lambda r: r.id)[:limit]
+        due.sort(key=lambda entry: (entry[0], entry[1].id))
+        return [r for _, r in due[:limit]]
 
     async def lock_active_of_agent(self, agent_id: uuid.UUID, limit: int) -> list[Run]:
-        """Active runs of one agent, by id."""
+        """Active runs of one agent, by id (LockActiveRunsOfAgent)."""
         found = [r for r in self._t.runs.values() if r.agent_id == agent_id and r.state.active]
         return sorted(found, key=lambda r: r.id)[:limit]
 
     async def lock_active_of_disabled_agents(self, limit: int) -> list[Run]:
-        """Active runs of disabled agents, by id."""
+        """Active runs of disabled agents, by id (LockActiveRunsOfDisabledAgents)."""
         found = [
             r
             for r in self._t.runs.values()

@@ -1443,7 +1443,7 @@ WHERE id = %(p8)s"""
 _LOCK_RUNS_CREATED_BEFORE = """WITH due AS (
     SELECT r.id, r.thread_id FROM runs r
     WHERE r.state = ANY(%(p1)s::text[]) AND r.created_at < %(p2)s
-    ORDER BY r.created_at LIMIT %(p3)s
+    ORDER BY r.created_at, r.id LIMIT %(p3)s
 ),
 thread AS (
     SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
@@ -1452,12 +1452,12 @@ thread AS (
 SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
 WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
   AND runs.state = ANY(%(p1)s::text[]) AND runs.created_at < %(p2)s
-ORDER BY runs.created_at FOR UPDATE OF runs SKIP LOCKED"""
+ORDER BY runs.created_at, runs.id FOR UPDATE OF runs SKIP LOCKED"""
 
 _LOCK_RUNS_UPDATED_BEFORE = """WITH due AS (
     SELECT r.id, r.thread_id FROM runs r
     WHERE r.state = ANY(%(p1)s::text[]) AND r.updated_at < %(p2)s
-    ORDER BY r.updated_at LIMIT %(p3)s
+    ORDER BY r.updated_at, r.id LIMIT %(p3)s
 ),
 thread AS (
     SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
@@ -1466,13 +1466,13 @@ thread AS (
 SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
 WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
   AND runs.state = ANY(%(p1)s::text[]) AND runs.updated_at < %(p2)s
-ORDER BY runs.updated_at FOR UPDATE OF runs SKIP LOCKED"""
+ORDER BY runs.updated_at, runs.id FOR UPDATE OF runs SKIP LOCKED"""
 
 _LOCK_RUNS_CANCEL_REQUESTED_BEFORE = """WITH due AS (
     SELECT r.id, r.thread_id FROM runs r
     WHERE r.state = ANY(%(p1)s::text[]) AND r.cancel_requested
       AND r.cancel_requested_at < %(p2)s
-    ORDER BY r.cancel_requested_at LIMIT %(p3)s
+    ORDER BY r.cancel_requested_at, r.id LIMIT %(p3)s
 ),
 thread AS (
     SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
@@ -1482,7 +1482,7 @@ SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, ru
 WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
   AND runs.state = ANY(%(p1)s::text[]) AND runs.cancel_requested
   AND runs.cancel_requested_at < %(p2)s
-ORDER BY runs.cancel_requested_at FOR UPDATE OF runs SKIP LOCKED"""
+ORDER BY runs.cancel_requested_at, runs.id FOR UPDATE OF runs SKIP LOCKED"""
 
 _LOCK_ACTIVE_RUNS_OF_AGENT = """WITH due AS (
     SELECT r.id, r.thread_id FROM runs r
@@ -4535,7 +4535,7 @@ async def lock_runs_created_before(
         WITH due AS (
             SELECT r.id, r.thread_id FROM runs r
             WHERE r.state = ANY($1::text[]) AND r.created_at < $2
-            ORDER BY r.created_at LIMIT $3
+            ORDER BY r.created_at, r.id LIMIT $3
         ),
         thread AS (
             SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
@@ -4544,7 +4544,7 @@ async def lock_runs_created_before(
         SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
         WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
           AND runs.state = ANY($1::text[]) AND runs.created_at < $2
-        ORDER BY runs.created_at FOR UPDATE OF runs SKIP LOCKED
+        ORDER BY runs.created_at, runs.id FOR UPDATE OF runs SKIP LOCKED
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -4576,7 +4576,7 @@ async def lock_runs_updated_before(
         WITH due AS (
             SELECT r.id, r.thread_id FROM runs r
             WHERE r.state = ANY($1::text[]) AND r.updated_at < $2
-            ORDER BY r.updated_at LIMIT $3
+            ORDER BY r.updated_at, r.id LIMIT $3
         ),
         thread AS (
             SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
@@ -4585,7 +4585,7 @@ async def lock_runs_updated_before(
         SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
         WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
           AND runs.state = ANY($1::text[]) AND runs.updated_at < $2
-        ORDER BY runs.updated_at FOR UPDATE OF runs SKIP LOCKED
+        ORDER BY runs.updated_at, runs.id FOR UPDATE OF runs SKIP LOCKED
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -4618,7 +4618,7 @@ async def lock_runs_cancel_requested_before(
             SELECT r.id, r.thread_id FROM runs r
             WHERE r.state = ANY($1::text[]) AND r.cancel_requested
               AND r.cancel_requested_at < $2
-            ORDER BY r.cancel_requested_at LIMIT $3
+            ORDER BY r.cancel_requested_at, r.id LIMIT $3
         ),
         thread AS (
             SELECT t.id FROM threads t WHERE t.id IN (SELECT due.thread_id FROM due)
@@ -4628,7 +4628,7 @@ async def lock_runs_cancel_requested_before(
         WHERE runs.id IN (SELECT due.id FROM due) AND runs.thread_id IN (SELECT thread.id FROM thread)
           AND runs.state = ANY($1::text[]) AND runs.cancel_requested
           AND runs.cancel_requested_at < $2
-        ORDER BY runs.cancel_requested_at FOR UPDATE OF runs SKIP LOCKED
+        ORDER BY runs.cancel_requested_at, runs.id FOR UPDATE OF runs SKIP LOCKED
 
     Args:
         conn: the connection; the statement runs in its current transaction.
