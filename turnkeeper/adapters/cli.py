@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from types import FrameType
 from typing import Any, NoReturn, TextIO
 
 from turnkeeper.adapters.config import Config, ConfigError, load_config
@@ -147,16 +148,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _guarded(lambda: _stoppable(lambda: asyncio.run(command(args, config))))
 
 
+class _StopSignal:
+    """Whether a stop signal came while the command ran.
+
+    A `KeyboardInterrupt` raised by a signal handler is lost when it falls in a
+    finalizer (a weakref callback, a ``__del__``): Python prints it and goes on. What
+    the command would then start next (the workers, uvicorn) asks here first.
+    """
+
+    def __init__(self) -> None:
+        self.received = False
+
+
+_stop_signal = _StopSignal()
+
+
 def _stoppable(run: Callable[[], int]) -> int:
     """Run a command with SIGTERM stopping it as Ctrl-C does (exit 0, resources released).
 
     SIGTERM's default ends the process at once: ``jobs`` then left the embedded
     PostgreSQL it started running, with its dead pid among the server's users, so that
-    no later command stopped it either. Raised as `KeyboardInterrupt`, it unwinds the
-    command (its pool closed, the embedded server stopped) like SIGINT. A server inside
-    the command (``mcp --http``) installs its own handlers while it serves and gives a
-    SIGTERM it handled back to this one once it has stopped.
+    no later command stopped it either. SIGTERM does what SIGINT would do at that
+    moment: inside `asyncio.Runner`, cancel the command's task (the loop cannot lose
+    that); elsewhere raise `KeyboardInterrupt`. Either unwinds the command (its pool
+    closed, the embedded server stopped); the embedded server's start and stop hold a
+    stop back until they are done (`stop_signals_held`), so that neither is cut in
+    half. A server inside the command (``serve``, ``mcp --http``) installs its own
+    handlers while it serves and restores these once it has stopped; ``serve`` with
+    several workers passes a stop on to them while they run.
     """
+    _stop_signal.received = False
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return run()
@@ -164,7 +185,12 @@ def _stoppable(run: Callable[[], int]) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _interrupt(signum: int, frame: object) -> NoReturn:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    _stop_signal.received = True
+    on_sigint = signal.getsignal(signal.SIGINT)
+    if callable(on_sigint) and on_sigint is not _interrupt:
+        on_sigint(signal.SIGINT, frame)  # asyncio's cancel, or Python's KeyboardInterrupt
+        return
     raise KeyboardInterrupt
 
 
@@ -213,10 +239,11 @@ def _traced(backend: Backend, tracing: OtelTracing | None) -> Backend:
 
 
 async def _jobs(args: argparse.Namespace, config: Config) -> int:
+    key = signing_key(config)  # a key file that cannot be used stops it before the database
     with database(config) as conninfo:
         await migrate(conninfo)
         with process_tracing() as tracing:
-            async with postgres_backend(conninfo, config.settings, signing_key(config)) as pg:
+            async with postgres_backend(conninfo, config.settings, key) as pg:
                 return await _run_jobs(args, _traced(pg, tracing))
 
 
@@ -262,9 +289,10 @@ async def _check(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _demo_world(args: argparse.Namespace, config: Config) -> int:
+    key = signing_key(config)  # a key file that cannot be used stops it before the database
     with database(config) as conninfo:
         await migrate(conninfo)
-        async with postgres_backend(conninfo, config.settings, signing_key(config)) as backend:
+        async with postgres_backend(conninfo, config.settings, key) as backend:
             if not await _world_is_empty(backend):
                 return _fail("turnkeeper: the world is not empty; demo-world needs a new one", 1)
             owner = await _owner_for_demo(backend, config)
@@ -295,64 +323,101 @@ def _run_on_loop(main: Coroutine[Any, Any, int], config: Config) -> int:
 
 
 def _serve_command(args: argparse.Namespace, config: Config) -> int:
-    workers: int = args.workers or config.settings.http_workers
-    if workers > 1 and args.memory:
+    if args.memory and args.workers is not None and args.workers > 1:
         # Each worker would hold a store of its own: one world per process.
         return _fail(
             "turnkeeper: error: --memory serves from one process, not --workers", EXIT_USAGE
         )
-    return _guarded(lambda: _serve_bound(args, config, workers))
+    # Stoppable from the start: a stop while the embedded server starts, the migrations
+    # run or the application is built (before uvicorn's own handlers, and in the parent
+    # of several workers before it forks) releases what was started and exits 0.
+    return _guarded(lambda: _stoppable(lambda: _serve_bound(args, config)))
 
 
-def _serve_bound(args: argparse.Namespace, config: Config, workers: int) -> int:
-    """Bind first (a taken port fails before the database starts), then serve."""
+def _worker_count(args: argparse.Namespace, config: Config) -> int:
+    """``--workers``, else ``http.workers``, which ``--memory`` takes only as 1.
+
+    Raises:
+        ConfigError: ``http.workers`` (from the environment or the file) is above 1
+            with ``--memory``.
+    """
+    if args.workers is not None:
+        return int(args.workers)
+    workers = config.settings.http_workers
+    if args.memory and workers > 1:
+        raise ConfigError(
+            f"http.workers must be 1 with --memory (one store per process), got {workers}"
+        )
+    return workers
+
+
+def _serve_bound(args: argparse.Namespace, config: Config) -> int:
+    """Bind (a taken port fails first), read the key (before the database), then serve."""
+    workers = _worker_count(args, config)
     with listening_socket(args.host, args.port, ACCEPT_BACKLOG) as sock:
+        if args.memory:
+            return _run_on_loop(_serve_memory(args, config, sock), config)
+        key = signing_key(config)  # a key file that cannot be used stops it here
         if workers == 1:
-            return _run_on_loop(_serve(args, config, sock), config)
-        return _serve_workers(args, config, workers, sock)
+            return _run_on_loop(_serve(args, config, key, sock), config)
+        return _serve_workers(args, config, key, workers, sock)
 
 
 def _serve_workers(
-    args: argparse.Namespace, config: Config, workers: int, sock: socket.socket
+    args: argparse.Namespace, config: Config, key: bytes, workers: int, sock: socket.socket
 ) -> int:
     """Migrate and create the owner once, then fork the workers onto the one socket."""
     with database(config) as conninfo:
-        asyncio.run(_prepare_once(args, config, conninfo))
+        asyncio.run(_prepare_once(args, config, conninfo, key))
 
         def worker(index: int) -> int:
+            if _stop_signal.received:
+                return EXIT_OK  # the parent's stop came as the worker began
             # Worker 0 runs the periodic jobs: one pass at a time for the server.
             jobs = index == 0 and not args.no_jobs
-            serve = _serve_worker(args, config, conninfo, sock, jobs=jobs)
+            serve = _serve_worker(args, config, conninfo, key, sock, jobs=jobs)
             return _guarded(lambda: _run_on_loop(serve, config))
 
+        if _stop_signal.received:
+            return EXIT_OK
         return run_workers(workers, worker)
 
 
-async def _prepare_once(args: argparse.Namespace, config: Config, conninfo: str) -> None:
+async def _prepare_once(
+    args: argparse.Namespace, config: Config, conninfo: str, key: bytes
+) -> None:
     await migrate(conninfo)
-    async with postgres_backend(conninfo, config.settings, signing_key(config)) as pg:
+    async with postgres_backend(conninfo, config.settings, key) as pg:
         await _prepare_world(args, config, pg)
 
 
 async def _serve_worker(
-    args: argparse.Namespace, config: Config, conninfo: str, sock: socket.socket, *, jobs: bool
+    args: argparse.Namespace,
+    config: Config,
+    conninfo: str,
+    key: bytes,
+    sock: socket.socket,
+    *,
+    jobs: bool,
 ) -> int:
     with process_tracing() as tracing:
-        async with postgres_backend(conninfo, config.settings, signing_key(config)) as pg:
+        async with postgres_backend(conninfo, config.settings, key) as pg:
             await _serve_app(args, config, _traced(pg, tracing), sock=sock, jobs=jobs)
     return EXIT_OK
 
 
-async def _serve(args: argparse.Namespace, config: Config, sock: socket.socket) -> int:
-    if args.memory:
-        with process_tracing() as tracing:
-            await _run(args, config, _traced(memory_backend(config.settings), tracing), sock)
-        return EXIT_OK
+async def _serve_memory(args: argparse.Namespace, config: Config, sock: socket.socket) -> int:
+    with process_tracing() as tracing:
+        await _run(args, config, _traced(memory_backend(config.settings), tracing), sock)
+    return EXIT_OK
+
+
+async def _serve(args: argparse.Namespace, config: Config, key: bytes, sock: socket.socket) -> int:
     with database(config) as conninfo:
         await migrate(conninfo)
         # After the migrations, before the pool: the pool's connections are traced.
         with process_tracing() as tracing:
-            async with postgres_backend(conninfo, config.settings, signing_key(config)) as pg:
+            async with postgres_backend(conninfo, config.settings, key) as pg:
                 await _run(args, config, _traced(pg, tracing), sock)
     return EXIT_OK
 
@@ -400,7 +465,10 @@ async def _serve_app(
     runner = asyncio.create_task(run_jobs_forever(backend.services)) if jobs else None
     settle_heap(config.settings.http_gc_threshold)
     try:
-        await server.serve()
+        # A stop whose KeyboardInterrupt was lost on the way ends start-up here: uvicorn
+        # handles the signals only from the moment it serves.
+        if not _stop_signal.received:
+            await server.serve()
     finally:
         if runner is not None:
             runner.cancel()

@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from datetime import timedelta
 from pathlib import Path
+from types import FrameType
 
 import attrs
 from psycopg_pool import AsyncConnectionPool
 
-from turnkeeper.adapters.config import ENV_DATA_DIR, Config, ConfigError
+from turnkeeper.adapters.config import (
+    ENV_DATA_DIR,
+    ENV_SIGNING_KEY,
+    MIN_SIGNING_KEY_BYTES,
+    Config,
+    ConfigError,
+)
 from turnkeeper.adapters.http.operations import Readiness, always_ready
+from turnkeeper.adapters.http.workers import STOP_SIGNALS
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR, EmbeddedPostgres
@@ -36,7 +47,6 @@ from turnkeeper.application.settings import Settings
 SIGNING_KEY_FILE = "signing.key"
 #: Random bytes of a generated signing key (HS256 wants at least 32).
 SIGNING_KEY_BYTES = 32
-_OWNER_ONLY = 0o600
 
 
 @attrs.frozen(kw_only=True)
@@ -55,28 +65,81 @@ class Backend:
 def signing_key(config: Config) -> bytes:
     """The key of invocation tokens: configured, or kept in the data directory.
 
-    The key file is made once with owner-only permissions, so tokens stay valid
-    across restarts of a deployment that uses one data directory.
+    The key file is made once, whole (written aside with owner-only permissions, then
+    linked into place), so tokens stay valid across restarts of a deployment that uses
+    one data directory, and processes that start together all take the first one made.
+    Read it before the database is touched: a file that cannot hold a key stops the
+    command first.
 
     Args:
         config: the process configuration.
 
     Returns:
         The key bytes.
+
+    Raises:
+        ConfigError: when the key file cannot be read or made, or holds fewer than
+            `MIN_SIGNING_KEY_BYTES` bytes (an empty file left by a crash among them).
     """
     if config.signing_key is not None:
         return config.signing_key.encode("utf-8")
     path = config.data_dir / SIGNING_KEY_FILE
     if not path.exists():
-        _write_secret(path, secrets.token_hex(SIGNING_KEY_BYTES))
-    return path.read_text(encoding="utf-8").strip().encode("utf-8")
+        try:
+            _write_secret(path, secrets.token_hex(SIGNING_KEY_BYTES))
+        except OSError as exc:
+            raise ConfigError(
+                f"{ENV_DATA_DIR} cannot hold the signing key ({path}): "
+                f"{exc.strerror or type(exc).__name__}"
+            ) from exc
+    try:
+        key = path.read_text(encoding="utf-8").strip().encode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        raise ConfigError(
+            f"signing key file {str(path)!r} cannot be read ({reason or type(exc).__name__})"
+        ) from exc
+    if len(key) < MIN_SIGNING_KEY_BYTES:
+        # Never repeated: a short key is still a secret. An empty or short file signs
+        # nothing safely (PyJWT refuses an empty key at the first token).
+        raise ConfigError(
+            f"signing key file {str(path)!r} must hold at least {MIN_SIGNING_KEY_BYTES} "
+            f"bytes, got {len(key)} (remove it to make a new key, or set {ENV_SIGNING_KEY})"
+        )
+    return key
 
 
 def _write_secret(path: Path, text: str) -> None:
+    """Make `path` hold `text`, whole, unless another process made it first.
+
+    Written to a temporary file beside it (owner-only, synced), then hard-linked to
+    `path`: a link never replaces a file, so the first process to link wins and the
+    others read its key; a crash leaves no file or a whole one, never an empty one.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _OWNER_ONLY)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    # mkstemp creates the file with owner-only permissions (0600).
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return  # another process made it first: its key is the deployment's
+        _sync_directory(path.parent)
+    finally:
+        os.unlink(temporary)
+
+
+def _sync_directory(folder: Path) -> None:
+    """Make a new entry of `folder` durable (its link survives a power loss)."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def memory_backend(settings: Settings, key: bytes | None = None) -> Backend:
@@ -105,7 +168,8 @@ def database(config: Config) -> Iterator[str]:
     """The configured database's connection string, for the duration of a block.
 
     Without ``TURNKEEPER_DATABASE_URL`` the embedded server is started in
-    ``<data dir>/pgdata`` and stopped when the block ends (also on Ctrl-C).
+    ``<data dir>/pgdata`` and stopped when the block ends (also on Ctrl-C). SIGTERM or
+    SIGINT while it starts or stops takes effect once it has (`stop_signals_held`).
 
     Args:
         config: the process configuration.
@@ -129,11 +193,56 @@ def database(config: Config) -> Iterator[str]:
             f"{ENV_DATA_DIR} cannot hold the embedded database ({folder}): "
             f"{exc.strerror or type(exc).__name__}"
         ) from exc
-    server = EmbeddedPostgres.start(folder)
-    try:
+    with ExitStack() as stop:
+        # A stop signal while the server starts would leave it running without this
+        # process among its users, or this process's pid among them after it ended: it
+        # waits until the server is up and its stop is registered, then takes effect.
+        with stop_signals_held():
+            server = EmbeddedPostgres.start(folder)
+            stop.callback(_stop_embedded, server)
         yield server.conninfo
-    finally:
+
+
+def _stop_embedded(server: EmbeddedPostgres) -> None:
+    with stop_signals_held():
         server.stop()
+
+
+@contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold SIGTERM and SIGINT back while a block runs, then deliver them.
+
+    A stop signal received during the block is noted instead of handled; when the block
+    ends, the handlers from before are back and each noted signal is raised again, so
+    that it does then what it would have done (a command's `KeyboardInterrupt`). Outside
+    the main thread, where no handler can be set, the block runs as it is.
+
+    Yields:
+        Nothing; the block runs with the signals held.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    # A handler set outside Python (None) could not be set again afterwards: left alone.
+    previous = {
+        signum: handler
+        for signum in STOP_SIGNALS
+        if (handler := signal.getsignal(signum)) is not None
+    }
+    for signum in previous:
+        signal.signal(signum, note)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    for noted in dict.fromkeys(received):
+        signal.raise_signal(noted)
 
 
 def postgres_readiness(pool: AsyncConnectionPool, settings: Settings) -> Readiness:
