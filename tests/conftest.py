@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -33,6 +34,12 @@ from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.migrations import migrate
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory, create_pool
 from turnkeeper.application.ports import UnitOfWorkFactory
+
+# A test run started in the background of a non-interactive shell (`make test &`, some CI
+# runners) ignores SIGINT, and every process it starts inherits that through exec: the
+# tests that stop a command with SIGINT, as Ctrl-C does, need it delivered there.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: Environment variable of an external test server (admin rights: CREATE/DROP DATABASE).
 TEST_DATABASE_ENV = "TURNKEEPER_TEST_DATABASE_URL"
