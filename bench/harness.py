@@ -29,7 +29,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from types import FrameType
+from typing import Any, TypeVar, cast
 
 import attrs
 import psycopg
@@ -459,9 +460,9 @@ def run_stoppable(main: Coroutine[Any, Any, int]) -> int:
 
     SIGTERM's default ends the process at once: a benchmark stopped that way (a
     supervisor's timeout, ``kill``) left the embedded PostgreSQL server it started
-    running, with its temporary directory. Raised as `KeyboardInterrupt`, the signal
-    unwinds the benchmark instead: asyncio cancels the main task, whose context managers
-    stop the servers and remove what they made.
+    running, with its temporary directory. Handled as Ctrl-C is, the signal unwinds the
+    benchmark instead: asyncio cancels the main task, whose context managers stop the
+    servers and remove what they made.
 
     Args:
         main: the benchmark, not yet started.
@@ -479,7 +480,14 @@ def run_stoppable(main: Coroutine[Any, Any, int]) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _interrupt(signum: int, frame: object) -> NoReturn:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # What Ctrl-C does at that moment: inside `asyncio.run`, its SIGINT handler cancels
+    # the main task, which the loop cannot lose; a KeyboardInterrupt raised here instead
+    # could fall in a finalizer (a weakref callback), where Python prints and drops it.
+    on_sigint = signal.getsignal(signal.SIGINT)
+    if callable(on_sigint) and on_sigint is not _interrupt:
+        on_sigint(signal.SIGINT, frame)
+        return
     raise KeyboardInterrupt
 
 
