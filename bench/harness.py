@@ -29,7 +29,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from types import FrameType
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -46,6 +45,7 @@ from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.observers import observe_statements
 from turnkeeper.adapters.postgres.pool import RecentFirstPool
 from turnkeeper.adapters.postgres.uow import Conn
+from turnkeeper.adapters.wiring import stop_as_ctrl_c
 from turnkeeper.application.settings import Settings
 
 #: psycopg's ``prepare_threshold`` on the benchmark's connections: prepare at first use, so
@@ -470,7 +470,7 @@ def run_stoppable(main: Coroutine[Any, Any, int]) -> int:
     Returns:
         The benchmark's exit code, or `EXIT_STOPPED` when it was stopped.
     """
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, stop_as_ctrl_c)
     try:
         return asyncio.run(main)
     except KeyboardInterrupt:
@@ -478,17 +478,6 @@ def run_stoppable(main: Coroutine[Any, Any, int]) -> int:
         return EXIT_STOPPED
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    # What Ctrl-C does at that moment: inside `asyncio.run`, its SIGINT handler cancels
-    # the main task, which the loop cannot lose; a KeyboardInterrupt raised here instead
-    # could fall in a finalizer (a weakref callback), where Python prints and drops it.
-    on_sigint = signal.getsignal(signal.SIGINT)
-    if callable(on_sigint) and on_sigint is not _interrupt:
-        on_sigint(signal.SIGINT, frame)
-        return
-    raise KeyboardInterrupt
 
 
 async def server_version(conninfo: str) -> str:

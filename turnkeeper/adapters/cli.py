@@ -42,6 +42,7 @@ from turnkeeper.adapters.wiring import (
     memory_backend,
     postgres_backend,
     signing_key,
+    stop_as_ctrl_c,
 )
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import build_demo_world
@@ -187,11 +188,7 @@ def _stoppable(run: Callable[[], int]) -> int:
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     _stop_signal.received = True
-    on_sigint = signal.getsignal(signal.SIGINT)
-    if callable(on_sigint) and on_sigint is not _interrupt:
-        on_sigint(signal.SIGINT, frame)  # asyncio's cancel, or Python's KeyboardInterrupt
-        return
-    raise KeyboardInterrupt
+    stop_as_ctrl_c(signum, frame)
 
 
 def _guarded(run: Callable[[], int]) -> int:

@@ -208,6 +208,28 @@ def _stop_embedded(server: EmbeddedPostgres) -> None:
         server.stop()
 
 
+def stop_as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    """A SIGTERM handler that does what Ctrl-C (SIGINT) would do at that moment.
+
+    Inside `asyncio.run` its SIGINT handler cancels the main task, which the loop cannot
+    lose; a `KeyboardInterrupt` raised by the handler itself could fall in a finalizer
+    (a weakref callback), where Python prints and drops it. Elsewhere it is Python's
+    `KeyboardInterrupt`.
+
+    Args:
+        signum: the signal received.
+        frame: the frame it interrupted.
+
+    Raises:
+        KeyboardInterrupt: when no SIGINT handler takes it.
+    """
+    on_sigint = signal.getsignal(signal.SIGINT)
+    if callable(on_sigint) and on_sigint is not stop_as_ctrl_c:
+        on_sigint(signal.SIGINT, frame)
+        return
+    raise KeyboardInterrupt
+
+
 @contextmanager
 def stop_signals_held() -> Iterator[None]:
     """Hold SIGTERM and SIGINT back while a block runs, then deliver them.
