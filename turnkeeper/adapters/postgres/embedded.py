@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import warnings
 from collections.abc import Iterator, Mapping
@@ -29,6 +30,8 @@ DATA_DIR_ENV = "TURNKEEPER_DATA_DIR"
 DEFAULT_DATA_DIR = ".turnkeeper"
 #: The embedded server's folder in the data directory.
 EMBEDDED_SUBDIR = "pgdata"
+#: pgserver's list of the processes that hold a handle on the server, in its folder.
+HANDLE_PIDS_FILE = ".handle_pids.json"
 
 #: What a user without the embedded server reads: both ways to get a database.
 MISSING_EMBEDDED = (
@@ -154,4 +157,34 @@ class EmbeddedPostgres:
             return
         self._stopped = True
         with _quiet_runtime_dir():
+            # pgserver stops the server only when this is the last listed holder: a holder
+            # killed outright (SIGKILL, out of memory) never unlisted itself, and would
+            # leave the server running with no one left to stop it.
+            with self._server._lock:
+                _forget_dead_holders(self.data_dir / HANDLE_PIDS_FILE)
             self._server.cleanup()
+
+
+def _forget_dead_holders(path: Path) -> None:
+    """Drop the pids of processes that no longer run from pgserver's list of holders.
+
+    Args:
+        path: the list (`HANDLE_PIDS_FILE` in the server's folder); absent: nothing to do.
+    """
+    if not path.exists():
+        return
+    pids = json.loads(path.read_text())
+    alive = [pid for pid in pids if _process_runs(pid)]
+    if alive != pids:
+        path.write_text(json.dumps(alive))
+
+
+def _process_runs(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
