@@ -318,6 +318,7 @@ class _Module:
         self.uses_cast = False
         self.uses_settled = False
         self.uses_pending: set[str] = set()
+        self.statements: list[str] = []
 
     def row_class(self, name: str, doc: str, columns: Sequence[Mapping[str, Any]]) -> None:
         if name in self.row_classes:
@@ -386,6 +387,7 @@ def _render_query(
     if '"""' in converted or "\\" in converted:
         raise GeneratorError(f"{name}: the SQL cannot be embedded in a triple-quoted string")
     constants += [f'{constant} = """{converted}"""', ""]
+    module.statements.append(constant)
 
     taken: set[str] = {"conn"}
     params: list[tuple[str, str, str, int, str]] = []
@@ -556,14 +558,18 @@ def _assemble(module: _Module, constants: list[str]) -> str:
     if module.uses_jsonb:
         header.append("from psycopg.types.json import Jsonb")
     helpers = sorted(module.uses_pending) + (["settled"] if module.uses_settled else [])
+    header += ["", "from turnkeeper.adapters.postgres.executor import keep_statements"]
     if helpers:
-        header += ["", f"from turnkeeper.adapters.postgres.pipelining import {', '.join(helpers)}"]
+        header.append(f"from turnkeeper.adapters.postgres.pipelining import {', '.join(helpers)}")
     header += ["", ""]
     body: list[str] = []
     for lines in module.row_classes.values():
         body += [*lines, "", ""]
     body += constants
     body += ["", *module.functions]
+    # The executor keeps (converts once, prepares per connection) only these statements.
+    body += ["", "keep_statements(", "    [", *(f"        {c}," for c in module.statements)]
+    body += ["    ]", ")"]
     return "\n".join(header + body).rstrip() + "\n"
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from turnkeeper.adapters.postgres import executor
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gen_queries.py"
 
 
@@ -203,3 +205,15 @@ def test_a_query_without_result_columns_cannot_be_one() -> None:
     broken = {**CODEGEN, "queries": [{**CODEGEN["queries"][0], "columns": []}]}
     with pytest.raises(gen.GeneratorError, match="GetThing"):
         gen.render_module(broken)
+
+
+def test_the_module_registers_every_statement_with_the_executor() -> None:
+    namespace: dict[str, Any] = {"__name__": "generated_queries"}
+    exec(compile(gen.render_module(CODEGEN), "queries.py", "exec"), namespace)
+    statements = {
+        value
+        for name, value in namespace.items()
+        if name.startswith("_") and name.isupper() and isinstance(value, str)
+    }
+    assert len(statements) == len(CODEGEN["queries"])
+    assert statements <= executor._GENERATED

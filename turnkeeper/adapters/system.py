@@ -1,4 +1,4 @@
-"""System sources of time, ids and secrets: the production `Clock` and `IdGenerator`.
+"""System sources: time, ids and secrets (the production `Clock` and `IdGenerator`), version.
 
 `UuidV7Generator` is written by hand after RFC 9562 section 5.7 so that ids sort by
 creation time even when many are made within one millisecond (monotonic random,
@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from importlib import metadata
 
 # Layout of a UUIDv7 (RFC 9562 section 5.7): 48 bits unix_ts_ms, 4 bits version,
 # 12 bits rand_a, 2 bits variant, 62 bits rand_b. The 74 random bits are treated as one
@@ -113,3 +114,15 @@ def uuid7_timestamp_ms(value: uuid.UUID) -> int:
         Milliseconds since the Unix epoch.
     """
     return value.int >> 80
+
+
+#: The version of a source tree that was never installed (it has no package metadata).
+UNKNOWN_VERSION = "0.0.0+unknown"
+
+
+def package_version() -> str:
+    """The installed version of turnkeeper (its package metadata), else `UNKNOWN_VERSION`."""
+    try:
+        return metadata.version("turnkeeper")
+    except metadata.PackageNotFoundError:
+        return UNKNOWN_VERSION

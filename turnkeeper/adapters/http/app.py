@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import metadata
-
 from litestar import Router
 from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
@@ -41,18 +39,12 @@ from turnkeeper.adapters.http.streams import document_streams, streams_router
 from turnkeeper.adapters.http.tokens import tokens_router
 from turnkeeper.adapters.observability.http import ObservedApp, metrics_endpoint
 from turnkeeper.adapters.observability.metrics import attach_metrics
+from turnkeeper.adapters.system import package_version
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.settings import Settings
 
 #: Name of the bearer security scheme in the OpenAPI document.
 BEARER_SCHEME = "bearer"
-
-
-def _version() -> str:
-    try:
-        return metadata.version("turnkeeper")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
 
 
 def create_app(
@@ -99,7 +91,7 @@ def create_app(
     )
     openapi = OpenAPIConfig(
         title="turnkeeper",
-        version=_version(),
+        version=package_version(),
         description="Keeps the turns of AI agents in chat threads.",
         # Litestar's documentation router answers every unknown path below its own
         # path with an HTML page, so it lives under /docs; /openapi.json is served by

@@ -32,6 +32,7 @@ from turnkeeper.adapters.http.workers import ListenFailed, listening_socket
 from turnkeeper.adapters.mcp.handlers import ToolHandlers
 from turnkeeper.adapters.mcp.session import McpSession, SessionRegistry
 from turnkeeper.adapters.observability.client import ClientMetrics
+from turnkeeper.adapters.system import package_version
 
 #: The turnkeeper server the tools talk to.
 ENV_URL = "TURNKEEPER_URL"
@@ -175,7 +176,6 @@ async def run_mcp(
     if not token:
         return _usage(f"turnkeeper mcp needs {ENV_AGENT_TOKEN}, the agent's API token")
     # Imported here: the SDK is an extra.
-    from turnkeeper import __version__
     from turnkeeper.adapters.mcp.server import build_server, serve_http, serve_stdio
 
     for name in QUIET_LOGGERS:
@@ -202,7 +202,7 @@ async def run_mcp(
         )
 
     sessions = SessionRegistry(new_session, settings.mcp_max_sessions)
-    server = build_server(ToolHandlers(settings), sessions, __version__)
+    server = build_server(ToolHandlers(settings), sessions, package_version())
     try:
         if sock is not None:
             with sock:

@@ -25,7 +25,7 @@ import contextlib
 import re
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -88,22 +88,20 @@ _NAMES: dict[tuple[str, tuple[int, ...]], bytes] = {}
 _PREPARED: weakref.WeakKeyDictionary[Conn, set[bytes]] = weakref.WeakKeyDictionary()
 
 
-_GENERATED: frozenset[str] | None = None
+#: The generated statements: a fixed set, registered by `keep_statements`.
+_GENERATED: set[str] = set()
 
 
-def _generated() -> frozenset[str]:
-    """The texts of the generated statements (`turnkeeper.adapters.postgres.queries`)."""
-    global _GENERATED
-    if _GENERATED is None:
-        # Imported at first use: the generated module imports this one (via pipelining).
-        from turnkeeper.adapters.postgres import queries
+def keep_statements(texts: Iterable[str]) -> None:
+    """Register statements as generated: converted once, and prepared once per connection.
 
-        _GENERATED = frozenset(
-            value
-            for name, value in vars(queries).items()
-            if name.startswith("_") and name.isupper() and isinstance(value, str)
-        )
-    return _GENERATED
+    The generated module (`turnkeeper.adapters.postgres.queries`) registers all of its
+    statements when it is imported.
+
+    Args:
+        texts: the statements' texts, as their functions run them.
+    """
+    _GENERATED.update(texts)
 
 
 def _query(text: str) -> tuple[_Query, bool]:
@@ -117,7 +115,7 @@ def _query(text: str) -> tuple[_Query, bool]:
     if query is not None:
         return query, True
     query = _Query(text)
-    if text not in _generated():
+    if text not in _GENERATED:
         return query, False
     _QUERIES[text] = query
     return query, True
