@@ -169,3 +169,110 @@ def test_the_outline_of_the_exception_being_handled() -> None:
     assert record["exception"].endswith(f"{__name__}.QuotingError")
     assert "in _raise_quoting" in record["exception"]
     assert CANARY not in line
+
+
+#: The lines between chained exceptions, as Python writes them.
+CAUSE_LINE = "The above exception was the direct cause of the following exception:"
+CONTEXT_LINE = "During handling of the above exception, another exception occurred:"
+
+
+def _frames_and_classes_only(outline: str) -> None:
+    """Assert the outline's indented lines are frames or repeat counts, never source lines."""
+    for line in outline.splitlines():
+        if line.startswith(" "):
+            assert line.startswith(('  File "', "  [Previous line repeated ")), line
+            assert not line.startswith("   "), line
+
+
+def test_no_source_line_is_shown() -> None:
+    # A source line may hold a literal as sensitive as a message.
+    outline = exception_outline(_chained())
+    _frames_and_classes_only(outline)
+    assert '  File "' in outline
+
+
+def test_a_syntax_errors_details_are_left_out() -> None:
+    outlines: list[str] = []
+    # A SyntaxError carries the file name, the source text and the message apart from its
+    # arguments: compile's and one built by hand, as a parser library raises it.
+    try:
+        compile(f"x = ({CANARY!r}", f"<{CANARY}>", "exec")
+    except SyntaxError as caught:
+        outlines.append(exception_outline(caught))
+    try:
+        raise SyntaxError(CANARY, (f"{CANARY}.py", 1, 2, f"x = {CANARY}\n", 1, 3))
+    except SyntaxError as caught:
+        outlines.append(exception_outline(caught))
+    for outline in outlines:
+        assert CANARY not in outline
+        assert outline.splitlines()[-1] == "SyntaxError"
+        _frames_and_classes_only(outline)
+
+
+def test_notes_are_left_out_at_every_level() -> None:
+    def noted(error: Exception) -> Exception:
+        try:
+            raise error
+        except Exception as caught:
+            caught.add_note(CANARY)
+            return caught
+
+    member = noted(QuotingError(CANARY))
+    member.__cause__ = noted(KeyError(CANARY))
+    # __notes__ is an attribute like any other: not a list of text here.
+    odd = ValueError(CANARY)
+    odd.__notes__ = CANARY  # type: ignore[assignment]
+    group = noted(ExceptionGroup(CANARY, [member, odd]))
+    group.__context__ = noted(RuntimeError(CANARY))
+    outline = exception_outline(group)
+    assert CANARY not in outline
+    for name in (f"{__name__}.QuotingError", "KeyError", "ValueError", "RuntimeError"):
+        assert name in outline
+
+
+def test_a_group_shows_its_members_one_by_one() -> None:
+    group = ExceptionGroup(CANARY, [QuotingError(CANARY), ValueError(CANARY)])
+    assert exception_outline(group).splitlines() == [
+        "ExceptionGroup",
+        "+-- 1 --",
+        f"| {__name__}.QuotingError",
+        "+-- 2 --",
+        "| ValueError",
+    ]
+
+
+def test_a_wide_group_shows_its_first_fifteen_members() -> None:
+    group = ExceptionGroup(CANARY, [ValueError(CANARY) for _ in range(20)])
+    lines = exception_outline(group).splitlines()
+    assert lines[-3:] == ["+-- 15 --", "| ValueError", "+-- and 5 more"]
+    assert CANARY not in "\n".join(lines)
+
+
+def test_groups_nested_deeply_are_cut_after_ten() -> None:
+    error: Exception = QuotingError(CANARY)
+    for _ in range(12):
+        error = ExceptionGroup(CANARY, [error])
+    outline = exception_outline(error)
+    assert outline.count("ExceptionGroup") == 11
+    assert outline.splitlines()[-1].endswith("+-- ... (groups nested too deep)")
+    assert "QuotingError" not in outline
+
+
+def test_a_cycle_of_causes_shows_each_exception_once() -> None:
+    first, second = ValueError(CANARY), KeyError(CANARY)
+    first.__cause__, second.__cause__ = second, first
+    assert exception_outline(first).splitlines() == ["KeyError", "", CAUSE_LINE, "", "ValueError"]
+
+
+def test_a_chain_longer_than_the_recursion_limit_is_outlined() -> None:
+    length = sys.getrecursionlimit() + 100
+    error = ValueError(CANARY)
+    for _ in range(length - 1):
+        later = ValueError(CANARY)
+        later.__context__ = error
+        error = later
+    lines = exception_outline(error).splitlines()
+    # One class per exception, and three lines between two of them.
+    assert len(lines) == length + 3 * (length - 1)
+    assert lines[:4] == ["ValueError", "", CONTEXT_LINE, ""]
+    assert CANARY not in "\n".join(lines)
