@@ -8,4 +8,6 @@
 - `tests.support.openapi` and `tests.support.http`: the contract-checked HTTP client.
 - `tests.support.database`: test databases on the PostgreSQL server.
 - `tests.support.locks`: proof that a statement waits for a lock.
+- `tests.support.raw_connection`: a uvicorn protocol fed raw bytes, without a socket.
+- `tests.support.json_log`: the JSON log lines a test causes.
 """

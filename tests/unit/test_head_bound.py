@@ -13,16 +13,12 @@ HTTP/1.0 one none. The whole servers are tested in
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from uvicorn.config import Config
-from uvicorn.server import ServerState
 
-from tests.unit.test_corked_transport import Recording
+from tests.support.raw_connection import RawConnection
 from turnkeeper.adapters.http.guard import ConnectionGuard
-from turnkeeper.adapters.http.server import guarded_protocol
 
 #: ``http.max_header_bytes`` of the protocols under test.
 LIMIT = 160
@@ -114,13 +110,6 @@ HOST_CASES: list[Case] = [
 ]  # fmt: skip
 
 
-class _Socket(Recording):
-    """A recording transport that can close its writing side (`refuse_unread` does)."""
-
-    def can_write_eof(self) -> bool:
-        return True
-
-
 class _Application:
     """Reads each request's whole body, records it and answers 200."""
 
@@ -160,40 +149,11 @@ async def _run(parser: str, reads: list[bytes]) -> tuple[list[int], list[tuple[s
         header_timeout=HEADER_TIMEOUT, max_connections=MAX_CONNECTIONS, max_header_bytes=LIMIT
     )
     application = _Application()
-    config = Config(
-        app=application,
-        lifespan="off",
-        access_log=False,
-        proxy_headers=False,
-        log_config=None,
-        h11_max_incomplete_event_size=LIMIT,
-    )
-    config.load()
-    state = ServerState()
-    protocol = cast(Any, guarded_protocol(guard, parser))(
-        config=config, server_state=state, app_state={}, _loop=asyncio.get_running_loop()
-    )
-    socket = _Socket()
-    protocol.connection_made(socket)
+    connection = RawConnection(application, guard, parser)
     for read in reads:
-        protocol.data_received(read)
-        # A request may wait for the rest of its body: the loop turns a while.
-        for _ in range(TURNS_PER_READ):
-            await asyncio.sleep(0)
-    await _settle(state)
-    protocol.connection_lost(None)
-    written = b"".join(socket.writes).replace(b"<eof>", b"")
-    return _statuses(written), application.seen
-
-
-async def _settle(state: ServerState) -> None:
-    """Let the application answer every request (pipelined ones one by one) to its end."""
-    while True:
-        # A turn of the loop sends what the corked transport kept, and starts tasks.
-        await asyncio.sleep(0)
-        if not state.tasks:
-            return
-        await asyncio.gather(*state.tasks)
+        await connection.receive(read, TURNS_PER_READ)
+    await connection.settle()
+    return _statuses(connection.close()), application.seen
 
 
 def _deliveries(stream: bytes) -> list[list[bytes]]:

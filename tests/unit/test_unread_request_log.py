@@ -13,20 +13,16 @@ transport, with a clock of the test's (no waiting).
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 from typing import Any, cast
 
 import pytest
-from uvicorn.config import Config
-from uvicorn.server import ServerState
 
+from tests.support.raw_connection import RawConnection
 from tests.support.services import memory_services
-from tests.unit.test_corked_transport import Recording
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.adapters.http.guard import ConnectionGuard
-from turnkeeper.adapters.http.server import guarded_protocol
 from turnkeeper.adapters.logging import configure_logging
 from turnkeeper.adapters.observability.http import ObservedApp
 from turnkeeper.application.settings import Settings
@@ -43,13 +39,6 @@ HEAD_END = b"\r\n\r\n"
 BETWEEN_READS = 0.25
 #: Turns of the loop that let the application answer a request.
 TURNS = 20
-
-
-class _Socket(Recording):
-    """A recording transport that can close its writing side (`refuse_unread` does)."""
-
-    def can_write_eof(self) -> bool:
-        return True
 
 
 class _Clock:
@@ -102,33 +91,13 @@ async def _serve(
         unread=app.unread_answered,
         request_clock=clock,
     )
-    config = Config(
-        app=app,
-        lifespan="off",
-        access_log=False,
-        proxy_headers=False,
-        log_config=None,
-        h11_max_incomplete_event_size=LIMIT,
-    )
-    config.load()
-    state = ServerState()
-    protocol = cast(Any, guarded_protocol(guard, parser))(
-        config=config, server_state=state, app_state={}, _loop=asyncio.get_running_loop()
-    )
-    socket = _Socket()
-    protocol.connection_made(socket)
+    connection = RawConnection(app, guard, parser)
     for number, read in enumerate(reads):
         if number:
             clock.now += BETWEEN_READS
-        protocol.data_received(read)
-        for _ in range(TURNS):
-            await asyncio.sleep(0)
-        while state.tasks:
-            await asyncio.gather(*state.tasks)
-            await asyncio.sleep(0)
-    protocol.connection_lost(None)
-    written = b"".join(socket.writes).replace(b"<eof>", b"")
-    return app, _answers(written)
+        await connection.receive(read, TURNS)
+        await connection.settle()
+    return app, _answers(connection.close())
 
 
 def _unread_count(app: ObservedApp, status: int) -> float | None:

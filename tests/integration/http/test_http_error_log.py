@@ -12,7 +12,6 @@ program embedding turnkeeper left structlog unconfigured.
 from __future__ import annotations
 
 import io
-import json
 import logging
 import uuid
 from collections.abc import Iterator
@@ -24,8 +23,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from tests.support.database import execute
 from tests.support.http import ContractClient, bearer, contract_client
+from tests.support.json_log import captured_json_log, json_records
 from tests.support.services import services_over
-from turnkeeper.adapters.logging import configure_logging
 from turnkeeper.adapters.postgres.uow import Conn, PostgresUnitOfWorkFactory
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
@@ -36,21 +35,13 @@ CANARY = "zebra-canary-17"
 
 @pytest.fixture
 def log_lines() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    stream = io.StringIO()
-    configure_logging(json=True, stream=stream)
-    yield stream
-    structlog.reset_defaults()
-    root.handlers[:], root.level = saved
-
-
-def _records(stream: io.StringIO) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+    """The JSON log lines of the test."""
+    with captured_json_log() as stream:
+        yield stream
 
 
 def _unhandled(stream: io.StringIO) -> dict[str, Any]:
-    (record,) = [r for r in _records(stream) if r.get("event") == "unhandled_error"]
+    (record,) = [r for r in json_records(stream) if r.get("event") == "unhandled_error"]
     assert (record["level"], record["logger"]) == ("error", "turnkeeper.http")
     return record
 

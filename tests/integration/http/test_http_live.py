@@ -13,7 +13,6 @@ import asyncio
 import gc
 import io
 import json
-import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
@@ -21,15 +20,14 @@ from typing import Any
 import attrs
 import httpx
 import pytest
-import structlog
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 
 from tests.live_server import Served, served_app
 from tests.support.asgi import get_scope, local_waker
 from tests.support.http import ContractClient, bearer
+from tests.support.json_log import captured_json_log, json_records
 from tests.support.openapi import assert_no_null
 from turnkeeper.adapters.http.app import create_app
-from turnkeeper.adapters.logging import configure_logging
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.settings import Settings
@@ -408,13 +406,9 @@ async def test_a_stream_whose_send_fails_frees_its_place_at_once(
 
 @pytest.fixture
 def log_lines() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    stream = io.StringIO()
-    configure_logging(json=True, stream=stream)
-    yield stream
-    structlog.reset_defaults()
-    root.handlers[:], root.level = saved
+    """The JSON log lines of the test."""
+    with captured_json_log() as stream:
+        yield stream
 
 
 async def test_polls_and_heartbeats_log_at_debug_not_info(
@@ -425,6 +419,5 @@ async def test_polls_and_heartbeats_log_at_debug_not_info(
     await client.get("/v1/agent/events", headers=lotse)
     await client.put("/v1/agent/heartbeat", json={"capabilities": {}}, headers=lotse)
     await client.get("/v1/agent/events?limit=0", headers=lotse)  # an error stays at info
-    records = [json.loads(line) for line in log_lines.getvalue().splitlines() if line.strip()]
-    requests = [r for r in records if r.get("event") == "http_request"]
+    requests = [r for r in json_records(log_lines) if r.get("event") == "http_request"]
     assert [(r["route"], r["status"]) for r in requests] == [("/v1/agent/events", 400)]

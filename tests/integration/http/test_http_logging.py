@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 import io
-import json
-import logging
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-import structlog
 
 from tests.support.http import ContractClient, bearer
-from turnkeeper.adapters.logging import REDACTED, configure_logging, redact_secrets
+from tests.support.json_log import captured_json_log, json_records
+from turnkeeper.adapters.logging import REDACTED, redact_secrets
 from turnkeeper.application.demo import DemoWorld
 
 
 @pytest.fixture
 def log_lines() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    stream = io.StringIO()
-    configure_logging(json=True, stream=stream)
-    yield stream
-    structlog.reset_defaults()
-    root.handlers[:], root.level = saved
-
-
-def _records(stream: io.StringIO) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+    """The JSON log lines of the test."""
+    with captured_json_log() as stream:
+        yield stream
 
 
 async def test_each_request_is_logged_once_without_token_or_content(
@@ -44,7 +33,7 @@ async def test_each_request_is_logged_once_without_token_or_content(
     text = log_lines.getvalue()
     assert token not in text
     assert "very private words" not in text
-    requests = [r for r in _records(log_lines) if r.get("event") == "http_request"]
+    requests = [r for r in json_records(log_lines) if r.get("event") == "http_request"]
     assert len(requests) == 1
     record = requests[0]
     assert record["correlation_id"] == "log-trace"
