@@ -195,6 +195,22 @@ def test_environment_wins_over_the_file(tmp_path: Path) -> None:
             "invalid configuration: freshness.required_for_agents must be true or false, got 1",
         ),
         ("[http\n", "invalid configuration: TURNKEEPER_CONFIG file "),
+        # An empty table adds no key, yet a misspelt one must not pass unseen.
+        ("[nosuch]\n", "invalid configuration: unknown key nosuch in "),
+        ("[ratelimit.rl.mesage]\n", "invalid configuration: unknown key ratelimit.rl.mesage in "),
+        (
+            "[message]\nmax_content_bytes = {}\n",
+            "invalid configuration: message.max_content_bytes must be a positive integer, got {}",
+        ),
+        (
+            "[ratelimit.rl.message.burst]\n",
+            "invalid configuration: ratelimit.rl.message.burst must be a positive integer, got {}",
+        ),
+        # A key is printed escaped, as values are: the line stays one line.
+        (
+            '[message]\n"max\\ncontent" = 1\n',
+            "invalid configuration: unknown key message.max\\ncontent in ",
+        ),
     ],
 )
 def test_invalid_files_raise_one_line_naming_the_key(
@@ -204,6 +220,57 @@ def test_invalid_files_raise_one_line_naming_the_key(
         load_settings(_write(tmp_path, text))
     assert str(caught.value).startswith(message)
     assert "\n" not in str(caught.value)
+
+
+def test_an_empty_table_of_known_keys_is_accepted(tmp_path: Path) -> None:
+    # A table whose keys are all commented out is a common, valid file.
+    assert load_settings(_write(tmp_path, "[message]\n[ratelimit.rl]\n")) == Settings()
+
+
+def test_an_unknown_variable_is_named_on_one_line() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"TURNKEEPER_MESSAGE__MAX\nCONTENT": "1"})
+    assert "\n" not in str(caught.value)
+    assert "TURNKEEPER_MESSAGE__MAX\\nCONTENT" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "option"),
+    [
+        ("postgresql://u:pw@localhost/db?sslmode=bogus", "sslmode"),
+        ("postgresql://u:pw@localhost:99999/db", "port"),
+        ("postgresql://u:pw@localhost:0/db", "port"),
+        ("postgresql://u:pw@a:5432,b:x/db", "port"),
+        ("postgresql://u:pw@localhost/db?connect_timeout=abc", "connect_timeout"),
+        ("postgresql://u:pw@localhost/db?target_session_attrs=nope", "target_session_attrs"),
+        ("postgresql://u:pw@localhost/db?gssencmode=maybe", "gssencmode"),
+        ("postgresql://u:pw@localhost/db?channel_binding=always", "channel_binding"),
+        ("postgresql://u:pw@localhost/db?load_balance_hosts=roundrobin", "load_balance_hosts"),
+        ("host=localhost sslmode=bogus password=secret-pw", "sslmode"),
+    ],
+)
+def test_a_database_url_with_a_bad_option_value_is_a_configuration_error(
+    url: str, option: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config({"TURNKEEPER_DATABASE_URL": url})
+    message = str(caught.value)
+    assert message.startswith(f"invalid configuration: TURNKEEPER_DATABASE_URL has a bad {option}")
+    assert "pw" not in message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:pw@localhost:5433/db?sslmode=verify-full&connect_timeout=5",
+        "postgresql://u:pw@a:5432,b/db?target_session_attrs=prefer-standby",
+        "postgresql:///db?host=/tmp&port=5432&gssencmode=disable&channel_binding=prefer",
+        "host=a,b port=5432,5433 dbname=db load_balance_hosts=random",
+        "postgresql://u@localhost/db?connect_timeout=-1",
+    ],
+)
+def test_a_database_url_with_good_option_values_is_accepted(url: str) -> None:
+    assert load_config({"TURNKEEPER_DATABASE_URL": url}).database_url == url
 
 
 def test_a_missing_file_is_a_configuration_error(tmp_path: Path) -> None:

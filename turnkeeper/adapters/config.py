@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from turnkeeper.adapters.postgres.embedded import DATA_DIR_ENV, DEFAULT_DATA_DIR
-from turnkeeper.adapters.postgres.errors import require_conninfo
+from turnkeeper.adapters.postgres.errors import BadConninfoOption, require_conninfo
 from turnkeeper.application.settings import (
     CHOICES,
     SETTING_KEYS,
@@ -180,7 +180,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         if env_key is None:
             # A variable in the settings' form that names no key is a typo, and a typo
             # silently ignored would leave a limit at its default.
-            raise ConfigError(f"unknown setting {name} in the environment")
+            raise ConfigError(f"unknown setting {_printable(name)} in the environment")
         values[SETTING_KEYS[env_key]] = _from_text(env_key, raw)
     try:
         settings = Settings(**values)
@@ -229,6 +229,10 @@ def _database_url(env: Mapping[str, str]) -> str | None:
         return None
     try:
         require_conninfo(url)
+    except BadConninfoOption as exc:
+        raise ConfigError(
+            f"{ENV_DATABASE_URL} has a bad {exc.option}: must be {exc.expected}"
+        ) from None
     except ValueError:
         # libpq's reason quotes the string, which may hold a password: not repeated.
         raise ConfigError(
@@ -260,7 +264,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     _flatten(document, "", flat)
     for key in flat:
         if key not in SETTING_KEYS:
-            raise ConfigError(f"unknown key {key} in {str(path)!r}")
+            raise ConfigError(f"unknown key {_printable(key)} in {str(path)!r}")
     return flat
 
 
@@ -275,10 +279,22 @@ def _toml_reason(exc: ValueError) -> str:
 def _flatten(table: Mapping[str, Any], prefix: str, into: dict[str, Any]) -> None:
     for name, value in table.items():
         key = f"{prefix}{name}"
-        if isinstance(value, dict):
+        if isinstance(value, dict) and key not in SETTING_KEYS and (value or _holds_keys(key)):
             _flatten(value, f"{key}.", into)
         else:
+            # A table at a key is a wrong value; an empty table that holds no key is an
+            # unknown one (a misspelt table with its keys commented out).
             into[key] = value
+
+
+def _holds_keys(table: str) -> bool:
+    """Whether some setting lives in this table (or a table below it)."""
+    return any(key.startswith(f"{table}.") for key in SETTING_KEYS)
+
+
+def _printable(name: str) -> str:
+    """A key or variable name as one line: escaped as a Python string, without quotes."""
+    return repr(name)[1:-1]
 
 
 def _from_toml(key: str, raw: object) -> int | bool | str | timedelta:

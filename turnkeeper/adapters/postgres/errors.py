@@ -21,13 +21,15 @@ in `wrap_errors()`, which translates
   ``migrations_pending`` then).
 
 Anything else propagates unchanged: it is a bug, not a condition to handle. A connection
-string libpq cannot parse is the caller's mistake, refused by `require_conninfo` before
-anything connects.
+string libpq cannot parse, or one whose port, timeout or mode libpq would refuse only when
+it connects, is the caller's mistake, refused by `require_conninfo` before anything
+connects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import psycopg
@@ -123,17 +125,74 @@ def wrap_errors() -> Iterator[None]:
         raise translated from exc
 
 
+#: The options of a connection string whose values come from a fixed list (libpq's):
+#: libpq reads them only when it connects, so a typo would pass for an outage.
+CONNINFO_CHOICES: Mapping[str, tuple[str, ...]] = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+    "target_session_attrs": (
+        "any",
+        "read-write",
+        "read-only",
+        "primary",
+        "standby",
+        "prefer-standby",
+    ),
+    "load_balance_hosts": ("disable", "random"),
+}
+#: The highest TCP port number.
+MAX_PORT = 65535
+#: An integer as libpq reads one (white space around it allowed).
+_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
+
+
+class BadConninfoOption(ValueError):
+    """A connection string parses, but libpq would refuse one of its option values.
+
+    Args:
+        option: the option's name.
+        expected: what its value must be (never the value: the string may hold secrets).
+    """
+
+    def __init__(self, option: str, expected: str) -> None:
+        super().__init__(f"bad {option}: must be {expected}")
+        self.option = option
+        self.expected = expected
+
+
 def require_conninfo(conninfo: str) -> None:
-    """Refuse a connection string libpq cannot parse, before any connection is tried.
+    """Refuse a connection string libpq cannot parse, or would refuse when it connects.
 
     Args:
         conninfo: libpq connection string or URI.
 
     Raises:
+        BadConninfoOption: for a port that is no number from 1 to `MAX_PORT`, a
+            ``connect_timeout`` that is no integer, or a value outside
+            `CONNINFO_CHOICES`.
         ValueError: for one that does not parse; the message names no part of it (it may
             hold a password), and psycopg's own error is not chained.
     """
     try:
-        conninfo_to_dict(conninfo)
+        options = conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:
         raise ValueError("not a PostgreSQL connection string or URI") from None
+    for option, allowed in CONNINFO_CHOICES.items():
+        value = options.get(option)
+        if value is not None and str(value) not in allowed:
+            raise BadConninfoOption(option, f"one of {', '.join(allowed)}")
+    port = options.get("port")
+    # One port per host, comma-separated; an empty one is the default port.
+    if port is not None and not all(_port(part) for part in str(port).split(",")):
+        raise BadConninfoOption("port", f"a number from 1 to {MAX_PORT} for each host")
+    timeout = options.get("connect_timeout")
+    if timeout is not None and not _INTEGER.fullmatch(str(timeout)):
+        raise BadConninfoOption("connect_timeout", "an integer number of seconds")
+
+
+def _port(text: str) -> bool:
+    """Whether one entry of a port list is empty or a port number."""
+    if not text.strip():
+        return True
+    return bool(_INTEGER.fullmatch(text)) and 1 <= int(text) <= MAX_PORT
