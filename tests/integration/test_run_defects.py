@@ -21,9 +21,10 @@ from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.errors import BaseVersionConflict, InvalidToken
 from turnkeeper.application.services.live_stream import Heartbeat
-from turnkeeper.application.services.runs import Delivery, run_document
+from turnkeeper.application.services.runs import Delivery, FollowupOp, run_document
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.events import EventType
+from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.runs import RunState
 
 #: The page size of the feed tests: smaller than the undeliverable backlog.
@@ -103,6 +104,84 @@ class TestRunDocumentHidesRestrictedFollowups:
         followups = conflict.value.current["followups"]
         assert isinstance(followups, dict)
         assert set(followups) == {str(public), str(secret)}
+
+
+async def _run_versions(
+    services: Services, world: DemoWorld, handle: str, run_id: uuid.UUID
+) -> set[int]:
+    """The versions of the run's ``run.state_changed`` events the reader may read."""
+    reader = world.principal(handle)
+    found: set[int] = set()
+    after = 0
+    while True:
+        page = await services.conversation.list_events(reader, after=after)
+        if not page.events:
+            return found
+        found |= {
+            int(e.payload["version"])
+            for e in page.events
+            if e.type is EventType.RUN_STATE_CHANGED and e.resource_id == run_id
+        }
+        after = page.next_after
+
+
+class TestRestrictedFollowupsLeaveNoTraceInTheFeed:
+    """A change of a run made for restricted follow-ups alone is read by their audience.
+
+    Its ``run.state_changed`` would otherwise tell every reader of the thread who wrote
+    to the agent, and when, or when the agent took a hidden message into account.
+    """
+
+    async def test_the_acceptance_of_a_restricted_followup(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        run_id, _, _ = await _running_with_followups(services, ext)
+        accepted = (await services.runs.get(ext.principal("lotse"), run_id)).run.version
+        everything = await _run_versions(services, ext, "lotse", run_id)
+        assert accepted in everything
+        for handle in ("alex", "sam"):  # the audience and the author
+            assert await _run_versions(services, ext, handle, run_id) == everything
+        assert await _run_versions(services, ext, "robin", run_id) == everything - {accepted}
+
+    async def test_the_agents_patch_of_restricted_followups_alone(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        run_id, public, secret = await _running_with_followups(services, ext)
+        lotse = ext.principal("lotse")
+        before = (await services.runs.get(lotse, run_id)).run.version
+        hidden = await services.runs.patch(
+            lotse, run_id, before, [FollowupOp(message_id=secret, value=FollowupState.ABSORBED)]
+        )
+        mixed = await services.runs.patch(
+            lotse,
+            run_id,
+            hidden.run.version,
+            [
+                FollowupOp(message_id=public, value=FollowupState.ABSORBED),
+                FollowupOp(message_id=secret, value=FollowupState.ABSORBED),
+            ],
+        )
+        robin = await _run_versions(services, ext, "robin", run_id)
+        assert hidden.run.version not in robin
+        assert mixed.run.version in robin  # a public follow-up changed too
+        assert {hidden.run.version, mixed.run.version} <= await _run_versions(
+            services, ext, "alex", run_id
+        )
+
+    async def test_a_restricted_followup_refused_at_delivery(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        run_id, _, _ = await _running_with_followups(services, ext)
+        lotse = ext.principal("lotse")
+        await services.admin.set_agent_config(ext.principal("robin"), lotse.id, enabled=False)
+        before = (await services.runs.get(lotse, run_id)).run.version
+        await services.runs.poll(lotse)  # both deliveries refused: agent_disabled
+        after = (await services.runs.get(lotse, run_id)).run.version
+        refusals = set(range(before + 1, after + 1))
+        assert len(refusals) == 2
+        robin = await _run_versions(services, ext, "robin", run_id)
+        assert len(refusals & robin) == 1  # the public follow-up's
+        assert refusals <= await _run_versions(services, ext, "alex", run_id)
 
 
 class TestStartTokenDoesNotResume:

@@ -162,13 +162,22 @@ class EventFactory:
             payload=payload,
         )
 
-    def run_state_changed(self, run: Run, actor: Principal, target: AccessTarget) -> NewEvent:
+    def run_state_changed(
+        self,
+        run: Run,
+        actor: Principal,
+        target: AccessTarget,
+        *,
+        restricted_to: tuple[uuid.UUID, ...] | None = None,
+    ) -> NewEvent:
         """``run.state_changed`` after every stored change of a run.
 
         Args:
             run: the run after the change.
             actor: who changed it.
             target: its thread, channel and space.
+            restricted_to: its only readers (a change made for restricted messages
+                alone); None: every reader of the thread.
 
         Returns:
             The event (state, version and the reason when there is one).
@@ -188,6 +197,7 @@ class EventFactory:
             resource_kind="run",
             resource_id=run.id,
             resource_version=run.version,
+            restricted_to=restricted_to,
             payload=payload,
         )
 

@@ -10,7 +10,7 @@ import enum
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import attrs
@@ -284,6 +284,29 @@ def visible_to(message: Message, reader_id: uuid.UUID) -> bool:
     if message.restricted_to is None:
         return True
     return reader_id == message.author_id or reader_id in message.restricted_to
+
+
+def audience_of(messages: Iterable[Message]) -> tuple[uuid.UUID, ...] | None:
+    """Who may see every fact about these messages: None when one of them is public.
+
+    A change made for restricted messages alone (a follow-up accepted, acknowledged or
+    refused) tells its readers that someone wrote, and when: it is for the principals
+    who may see one of the messages.
+
+    Args:
+        messages: the messages a change was made for (none: a public change).
+
+    Returns:
+        Their authors and audiences, each once and in order; None when there is no
+        message or one of them is not restricted.
+    """
+    members: dict[uuid.UUID, None] = {}
+    for message in messages:
+        if message.restricted_to is None:
+            return None
+        members[message.author_id] = None
+        members.update(dict.fromkeys(message.restricted_to))
+    return tuple(members) or None
 
 
 def thread_title(

@@ -36,6 +36,8 @@ class RunChanges:
         after: Run,
         actor: Principal,
         target: AccessTarget,
+        *,
+        audience: tuple[uuid.UUID, ...] | None = None,
     ) -> None:
         """Store a changed run (locked by the caller) and append ``run.state_changed``.
 
@@ -47,9 +49,15 @@ class RunChanges:
             after: the changed run (its version raised).
             actor: who changed it.
             target: its thread, channel and space.
+            audience: for a change made for restricted messages alone, who may see them
+                (`turnkeeper.domain.messaging.audience_of`): the event is theirs and the
+                run's agent's. None: every reader of the thread.
         """
         await uow.runs.update(after)
-        await uow.events.append(self._events.run_state_changed(after, actor, target))
+        readers = None if audience is None else tuple(dict.fromkeys((*audience, after.agent_id)))
+        await uow.events.append(
+            self._events.run_state_changed(after, actor, target, restricted_to=readers)
+        )
         if (
             after.state is not before.state
             and after.state.active

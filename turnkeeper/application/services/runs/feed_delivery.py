@@ -32,7 +32,7 @@ from turnkeeper.application.services.runs.run_end import RunEnder
 from turnkeeper.domain.delivery import delivery_reason, refused_invocation_end
 from turnkeeper.domain.events import Event, EventType
 from turnkeeper.domain.followups import OPEN_STATES, FollowupState
-from turnkeeper.domain.messaging import TriggerState
+from turnkeeper.domain.messaging import TriggerState, audience_of
 from turnkeeper.domain.runs import RunState, TriggerKind, bump_version
 from turnkeeper.domain.world import Principal
 
@@ -218,7 +218,9 @@ class FeedDelivery:
             # lost since the acceptance (the delivery mapping).
             await self._audit.record(uow, author.id, AuditAction.AGENT_INVOKE, reason.value)
             await uow.followups.set_states(run.id, [message_id], FollowupState.DISCARDED, now)
-            await self._changes.store(uow, run, bump_version(run, now), agent, target)
+            await self._changes.store(
+                uow, run, bump_version(run, now), agent, target, audience=audience_of([message])
+            )
             await self._changes.set_trigger_states(
                 uow, target, [message_id], TriggerState.FAILED, delivery_reason(reason).value
             )

@@ -27,7 +27,7 @@ from turnkeeper.application.services.runs.views import (
 from turnkeeper.application.transactions import Later, Transactor
 from turnkeeper.domain.errors import Conflict, FieldError, ValidationFailed
 from turnkeeper.domain.followups import FollowupState, advance_followup
-from turnkeeper.domain.messaging import TriggerState
+from turnkeeper.domain.messaging import TriggerState, audience_of
 from turnkeeper.domain.runs import Run, bump_version
 from turnkeeper.domain.world import Principal
 
@@ -97,7 +97,7 @@ class RunPatchService:
                 raise Conflict("run not active", reason="run_not_active")
             now = self._clock.now()
             target = await thread_target(uow, run.thread_id)
-            changed_any = False
+            changed_ids: list[uuid.UUID] = []
             for index, op in enumerate(ops):
                 state = (
                     None
@@ -110,16 +110,18 @@ class RunPatchService:
                     )
                 if not advance_followup(state, op.value):
                     continue
-                changed_any = True
+                changed_ids.append(op.message_id)
                 await uow.followups.set_states(run.id, [op.message_id], op.value, now)
                 if state is FollowupState.QUEUED:
                     await self._changes.set_trigger_states(
                         uow, target, [op.message_id], TriggerState.FOLLOWUP_DELIVERED, None
                     )
-            if not changed_any:
+            if not changed_ids:
                 return await agent_view_later(uow, run)
             changed = bump_version(run, now)
-            await self._changes.store(uow, run, changed, agent, target)
+            messages = [await uow.messages.get(message_id) for message_id in changed_ids]
+            audience = audience_of([m for m in messages if m is not None])
+            await self._changes.store(uow, run, changed, agent, target, audience=audience)
             return await agent_view_later(uow, changed)
 
         return await move_own_run(

@@ -29,7 +29,7 @@ from turnkeeper.application.services.runs.invoke import (
 from turnkeeper.application.services.runs.opening import RunOpener
 from turnkeeper.domain.authorization import AccessTarget, effective_level
 from turnkeeper.domain.followups import followup_event_needed
-from turnkeeper.domain.messaging import Message, Origin, TriggerState
+from turnkeeper.domain.messaging import Message, Origin, TriggerState, audience_of
 from turnkeeper.domain.runs import OutcomeKind, Run, TriggerFacts, bump_version, decide_trigger
 from turnkeeper.domain.trigger_report import applied_followup_mode
 from turnkeeper.domain.world import Level, Principal, effective_operator
@@ -181,7 +181,9 @@ class TriggerDecision:
         # The mode that applies to this follow-up is stored with it: its create answer
         # and every replay report it, whatever the agent reports later.
         await uow.followups.add(run.id, message.id, now, applied_followup_mode(mode, run.state))
-        await self._changes.store(uow, run, bump_version(run, now), author, target)
+        await self._changes.store(
+            uow, run, bump_version(run, now), author, target, audience=audience_of([message])
+        )
         await self._changes.set_trigger_states(
             uow, target, [message.id], TriggerState.RECEIVED, None, known=[author]
         )
