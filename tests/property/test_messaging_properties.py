@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import uuid
 
+import attrs
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from turnkeeper.domain import strategies
 from turnkeeper.domain.errors import NUL, FieldError
-from turnkeeper.domain.messaging import MessageDraft, draft_errors, payload_digest
+from turnkeeper.domain.messaging import (
+    Message,
+    MessageDraft,
+    audience_of,
+    draft_errors,
+    payload_digest,
+    visible_to,
+)
 from turnkeeper.domain.world import PrincipalKind
 
 MAX_BYTES = 64
@@ -158,3 +167,27 @@ def test_a_nul_anywhere_in_a_text_member_is_an_invalid_character(
     )
     member = "/content" if in_content else "/client_msg_id"
     assert errors == [FieldError(pointer=member, code="invalid_character")]
+
+
+@st.composite
+def _restricted_or_public(draw: st.DrawFn) -> Message:
+    audience = draw(st.none() | st.lists(readers, max_size=3).map(tuple))
+    return attrs.evolve(draw(strategies.messages()), restricted_to=audience)
+
+
+#: Principals that may be authors, audience members or outsiders.
+readers = st.sampled_from([uuid.UUID(int=n) for n in range(1, 6)])
+
+
+@given(st.lists(_restricted_or_public(), max_size=4), st.lists(readers, min_size=1))
+def test_the_audience_of_a_change_is_who_may_see_one_of_its_messages(
+    messages: list[Message], probes: list[uuid.UUID]
+) -> None:
+    audience = audience_of(messages)
+    if not messages or any(m.restricted_to is None for m in messages):
+        assert audience is None
+        return
+    assert audience is not None
+    assert len(set(audience)) == len(audience)
+    for reader in {*probes, *audience, *(m.author_id for m in messages)}:
+        assert (reader in audience) == any(visible_to(m, reader) for m in messages)

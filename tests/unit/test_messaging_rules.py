@@ -19,6 +19,7 @@ from turnkeeper.domain.messaging import (
     MessageKind,
     Origin,
     TriggerState,
+    audience_of,
     content_errors,
     draft_errors,
     origin_for,
@@ -335,6 +336,29 @@ def test_visible_to(
     restricted_to: tuple[uuid.UUID, ...] | None, reader: uuid.UUID, expected: bool
 ) -> None:
     assert visible_to(message(restricted_to), reader) is expected
+
+
+# --- audience_of ------------------------------------------------------------------------
+
+AUDIENCE_CASES = [
+    ("no-message", [], None),
+    ("one-public", [None], None),
+    ("public-among-restricted", [(SAM,), None], None),
+    ("one-restricted", [(SAM,)], (ALEX, SAM)),
+    ("author-only", [()], (ALEX,)),
+    ("two-audiences-joined-once", [(SAM,), (SAM, ROBIN)], (ALEX, SAM, ROBIN)),
+]
+
+
+@pytest.mark.parametrize(
+    ("audiences", "expected"),
+    [c[1:] for c in AUDIENCE_CASES],
+    ids=[c[0] for c in AUDIENCE_CASES],
+)
+def test_audience_of(
+    audiences: list[tuple[uuid.UUID, ...] | None], expected: tuple[uuid.UUID, ...] | None
+) -> None:
+    assert audience_of([message(a) for a in audiences]) == expected
 
 
 # --- title_from_content and origin_for ------------------------------------------------
