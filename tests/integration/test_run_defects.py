@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from tests.integration.test_followups import extend, set_mode
-from tests.support.scenario import active_run, main_thread, post, start_delivered
+from tests.support.scenario import active_run, main_thread, message, post, start_delivered
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.errors import BaseVersionConflict, InvalidToken
@@ -25,7 +25,9 @@ from turnkeeper.application.services.runs import Delivery, FollowupOp, run_docum
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.events import EventType
 from turnkeeper.domain.followups import FollowupState
+from turnkeeper.domain.messaging import TriggerState
 from turnkeeper.domain.runs import RunState
+from turnkeeper.domain.world import OperatorMode
 
 #: The page size of the feed tests: smaller than the undeliverable backlog.
 PAGE = 2
@@ -182,6 +184,58 @@ class TestRestrictedFollowupsLeaveNoTraceInTheFeed:
         robin = await _run_versions(services, ext, "robin", run_id)
         assert len(refusals & robin) == 1  # the public follow-up's
         assert refusals <= await _run_versions(services, ext, "alex", run_id)
+
+
+class TestNoFollowOnRunForAnAgentThatNoLongerAnswersThere:
+    """A follow-on run is an acceptance: its agent must still be one the thread sets in motion.
+
+    Lotse answers Allgemein's main thread as the channel's operator; when the operator
+    changes to Texter while Lotse runs, Lotse can no longer read the thread, and a run of
+    Lotse there would block Texter until the queued expiry.
+    """
+
+    async def test_an_operator_change_while_the_run_is_active(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        thread_id = main_thread(world, "allgemein")
+        await post(services, world, "alex", thread_id, "trigger", content="export broken")
+        run, _ = await start_delivered(services, world.principal("lotse"))
+        followup = await post(services, world, "alex", thread_id, "more", content="and import")
+        assert followup.trigger_state is not None
+        await services.admin.set_operator(
+            world.principal("robin"),
+            world.channels["allgemein"].id,
+            mode=OperatorMode.AGENT,
+            operator_id=world.principal("texter").id,
+        )
+        await services.runs.finish(world.principal("lotse"), run.id, RunState.COMPLETED, None)
+
+        assert await active_run(services, thread_id) is None
+        refused = await message(services, followup.id)
+        assert (refused.trigger_state, refused.trigger_state_reason) == (
+            TriggerState.FAILED,
+            "access_revoked",
+        )
+        # The thread is free for its new operator.
+        await post(services, world, "alex", thread_id, "again", content="still broken")
+        opened = await active_run(services, thread_id)
+        assert opened is not None
+        assert opened.agent_id == world.principal("texter").id
+
+    async def test_the_run_of_an_operator_that_stays_opens_as_before(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        thread_id = main_thread(world, "allgemein")
+        await post(services, world, "alex", thread_id, "trigger", content="export broken")
+        run, _ = await start_delivered(services, world.principal("lotse"))
+        followup = await post(services, world, "alex", thread_id, "more", content="and import")
+        await services.runs.finish(world.principal("lotse"), run.id, RunState.COMPLETED, None)
+        follow_on = await active_run(services, thread_id)
+        assert follow_on is not None
+        assert (follow_on.agent_id, follow_on.triggering_message_id) == (
+            world.principal("lotse").id,
+            followup.id,
+        )
 
 
 class TestStartTokenDoesNotResume:

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turnkeeper.domain.followups import OpenFollowup, choose_follow_on
-from turnkeeper.domain.runs import InvokeFacts, check_invoke
+from turnkeeper.domain.runs import FailReason, InvokeFacts, check_invoke
 from turnkeeper.domain.strategies import invoke_facts, open_followups
 
 
@@ -31,12 +31,12 @@ def candidates_with_facts(
     return candidates, invoke
 
 
-@given(candidates_with_facts())
+@given(candidates_with_facts(), st.booleans())
 def test_every_candidate_lands_once_in_order(
-    drawn: tuple[list[OpenFollowup], dict[uuid.UUID, InvokeFacts]],
+    drawn: tuple[list[OpenFollowup], dict[uuid.UUID, InvokeFacts]], answers: bool
 ) -> None:
     candidates, invoke = drawn
-    choice = choose_follow_on(candidates, invoke)
+    choice = choose_follow_on(candidates, invoke, agent_answers=answers)
     trigger = [] if choice.trigger is None else [choice.trigger]
     assert [d.followup for d in choice.denied] + trigger + list(choice.moved) == candidates
 
@@ -46,7 +46,7 @@ def test_denied_before_the_trigger_and_only_then(
     drawn: tuple[list[OpenFollowup], dict[uuid.UUID, InvokeFacts]],
 ) -> None:
     candidates, invoke = drawn
-    choice = choose_follow_on(candidates, invoke)
+    choice = choose_follow_on(candidates, invoke, agent_answers=True)
     for denied in choice.denied:
         assert denied.reason is not None
         assert check_invoke(invoke[denied.followup.author_id]) is denied.reason
@@ -63,5 +63,18 @@ def test_the_facts_and_candidates_are_not_changed(
 ) -> None:
     candidates, invoke = drawn
     before = (list(candidates), dict(invoke))
-    choose_follow_on(candidates, invoke)
+    choose_follow_on(candidates, invoke, agent_answers=True)
     assert (candidates, invoke) == before
+
+
+@given(candidates_with_facts())
+def test_an_agent_that_no_longer_answers_opens_no_follow_on_run(
+    drawn: tuple[list[OpenFollowup], dict[uuid.UUID, InvokeFacts]],
+) -> None:
+    candidates, invoke = drawn
+    choice = choose_follow_on(candidates, invoke, agent_answers=False)
+    assert choice.trigger is None
+    assert not choice.moved
+    for denied in choice.denied:
+        own = check_invoke(invoke[denied.followup.author_id])
+        assert denied.reason is (own or FailReason.AGENT_NOT_ALLOWED_HERE)

@@ -13,8 +13,8 @@ import pytest
 from tests.support.domain_world import build_world, fixed_id
 from turnkeeper.domain.followups import DeniedCandidate, FollowOn, OpenFollowup, choose_follow_on
 from turnkeeper.domain.messaging import Origin
-from turnkeeper.domain.runs import AgentFacts, FailReason, InvokeFacts
-from turnkeeper.domain.world import Level
+from turnkeeper.domain.runs import AgentFacts, FailReason, InvokeFacts, answers_in_thread
+from turnkeeper.domain.world import ChannelBehavior, Level
 
 WORLD = build_world()
 ALEX = WORLD.principal("alex").id
@@ -86,7 +86,7 @@ def test_choose_follow_on(
     candidates: tuple[OpenFollowup, ...], levels: dict[uuid.UUID, Level], expected: FollowOn
 ) -> None:
     invoke = {author: facts(author, level) for author, level in levels.items()}
-    assert choose_follow_on(candidates, invoke) == expected
+    assert choose_follow_on(candidates, invoke, agent_answers=True) == expected
 
 
 def test_the_reason_is_the_invoke_rule_of_the_moment() -> None:
@@ -97,11 +97,46 @@ def test_the_reason_is_the_invoke_rule_of_the_moment() -> None:
         channel_archived=False,
         agent=AgentFacts(id=LOTSE.id, enabled=False),
     )
-    assert choose_follow_on([A1], {ALEX: disabled}) == FollowOn(
+    assert choose_follow_on([A1], {ALEX: disabled}, agent_answers=True) == FollowOn(
         denied=(DeniedCandidate(followup=A1, reason=FailReason.AGENT_NOT_REACHABLE),)
     )
 
 
 def test_an_author_without_facts_is_a_programming_error() -> None:
     with pytest.raises(KeyError):
-        choose_follow_on([A1], {})
+        choose_follow_on([A1], {}, agent_answers=True)
+
+
+def test_an_agent_that_no_longer_answers_in_the_thread_gets_no_follow_on_run() -> None:
+    invoke = {ALEX: facts(ALEX, Level.TRIGGER), SAM: facts(SAM, Level.WRITE)}
+    assert choose_follow_on([A1, S2], invoke, agent_answers=False) == FollowOn(
+        denied=(
+            DeniedCandidate(followup=A1, reason=FailReason.AGENT_NOT_ALLOWED_HERE),
+            # The author's own loss is the reason it shows first.
+            DeniedCandidate(followup=S2, reason=DENIED),
+        )
+    )
+
+
+ANSWERS_CASES = [
+    ("the-operator", LOTSE.id, False, Level.NONE, True),
+    ("an-allowed-guest-with-write", None, True, Level.WRITE, True),
+    ("a-guest-the-channel-does-not-allow", None, False, Level.WRITE, False),
+    ("an-allowed-guest-without-write", None, True, Level.READ, False),
+    ("another-operators-thread", uuid.UUID(int=99), False, Level.WRITE, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("operator_id", "allow_guests", "level", "expected"),
+    [c[1:] for c in ANSWERS_CASES],
+    ids=[c[0] for c in ANSWERS_CASES],
+)
+def test_answers_in_thread(
+    operator_id: uuid.UUID | None, allow_guests: bool, level: Level, expected: bool
+) -> None:
+    behavior = ChannelBehavior(allow_mentioned_agents=allow_guests)
+    assert (
+        answers_in_thread(LOTSE.id, operator_id=operator_id, behavior=behavior, agent_level=level)
+        is expected
+    )

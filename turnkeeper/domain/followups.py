@@ -223,19 +223,25 @@ class FollowOn:
 
 
 def choose_follow_on(
-    candidates: Sequence[OpenFollowup], invoke: Mapping[uuid.UUID, InvokeFacts]
+    candidates: Sequence[OpenFollowup],
+    invoke: Mapping[uuid.UUID, InvokeFacts],
+    *,
+    agent_answers: bool,
 ) -> FollowOn:
     """Choose the follow-on run of an ended run (DESIGN.md section 7).
 
     The candidates are taken in order: each one whose author no longer passes
     agent.invoke is denied, the first one whose author passes triggers the follow-on
     run, and every candidate after it moves to that run (its author is checked again
-    when it is delivered).
+    when it is delivered). When the run's agent may no longer be set in motion in the
+    thread (`turnkeeper.domain.runs.answers_in_thread`), every candidate is denied with
+    agent_not_allowed_here: a run it could not even read would block the thread.
 
     Args:
         candidates: `RunEndPlan.candidates`, in thread order.
         invoke: the agent.invoke facts of each candidate's author now (the thread's
             target, the run's agent, no active run), by author id.
+        agent_answers: whether the run's agent still answers in the thread.
 
     Returns:
         Every candidate in exactly one place: denied, trigger or moved; order kept.
@@ -246,6 +252,8 @@ def choose_follow_on(
     denied: list[DeniedCandidate] = []
     for index, candidate in enumerate(candidates):
         reason = check_invoke(invoke[candidate.author_id])
+        if reason is None and not agent_answers:
+            reason = FailReason.AGENT_NOT_ALLOWED_HERE
         if reason is None:
             return FollowOn(
                 denied=tuple(denied),

@@ -210,6 +210,34 @@ def decide_trigger(facts: TriggerFacts) -> TriggerOutcome:
     return TriggerOutcome(kind=OutcomeKind.INVOKE, agent_id=candidate, mentioned=mentioned)
 
 
+def answers_in_thread(
+    agent_id: uuid.UUID,
+    *,
+    operator_id: uuid.UUID | None,
+    behavior: ChannelBehavior,
+    agent_level: Level,
+) -> bool:
+    """Whether an agent may still be set in motion in a thread (DESIGN.md section 5, step 1).
+
+    The standing `decide_trigger` requires of a candidate, without the message: the
+    thread's operator now, or a guest the channel allows (``allow_mentioned_agents``)
+    with write on the thread. A follow-up becomes the trigger of a follow-on run only
+    while its run's agent keeps it.
+
+    Args:
+        agent_id: the agent.
+        operator_id: the thread's operator now (`turnkeeper.domain.world.thread_operator`).
+        behavior: the channel's behaviour.
+        agent_level: the agent's effective level on the thread now.
+
+    Returns:
+        True when the agent is the operator or an allowed guest with write.
+    """
+    if agent_id == operator_id:
+        return True
+    return behavior.allow_mentioned_agents and agent_level >= Level.WRITE
+
+
 @attrs.frozen(kw_only=True)
 class InvokeFacts:
     """Facts of the agent.invoke check (re-checked at every delivery).

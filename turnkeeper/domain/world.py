@@ -215,6 +215,23 @@ def effective_operator(channel: Channel, space: Space) -> uuid.UUID | None:
     return None
 
 
+def thread_operator(thread: Thread, channel: Channel, space: Space) -> uuid.UUID | None:
+    """The agent that operates a thread right now.
+
+    A main thread follows its channel's current operator; any other thread keeps the
+    operator it was created with.
+
+    Args:
+        thread: the thread.
+        channel: its channel.
+        space: the channel's space.
+
+    Returns:
+        The operator's id, or None when the thread has none.
+    """
+    return effective_operator(channel, space) if thread.is_main else thread.operator_agent_id
+
+
 @attrs.frozen(kw_only=True)
 class Thread:
     """A thread of messages in a channel.

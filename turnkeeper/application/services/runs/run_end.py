@@ -16,10 +16,11 @@ from turnkeeper.application.event_factory import EventFactory
 from turnkeeper.application.logs import get_logger
 from turnkeeper.application.ports import Clock, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
+from turnkeeper.application.services.access import thread_of
 from turnkeeper.application.services.runs.changes import RunChanges
 from turnkeeper.application.services.runs.invoke import followup_mode, invoke_facts
 from turnkeeper.application.services.runs.opening import RunOpener
-from turnkeeper.domain.authorization import AccessTarget
+from turnkeeper.domain.authorization import AccessTarget, effective_level
 from turnkeeper.domain.delivery import delivery_reason
 from turnkeeper.domain.followups import (
     FollowupState,
@@ -29,8 +30,15 @@ from turnkeeper.domain.followups import (
     plan_run_end,
 )
 from turnkeeper.domain.messaging import TriggerState
-from turnkeeper.domain.runs import TRIGGER_STATE_OF, EndReason, Run, RunState, end
-from turnkeeper.domain.world import Principal
+from turnkeeper.domain.runs import (
+    TRIGGER_STATE_OF,
+    EndReason,
+    Run,
+    RunState,
+    answers_in_thread,
+    end,
+)
+from turnkeeper.domain.world import Principal, thread_operator
 
 _log = get_logger("turnkeeper.runs")
 
@@ -133,9 +141,9 @@ class RunEnder:
         if not plan.candidates:
             return
         author_ids = list(dict.fromkeys(c.author_id for c in plan.candidates))
-        # The authors' grants arrive with the agent and the authors: one round trip
-        # however many people wrote the follow-ups.
-        await uow.grants.prefetch(author_ids)
+        # The authors' and the agent's grants arrive with the agent and the authors: one
+        # round trip however many people wrote the follow-ups.
+        await uow.grants.prefetch([*author_ids, ended.agent_id])
         if agent is None:
             await uow.principals.prefetch([ended.agent_id])
         authors = await uow.principals.get_many(author_ids)
@@ -147,6 +155,14 @@ class RunEnder:
                 author_id: await invoke_facts(uow, target, author, agent)
                 for author_id, author in authors.items()
             },
+            agent_answers=answers_in_thread(
+                agent.id,
+                operator_id=thread_operator(thread_of(target), target.channel, target.space),
+                behavior=target.channel.behavior,
+                agent_level=effective_level(
+                    agent, target, await uow.grants.for_principal(agent.id)
+                ),
+            ),
         )
         for denied in choice.denied:
             message_id = denied.followup.message_id

@@ -32,7 +32,7 @@ from turnkeeper.domain.followups import followup_event_needed
 from turnkeeper.domain.messaging import Message, Origin, TriggerState, audience_of
 from turnkeeper.domain.runs import OutcomeKind, Run, TriggerFacts, bump_version, decide_trigger
 from turnkeeper.domain.trigger_report import applied_followup_mode
-from turnkeeper.domain.world import Level, Principal, effective_operator
+from turnkeeper.domain.world import Level, Principal, thread_operator
 
 
 class TriggerDecision:
@@ -74,11 +74,7 @@ class TriggerDecision:
         if message.origin is not Origin.HUMAN:
             return
         thread = thread_of(target)
-        operator_id = (
-            effective_operator(target.channel, target.space)
-            if thread.is_main
-            else thread.operator_agent_id
-        )
+        operator_id = thread_operator(thread, target.channel, target.space)
         mentioned = (
             await uow.principals.get_many(list(message.mentions)) if message.mentions else {}
         )
