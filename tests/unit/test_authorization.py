@@ -14,7 +14,7 @@ from turnkeeper.domain.authorization import (
     authorize,
     effective_level,
 )
-from turnkeeper.domain.world import Level, OperatorMode, Principal, PrincipalKind
+from turnkeeper.domain.world import Level, OperatorMode, Principal, PrincipalKind, thread_operator
 
 WORLD = build_world()
 
@@ -203,6 +203,26 @@ def test_operator_change_moves_write_on_the_main_thread_but_not_on_fixed_threads
     assert level_of(world, "texter", "Eskalation/main") is WRITE
     assert decide(world, "texter", Action.MESSAGE_CREATE, "Eskalation/main") is ALLOW
     assert level_of(world, "texter", "Eskalation/case") is NONE
+
+
+@pytest.mark.parametrize(
+    ("where", "operator"),
+    [
+        ("Eskalation/main", "texter"),  # the main thread follows the channel
+        ("Eskalation/case", "lotse"),  # a thread keeps its operator of creation
+        ("Reports/weekly", None),  # a thread created without an operator
+    ],
+)
+def test_thread_operator_after_the_channel_moved_to_texter(
+    where: str, operator: str | None
+) -> None:
+    world = WORLD.with_channel(
+        "Eskalation", operator_mode=OperatorMode.AGENT, operator_id=WORLD.principal("texter").id
+    )
+    target = world.target(where)
+    assert target.thread is not None
+    expected = None if operator is None else world.principal(operator).id
+    assert thread_operator(target.thread, target.channel, target.space) == expected
 
 
 def test_operator_mode_none_takes_write_from_the_default_operator() -> None:
