@@ -569,6 +569,23 @@ class TestRestrictedMessages:
         (run,) = await runs_of(services, thread_id)
         assert run.triggering_message_id == shared.message.id
 
+    async def test_a_named_agent_outside_the_audience_is_not_replaced_by_the_operator(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        # Alex asks Texter in a message only Lotse (the operator) may read: Texter is
+        # passed over, and Lotse, whom Alex did not ask, is not set in motion either.
+        thread_id = main_thread(world, "allgemein")
+        alex, lotse = world.principal("alex"), world.principal("lotse")
+        asked = await services.conversation.create_message(
+            alex,
+            thread_id,
+            draft("p3", mentions=(world.principal("texter").id,), restricted_to=(lotse.id,)),
+        )
+        assert asked.trigger.outcome == "none"
+        assert await runs_of(services, thread_id) == []
+        assert (await message(services, asked.message.id)).trigger_state is None
+        assert await invocations(services, lotse) == []
+
 
 class TestCheckPoll:
     """The checks of a poll without the poll (a HEAD of the agent feed)."""

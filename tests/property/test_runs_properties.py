@@ -10,7 +10,7 @@ import uuid
 from datetime import timedelta
 
 import attrs
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnkeeper.domain import strategies as ds
@@ -120,6 +120,36 @@ def test_a_mentioned_operator_always_wins(facts: TriggerFacts) -> None:
         assert outcome.kind is not OutcomeKind.NONE
         assert outcome.agent_id == facts.operator_id
         assert outcome.mentioned
+
+
+@st.composite
+def restricted_trigger_facts(draw: st.DrawFn) -> TriggerFacts:
+    """`ds.trigger_facts` of a human message with an audience of some of the agents."""
+    facts = draw(ds.trigger_facts(origin=st.just(Origin.HUMAN)))
+    # Each agent in or out with even odds: the interesting cases mix both.
+    audience = {agent for agent in sorted(facts.agents) if draw(st.booleans())}
+    return attrs.evolve(facts, audience=frozenset({facts.author_id, *audience}))
+
+
+#: Examples of the audience property: a mention outside the audience with the operator
+#: inside and answering is a few percent of the drawn facts.
+AUDIENCE_EXAMPLES = 1000
+
+
+@settings(max_examples=AUDIENCE_EXAMPLES)
+@given(restricted_trigger_facts())
+def test_a_restricted_message_sets_in_motion_only_an_agent_it_may_ask(
+    facts: TriggerFacts,
+) -> None:
+    outcome = decide_trigger(facts)
+    assert facts.audience is not None
+    if outcome.agent_id is not None:
+        assert outcome.agent_id in facts.audience
+    if outcome.kind in (OutcomeKind.INVOKE, OutcomeKind.FOLLOWUP) and any(
+        m in facts.agents for m in facts.mentions
+    ):
+        # A message that names agents asks them, never the operator it did not name.
+        assert outcome.agent_id in facts.mentions
 
 
 @given(ds.trigger_facts(origin=st.just(Origin.HUMAN)))

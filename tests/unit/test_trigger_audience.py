@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import attrs
 import pytest
 
 from turnkeeper.domain.messaging import Origin
@@ -41,6 +42,8 @@ def facts(mentions: tuple[uuid.UUID, ...], audience: frozenset[uuid.UUID] | None
         ((TEXTER,), frozenset({ALEX, TEXTER}), OutcomeKind.INVOKE, TEXTER),
         ((LOTSE, TEXTER), frozenset({ALEX, TEXTER}), OutcomeKind.INVOKE, TEXTER),
         ((TEXTER,), frozenset({ALEX}), OutcomeKind.NONE, None),
+        # The message asked Texter alone: the operator it did not name stays out.
+        ((TEXTER,), frozenset({ALEX, LOTSE}), OutcomeKind.NONE, None),
     ],
     ids=[
         "public",
@@ -50,6 +53,7 @@ def facts(mentions: tuple[uuid.UUID, ...], audience: frozenset[uuid.UUID] | None
         "guest-inside",
         "operator-outside-guest-inside",
         "guest-outside",
+        "guest-outside-operator-inside",
     ],
 )
 def test_only_agents_in_the_audience_are_candidates(
@@ -60,3 +64,12 @@ def test_only_agents_in_the_audience_are_candidates(
 ) -> None:
     outcome = decide_trigger(facts(mentions, audience))
     assert (outcome.kind, outcome.agent_id) == (kind, agent)
+
+
+def test_a_passed_over_mention_is_no_followup_of_the_operators_run() -> None:
+    active = attrs.evolve(
+        facts((TEXTER,), frozenset({ALEX, LOTSE})),
+        active_run_id=uuid.UUID(int=99),
+        active_run_agent_id=LOTSE,
+    )
+    assert decide_trigger(active).kind is OutcomeKind.NONE

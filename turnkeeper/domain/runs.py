@@ -172,10 +172,15 @@ def decide_trigger(facts: TriggerFacts) -> TriggerOutcome:
         # An agent that may not read the message cannot be asked to act on it.
         return facts.audience is None or agent_id in facts.audience
 
-    mentioned_agents = [m for m in facts.mentions if m in facts.agents and sees(m)]
+    named = [m for m in facts.mentions if m in facts.agents]
+    mentioned_agents = [m for m in named if sees(m)]
     operator_id = facts.operator_id if facts.operator_id and sees(facts.operator_id) else None
     candidate: uuid.UUID | None = None
     mentioned = bool(mentioned_agents)
+    if named and not mentioned_agents:
+        # Every agent the message names is outside its audience: they are passed over,
+        # and the operator it did not name is not asked in their place.
+        return NO_TRIGGER
     if mentioned_agents:
         candidate = next((m for m in mentioned_agents if m == operator_id), None)
         if candidate is None and facts.behavior.allow_mentioned_agents:
