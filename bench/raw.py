@@ -818,8 +818,8 @@ async def finish_run(
             first, rest = candidates[0], candidates[1:]
             authors = list(dict.fromkeys(r.author_id for r in candidates))
             await known.many(conn, authors)
-            for author_id in authors:
-                await q.list_grants_for_principal(conn, principal_id=author_id)
+            # The authors' grants and the agent's (whether it still answers in the thread).
+            await q.list_grants_for_principals(conn, principal_ids=[*authors, run.agent_id])
             await q.set_followup_states(
                 conn, state="deferred", at=now, run_id=run.id, message_ids=[first.message_id]
             )
