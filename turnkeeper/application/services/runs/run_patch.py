@@ -119,6 +119,9 @@ class RunPatchService:
             if not changed_ids:
                 return await agent_view_later(uow, run)
             changed = bump_version(run, now)
+            # Read together: one round trip for the audience however many ops changed.
+            for message_id in changed_ids:
+                await uow.messages.prefetch(message_id)
             messages = [await uow.messages.get(message_id) for message_id in changed_ids]
             audience = audience_of([m for m in messages if m is not None])
             await self._changes.store(uow, run, changed, agent, target, audience=audience)
