@@ -43,7 +43,7 @@ from turnkeeper.adapters.http.server import settle_heap
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.observers import observe_statements
-from turnkeeper.adapters.postgres.pool import RecentFirstPool
+from turnkeeper.adapters.postgres.pool import LiveIdlePool
 from turnkeeper.adapters.postgres.uow import Conn
 from turnkeeper.adapters.wiring import stop_as_ctrl_c
 from turnkeeper.application.settings import Settings
@@ -198,7 +198,7 @@ async def open_traced_pool(conninfo: str, size: int) -> AsyncConnectionPool[Conn
     Returns:
         The open pool.
     """
-    pool = RecentFirstPool(
+    pool = LiveIdlePool(
         conninfo,
         min_size=size,
         max_size=size,

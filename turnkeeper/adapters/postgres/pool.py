@@ -36,7 +36,9 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import select
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -44,7 +46,7 @@ from typing import Any
 import attrs
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from turnkeeper.application.logs import get_logger
@@ -57,6 +59,8 @@ _MS_PER_SECOND = 1000
 #: Environment variable libpq reads server options from when the conninfo names none.
 _PGOPTIONS = "PGOPTIONS"
 _OPEN_TRANSACTION = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
+#: Poll events of a socket whose peer is gone (or that is no socket any more).
+_HUNG_UP = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 _log = get_logger("turnkeeper.postgres")
 
@@ -214,6 +218,61 @@ class RecentFirstPool(WaitCountingPool):
         return await super()._get_ready_connection(timeout)
 
 
+class LiveIdlePool(RecentFirstPool):
+    """A pool that never hands out a connection the server closed while it rested.
+
+    After PostgreSQL restarts, or terminates backends, every idle connection is dead and
+    psycopg_pool learns it only when a unit uses one: each failed a request with the
+    database back and serving, one request per idle connection. `getconn` looks at the
+    socket of the connection it is about to hand out (a poll that does not wait: no round
+    trip); one the server closed is readable, and reading it ends it. Such a connection is
+    discarded as psycopg_pool discards one found broken, and the next one is taken at once
+    (psycopg_pool's own ``check`` callback would wait a backoff of a second or more
+    before each next try). Everything else is `RecentFirstPool`'s.
+    """
+
+    async def getconn(self, timeout: float | None = None) -> Conn:  # noqa: ASYNC109 - psycopg_pool's signature
+        """psycopg_pool's `getconn`, passing over connections the server closed."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            conn = await super().getconn(max(0.0, deadline - time.monotonic()))
+            if not closed_by_server(conn):
+                return conn
+            # Closed here, so that the pool counts and replaces it as a connection found
+            # broken when handed out (a hang-up may leave libpq's status untouched).
+            await conn.close()
+            await self._putconn(conn, from_getconn=True)
+
+
+def closed_by_server(conn: Conn) -> bool:
+    """Whether the server closed an idle connection (restart, termination).
+
+    An idle connection gets nothing unprompted but notices and parameter changes. A
+    socket the server closed reports the hang-up (its last message, the termination
+    notice, waits in it); anything else readable is read, and at the end of the stream
+    libpq marks the connection bad.
+
+    Args:
+        conn: an idle connection of the pool.
+
+    Returns:
+        True when the connection can no longer serve.
+    """
+    pgconn = conn.pgconn
+    if pgconn.status != ConnStatus.OK:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(pgconn.socket, select.POLLIN)
+        for _, events in poller.poll(0):
+            if events & _HUNG_UP:
+                return True
+            pgconn.consume_input()
+    except (OSError, psycopg.OperationalError):
+        return True
+    return pgconn.status != ConnStatus.OK
+
+
 @asynccontextmanager
 async def connection_within(pool: AsyncConnectionPool[Conn], seconds: float) -> AsyncIterator[Conn]:
     """A pooled connection whose use ends at the latest `seconds` after this call.
@@ -279,7 +338,7 @@ async def open_pool(
     Raises:
         psycopg.OperationalError: when the pool cannot open its first connections.
     """
-    pool: AsyncConnectionPool[Conn] = RecentFirstPool(
+    pool: AsyncConnectionPool[Conn] = LiveIdlePool(
         conninfo,
         min_size=min_size,
         max_size=max_size,
