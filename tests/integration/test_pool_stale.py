@@ -5,15 +5,21 @@ connection of a pool is dead, and the pool learns it only by using one: each use
 cost a request its answer (503 ``unavailable``), one request per idle connection, with
 the database back and serving. The pool now looks at an idle connection's socket when
 it hands it out (a poll, no round trip): a connection the server closed is discarded and
-the next one is taken.
+the next one is taken. Over a Unix socket and over TCP (where Linux reports the
+server's close differently): the test's PostgreSQL listens on a Unix socket only, so a
+forwarder in the test gives it a TCP address.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from turnkeeper.adapters.postgres.pool import Conn, PoolPolicy, connection_within, open_pool
@@ -27,10 +33,67 @@ BOUND_SECONDS = 10.0
 ROUNDS = 3
 
 
+#: PostgreSQL's default port (the number in the name of its Unix socket).
+DEFAULT_PORT = 5432
+#: Bytes a forwarder reads at once.
+CHUNK_BYTES = 65536
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy one direction until its end, then close the other side (a TCP FIN)."""
+    try:
+        while data := await reader.read(CHUNK_BYTES):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+
+@contextlib.asynccontextmanager
+async def _tcp_forwarder(conninfo: str) -> AsyncIterator[str]:
+    """A TCP address on 127.0.0.1 for a server that listens on a Unix socket only.
+
+    Yields:
+        `conninfo` with the forwarder's host and port.
+    """
+    params = conninfo_to_dict(conninfo)
+    socket_path = Path(str(params["host"])) / f".s.PGSQL.{params.get('port') or DEFAULT_PORT}"
+    pipes: set[asyncio.Task[None]] = set()
+
+    async def forward(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        server_r, server_w = await asyncio.open_unix_connection(str(socket_path))
+        for task in (_pipe(client_r, server_w), _pipe(server_r, client_w)):
+            pipe = asyncio.create_task(task)
+            pipes.add(pipe)
+            pipe.add_done_callback(pipes.discard)
+
+    server = await asyncio.start_server(forward, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield make_conninfo(conninfo, host="127.0.0.1", port=str(port))
+    finally:
+        server.close()
+        for pipe in list(pipes):
+            pipe.cancel()
+        await asyncio.gather(*pipes, return_exceptions=True)
+
+
+@pytest.fixture(params=["unix", "tcp"])
+async def pool_conninfo(request: pytest.FixtureRequest, pg_conninfo: str) -> AsyncIterator[str]:
+    """The test database over its Unix socket, or over TCP through a forwarder."""
+    if request.param == "unix":
+        yield pg_conninfo
+        return
+    async with _tcp_forwarder(pg_conninfo) as tcp:
+        yield tcp
+
+
 @pytest.fixture
-async def pool(pg_conninfo: str) -> AsyncIterator[AsyncConnectionPool[Conn]]:
+async def pool(pool_conninfo: str) -> AsyncIterator[AsyncConnectionPool[Conn]]:
     opened = await open_pool(
-        pg_conninfo,
+        pool_conninfo,
         min_size=POOL_SIZE,
         max_size=POOL_SIZE,
         policy=PoolPolicy.from_settings(Settings()),

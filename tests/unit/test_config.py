@@ -247,6 +247,11 @@ def test_an_unknown_variable_is_named_on_one_line() -> None:
         ("postgresql://u:pw@localhost/db?channel_binding=always", "channel_binding"),
         ("postgresql://u:pw@localhost/db?load_balance_hosts=roundrobin", "load_balance_hosts"),
         ("host=localhost sslmode=bogus password=secret-pw", "sslmode"),
+        # As libpq reads them: ASCII digits, C white space, one port per host or one for all.
+        ("host=localhost port=\u0665\u0665\u0664\u0663", "port"),
+        ("host=localhost port='5432\u00a0'", "port"),
+        ("host=localhost port=' '", "port"),
+        ("host=localhost port=5432,5433", "port"),
     ],
 )
 def test_a_database_url_with_a_bad_option_value_is_a_configuration_error(
@@ -267,6 +272,8 @@ def test_a_database_url_with_a_bad_option_value_is_a_configuration_error(
         "postgresql:///db?host=/tmp&port=5432&gssencmode=disable&channel_binding=prefer",
         "host=a,b port=5432,5433 dbname=db load_balance_hosts=random",
         "postgresql://u@localhost/db?connect_timeout=-1",
+        "host=a,b,c port=5432,,5434 dbname=db",
+        "host=localhost port=' 5432 '",
     ],
 )
 def test_a_database_url_with_good_option_values_is_accepted(url: str) -> None:

@@ -45,6 +45,14 @@ def test_options_and_a_smaller_connect_timeout_of_the_conninfo_are_kept() -> Non
     }
 
 
+@pytest.mark.parametrize("given", ["0", "-5"])
+def test_a_connect_timeout_of_none_does_not_lift_the_bound(given: str) -> None:
+    # libpq reads 0 or less as "wait for ever": the request's bound stays.
+    policy = PoolPolicy.from_settings(Settings(request_timeout=timedelta(seconds=5)))
+    kwargs = policy.connection_kwargs(f"dbname=turnkeeper connect_timeout={given}")
+    assert kwargs["connect_timeout"] == "5"
+
+
 def test_pgoptions_are_kept_when_the_conninfo_names_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGOPTIONS", "-c search_path=turnkeeper")
     kwargs = PoolPolicy.from_settings(

@@ -143,8 +143,8 @@ CONNINFO_CHOICES: Mapping[str, tuple[str, ...]] = {
 }
 #: The highest TCP port number.
 MAX_PORT = 65535
-#: An integer as libpq reads one (white space around it allowed).
-_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
+#: An integer as libpq reads one: ASCII digits, C white space around them.
+_INTEGER = re.compile(r"[ \t\n\r\f\v]*[+-]?[0-9]+[ \t\n\r\f\v]*")
 
 
 class BadConninfoOption(ValueError):
@@ -183,9 +183,12 @@ def require_conninfo(conninfo: str) -> None:
         if value is not None and str(value) not in allowed:
             raise BadConninfoOption(option, f"one of {', '.join(allowed)}")
     port = options.get("port")
-    # One port per host, comma-separated; an empty one is the default port.
-    if port is not None and not all(_port(part) for part in str(port).split(",")):
-        raise BadConninfoOption("port", f"a number from 1 to {MAX_PORT} for each host")
+    if port is not None:
+        ports = str(port).split(",")
+        hosts = str(options.get("host") or options.get("hostaddr") or "").split(",")
+        # One port for every host, or one for all; an empty entry is the default port.
+        if not all(_port(part) for part in ports) or len(ports) not in (1, len(hosts)):
+            raise BadConninfoOption("port", f"a number from 1 to {MAX_PORT} for each host")
     timeout = options.get("connect_timeout")
     if timeout is not None and not _INTEGER.fullmatch(str(timeout)):
         raise BadConninfoOption("connect_timeout", "an integer number of seconds")
@@ -193,6 +196,6 @@ def require_conninfo(conninfo: str) -> None:
 
 def _port(text: str) -> bool:
     """Whether one entry of a port list is empty or a port number."""
-    if not text.strip():
+    if text == "":
         return True
     return bool(_INTEGER.fullmatch(text)) and 1 <= int(text) <= MAX_PORT

@@ -38,7 +38,6 @@ import math
 import os
 import select
 import socket
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -48,6 +47,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool
+from psycopg_pool.pool_async import AddConnection
 
 from turnkeeper.application.logs import get_logger
 from turnkeeper.application.settings import Settings
@@ -59,8 +59,14 @@ _MS_PER_SECOND = 1000
 #: Environment variable libpq reads server options from when the conninfo names none.
 _PGOPTIONS = "PGOPTIONS"
 _OPEN_TRANSACTION = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
-#: Poll events of a socket whose peer is gone (or that is no socket any more).
-_HUNG_UP = select.POLLHUP | select.POLLERR | select.POLLNVAL
+#: Poll events of a socket whose peer is gone (or that is no socket any more). Over TCP
+#: Linux reports a peer's close as POLLRDHUP (POLLHUP is for both directions closed).
+_HUNG_UP = select.POLLHUP | select.POLLERR | select.POLLNVAL | getattr(select, "POLLRDHUP", 0)
+#: Poll events watched on an idle connection's socket.
+_WATCHED = select.POLLIN | getattr(select, "POLLRDHUP", 0)
+#: Reads of an idle connection's socket at most, before it counts as alive and busy with
+#: notices (a closed one needs two: its last message, then the end of the stream).
+_READS = 4
 
 _log = get_logger("turnkeeper.postgres")
 
@@ -103,7 +109,7 @@ class PoolPolicy:
     def connection_kwargs(self, conninfo: str) -> dict[str, str]:
         """Connection parameters that bound every statement and connection attempt.
 
-        Server options the conninfo (or ``PGOPTIONS``) gives are kept; a smaller
+        Server options the conninfo (or ``PGOPTIONS``) gives are kept; a smaller positive
         ``connect_timeout`` of the conninfo is kept too.
 
         Args:
@@ -121,7 +127,10 @@ class PoolPolicy:
         statement_ms = math.ceil(self.request_timeout * _MS_PER_SECOND)
         connect = math.ceil(self.request_timeout)
         if given.get("connect_timeout"):
-            connect = min(connect, int(str(given["connect_timeout"])))
+            given_seconds = int(str(given["connect_timeout"]))
+            # libpq reads 0 or less as "wait for ever": the request's bound holds then.
+            if given_seconds > 0:
+                connect = min(connect, given_seconds)
         return {
             "options": (
                 f"{options} -c statement_timeout={statement_ms}"
@@ -223,25 +232,26 @@ class LiveIdlePool(RecentFirstPool):
 
     After PostgreSQL restarts, or terminates backends, every idle connection is dead and
     psycopg_pool learns it only when a unit uses one: each failed a request with the
-    database back and serving, one request per idle connection. `getconn` looks at the
-    socket of the connection it is about to hand out (a poll that does not wait: no round
-    trip); one the server closed is readable, and reading it ends it. Such a connection is
-    discarded as psycopg_pool discards one found broken, and the next one is taken at once
-    (psycopg_pool's own ``check`` callback would wait a backoff of a second or more
-    before each next try). Everything else is `RecentFirstPool`'s.
+    database back and serving, one request per idle connection. Before the pool hands
+    out an idle connection, under its lock where it takes one, it looks at the
+    connection's socket (`closed_by_server`: polls that do not wait, no round trip). A
+    connection the server closed is closed, counted and replaced as psycopg_pool treats
+    one found broken, and the next idle one is taken at once, in the same order and
+    within the same wait (psycopg_pool's own ``check`` callback costs a round trip per
+    checkout and waits a backoff of a second or more before each next try). Everything
+    else is `RecentFirstPool`'s.
     """
 
-    async def getconn(self, timeout: float | None = None) -> Conn:  # noqa: ASYNC109 - psycopg_pool's signature
-        """psycopg_pool's `getconn`, passing over connections the server closed."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+    async def _get_ready_connection(self, timeout: float | None) -> Conn | None:  # noqa: ASYNC109 - psycopg_pool's signature
         while True:
-            conn = await super().getconn(max(0.0, deadline - time.monotonic()))
-            if not closed_by_server(conn):
+            conn = await super()._get_ready_connection(timeout)
+            if conn is None or not closed_by_server(conn):
                 return conn
-            # Closed here, so that the pool counts and replaces it as a connection found
-            # broken when handed out (a hang-up may leave libpq's status untouched).
+            # As psycopg_pool's return of a connection found broken: lost, and replaced.
+            self._stats[self._CONNECTIONS_LOST] += 1
+            conn._pool = None
             await conn.close()
-            await self._putconn(conn, from_getconn=True)
+            self.run_task(AddConnection(self))
 
 
 def closed_by_server(conn: Conn) -> bool:
@@ -259,13 +269,18 @@ def closed_by_server(conn: Conn) -> bool:
         True when the connection can no longer serve.
     """
     pgconn = conn.pgconn
-    if pgconn.status != ConnStatus.OK:
-        return True
     try:
         poller = select.poll()
-        poller.register(pgconn.socket, select.POLLIN)
-        for _, events in poller.poll(0):
-            if events & _HUNG_UP:
+        poller.register(pgconn.socket, _WATCHED)
+        # Each read takes what is there: the termination notice first, the end of the
+        # stream (which marks the connection bad) with a later read.
+        for _ in range(_READS):
+            if pgconn.status != ConnStatus.OK:
+                return True
+            ready = poller.poll(0)
+            if not ready:
+                return False
+            if any(events & _HUNG_UP for _, events in ready):
                 return True
             pgconn.consume_input()
     except (OSError, psycopg.OperationalError):
