@@ -16,7 +16,14 @@ import uuid
 import pytest
 
 from tests.integration.test_followups import extend, set_mode
-from tests.support.scenario import active_run, main_thread, message, post, start_delivered
+from tests.support.scenario import (
+    active_run,
+    denials,
+    main_thread,
+    message,
+    post,
+    start_delivered,
+)
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.errors import BaseVersionConflict, InvalidToken
@@ -216,6 +223,8 @@ class TestNoFollowOnRunForAnAgentThatNoLongerAnswersThere:
             TriggerState.FAILED,
             "access_revoked",
         )
+        # Alex lost nothing: no denial of Alex's is recorded.
+        assert await denials(services, world.principal("alex")) == []
         # The thread is free for its new operator.
         await post(services, world, "alex", thread_id, "again", content="still broken")
         opened = await active_run(services, thread_id)

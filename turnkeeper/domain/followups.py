@@ -234,8 +234,9 @@ def choose_follow_on(
     agent.invoke is denied, the first one whose author passes triggers the follow-on
     run, and every candidate after it moves to that run (its author is checked again
     when it is delivered). When the run's agent may no longer be set in motion in the
-    thread (`turnkeeper.domain.runs.answers_in_thread`), every candidate is denied with
-    agent_not_allowed_here: a run it could not even read would block the thread.
+    thread (`turnkeeper.domain.runs.answers_in_thread`), every candidate is denied: with
+    its author's own reason when agent.invoke refuses the author too, else with
+    agent_not_allowed_here (a run the agent could not even read would block the thread).
 
     Args:
         candidates: `RunEndPlan.candidates`, in thread order.

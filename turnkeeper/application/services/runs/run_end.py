@@ -33,6 +33,7 @@ from turnkeeper.domain.messaging import TriggerState
 from turnkeeper.domain.runs import (
     TRIGGER_STATE_OF,
     EndReason,
+    FailReason,
     Run,
     RunState,
     answers_in_thread,
@@ -167,10 +168,12 @@ class RunEnder:
         for denied in choice.denied:
             message_id = denied.followup.message_id
             # The audit records the authorization decision; the message shows what was
-            # lost since its acceptance as a follow-up (the delivery mapping).
-            await self._audit.record(
-                uow, denied.followup.author_id, AuditAction.AGENT_INVOKE, denied.reason.value
-            )
+            # lost since its acceptance as a follow-up (the delivery mapping). An agent
+            # that lost its standing in the thread is no denial of the author's.
+            if denied.reason is not FailReason.AGENT_NOT_ALLOWED_HERE:
+                await self._audit.record(
+                    uow, denied.followup.author_id, AuditAction.AGENT_INVOKE, denied.reason.value
+                )
             await uow.followups.set_states(ended.id, [message_id], FollowupState.DISCARDED, now)
             await self._changes.set_trigger_states(
                 uow,

@@ -120,9 +120,10 @@ class RunPatchService:
                 return await agent_view_later(uow, run)
             changed = bump_version(run, now)
             # Read together: one round trip for the audience however many ops changed.
-            for message_id in changed_ids:
+            changed_messages = list(dict.fromkeys(changed_ids))  # two ops may name one
+            for message_id in changed_messages:
                 await uow.messages.prefetch(message_id)
-            messages = [await uow.messages.get(message_id) for message_id in changed_ids]
+            messages = [await uow.messages.get(message_id) for message_id in changed_messages]
             audience = audience_of([m for m in messages if m is not None])
             await self._changes.store(uow, run, changed, agent, target, audience=audience)
             return await agent_view_later(uow, changed)
