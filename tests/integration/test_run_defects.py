@@ -32,8 +32,8 @@ from turnkeeper.application.services.runs import Delivery, FollowupOp, run_docum
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.events import EventType
 from turnkeeper.domain.followups import FollowupState
-from turnkeeper.domain.messaging import TriggerState
-from turnkeeper.domain.runs import RunState
+from turnkeeper.domain.messaging import Message, TriggerState
+from turnkeeper.domain.runs import Run, RunState
 from turnkeeper.domain.world import OperatorMode
 
 #: The page size of the feed tests: smaller than the undeliverable backlog.
@@ -201,14 +201,22 @@ class TestNoFollowOnRunForAnAgentThatNoLongerAnswersThere:
     Lotse there would block Texter until the queued expiry.
     """
 
-    async def test_an_operator_change_while_the_run_is_active(
-        self, services: Services, world: DemoWorld
-    ) -> None:
+    @staticmethod
+    async def _lotse_running_with_a_followup(
+        services: Services, world: DemoWorld
+    ) -> tuple[uuid.UUID, Run, Message]:
+        """Alex's run of Lotse in Allgemein's main thread, running, and Alex's follow-up."""
         thread_id = main_thread(world, "allgemein")
         await post(services, world, "alex", thread_id, "trigger", content="export broken")
         run, _ = await start_delivered(services, world.principal("lotse"))
         followup = await post(services, world, "alex", thread_id, "more", content="and import")
         assert followup.trigger_state is not None
+        return thread_id, run, followup
+
+    async def test_an_operator_change_while_the_run_is_active(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        thread_id, run, followup = await self._lotse_running_with_a_followup(services, world)
         await services.admin.set_operator(
             world.principal("robin"),
             world.channels["allgemein"].id,
@@ -234,10 +242,7 @@ class TestNoFollowOnRunForAnAgentThatNoLongerAnswersThere:
     async def test_the_run_of_an_operator_that_stays_opens_as_before(
         self, services: Services, world: DemoWorld
     ) -> None:
-        thread_id = main_thread(world, "allgemein")
-        await post(services, world, "alex", thread_id, "trigger", content="export broken")
-        run, _ = await start_delivered(services, world.principal("lotse"))
-        followup = await post(services, world, "alex", thread_id, "more", content="and import")
+        thread_id, run, followup = await self._lotse_running_with_a_followup(services, world)
         await services.runs.finish(world.principal("lotse"), run.id, RunState.COMPLETED, None)
         follow_on = await active_run(services, thread_id)
         assert follow_on is not None

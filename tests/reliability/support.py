@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import attrs
 
@@ -83,3 +84,19 @@ async def violations(conninfo: str) -> list[Violation]:
 def broken(found: list[Violation]) -> set[Invariant]:
     """The invariants a list of violations names."""
     return {v.invariant for v in found}
+
+
+def process_running(pid: int) -> bool:
+    """Whether a process runs (an exited one its parent has not reaped yet does not).
+
+    Args:
+        pid: the process.
+
+    Returns:
+        True while it runs.
+    """
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.reliability.support import process_running
 from turnkeeper.adapters.postgres.embedded import HANDLE_PIDS_FILE
 
 #: How long one helper process may take (start of the embedded server included).
@@ -48,15 +49,6 @@ def _helper(data_dir: Path, how: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _running(pid: int) -> bool:
-    """Whether the process runs (an exited one not yet reaped does not)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in status
-
-
 def test_a_later_command_stops_the_server_a_killed_command_left_listed(tmp_path: Path) -> None:
     data_dir = tmp_path / "pgdata"
     killed = _helper(data_dir, "kill")
@@ -65,19 +57,19 @@ def test_a_later_command_stops_the_server_a_killed_command_left_listed(tmp_path:
     listed = json.loads((data_dir / HANDLE_PIDS_FILE).read_text())
     # The killed process is still listed, and its server still runs.
     assert len(listed) == 1
-    assert _running(postmaster)
+    assert process_running(postmaster)
     try:
         stopped = _helper(data_dir, "stop")
         assert stopped.returncode == 0, stopped.stderr
         assert int(stopped.stdout.split()[0]) == postmaster
-        assert not _running(postmaster)
+        assert not process_running(postmaster)
         assert json.loads((data_dir / HANDLE_PIDS_FILE).read_text()) == []
     finally:
-        if _running(postmaster):
+        if process_running(postmaster):
             os.kill(postmaster, signal.SIGKILL)
 
 
-def test_a_live_holder_keeps_the_server_running(tmp_path: Path) -> None:
+def test_a_live_holder_keeps_the_serverprocess_running(tmp_path: Path) -> None:
     """Only dead pids are forgotten: a handle still held keeps the server up."""
     data_dir = tmp_path / "pgdata"
     holder = subprocess.Popen(
@@ -97,11 +89,11 @@ def test_a_live_holder_keeps_the_server_running(tmp_path: Path) -> None:
         postmaster = int(holder.stdout.readline().split()[0])
         stopped = _helper(data_dir, "stop")
         assert stopped.returncode == 0, stopped.stderr
-        assert _running(postmaster)
+        assert process_running(postmaster)
         assert json.loads((data_dir / HANDLE_PIDS_FILE).read_text()) == [holder.pid]
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(timeout=HELPER_TIMEOUT_SECONDS)
     assert holder.returncode == 0
-    assert not _running(postmaster)
+    assert not process_running(postmaster)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench.harness import EXIT_STOPPED
+from tests.reliability.support import process_running
 from tests.reliability.support_server import (
     OWNER_TOKEN,
     READY_POLL_SECONDS,
@@ -53,15 +54,6 @@ def _embedded_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def _running(pid: int) -> bool:
-    """Whether the process runs (an exited one its parent has not reaped yet does not)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in status
-
-
 @pytest.mark.parametrize("stop", STOP_SIGNALS, ids=[s.name for s in STOP_SIGNALS])
 async def test_a_stopped_server_exits_0_and_stops_its_embedded_postgres(
     tmp_path: Path, stop: signal.Signals
@@ -75,12 +67,12 @@ async def test_a_stopped_server_exits_0_and_stops_its_embedded_postgres(
         assert str(server.port) in listening
         pid_file = tmp_path / "data" / EMBEDDED_SUBDIR / "postmaster.pid"
         postmaster = int(pid_file.read_text().split()[0])
-        assert _running(postmaster)
+        assert process_running(postmaster)
         assert server.process is not None
         server.process.send_signal(stop)
         assert server.process.wait(timeout=STOP_TIMEOUT_SECONDS) == 0, server.log()
         # The embedded server is stopped before the command returns (pg_ctl waits).
-        assert not _running(postmaster), server.log()
+        assert not process_running(postmaster), server.log()
     finally:
         if server.process is not None and server.process.poll() is None:
             server.kill()
@@ -110,15 +102,15 @@ def test_stopped_jobs_exit_0_and_stop_their_embedded_postgres(
             time.sleep(READY_POLL_SECONDS)
         pid_file = tmp_path / "data" / EMBEDDED_SUBDIR / "postmaster.pid"
         postmaster = int(pid_file.read_text().split()[0])
-        assert _running(postmaster)
+        assert process_running(postmaster)
         process.send_signal(stop)
         assert process.wait(timeout=STOP_TIMEOUT_SECONDS) == 0, log.read_text()
-        assert not _running(postmaster), log.read_text()
+        assert not process_running(postmaster), log.read_text()
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
-        if postmaster is not None and _running(postmaster):
+        if postmaster is not None and process_running(postmaster):
             # A failed stop leaves it behind: end it, or it outlives the test run.
             os.kill(postmaster, signal.SIGTERM)
 
@@ -155,16 +147,16 @@ def test_a_stopped_benchmark_stops_its_embedded_postgres(
             time.sleep(READY_POLL_SECONDS)
         (pid_file,) = short.glob("turnkeeper-bench-*/data/postmaster.pid")
         postmaster = int(pid_file.read_text().split()[0])
-        assert _running(postmaster)
+        assert process_running(postmaster)
         process.send_signal(stop)
         assert process.wait(timeout=STOP_TIMEOUT_SECONDS) == EXIT_STOPPED, log.read_text()
-        assert not _running(postmaster), log.read_text()
+        assert not process_running(postmaster), log.read_text()
         # Its temporary directory is removed with it.
         assert list(short.glob("turnkeeper-bench-*")) == []
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
-        if postmaster is not None and _running(postmaster):
+        if postmaster is not None and process_running(postmaster):
             os.kill(postmaster, signal.SIGTERM)
         shutil.rmtree(short, ignore_errors=True)
