@@ -74,6 +74,10 @@ class FakeTurnkeeper:
     acked: list[int] = attrs.Factory(list)
     #: Answers of POST /v1/runs/{id}/start, taken one per call; a start then succeeds.
     start_answers: list[httpx.Response | Exception] = attrs.Factory(list)
+    #: Starts that commit and then lose their answer, taken one per call.
+    lost_start_answers: list[Exception] = attrs.Factory(list)
+    #: Answers of POST /v1/agent/events/ack, taken one per call; an ack then succeeds.
+    ack_answers: list[httpx.Response | Exception] = attrs.Factory(list)
     #: Answers of POST /v1/runs/{id}/resume, taken one per call; a resume then succeeds.
     resume_answers: list[httpx.Response] = attrs.Factory(list)
     #: Answers of PATCH /v1/runs/{id}, taken one per call; a patch then succeeds.
@@ -142,10 +146,16 @@ class FakeTurnkeeper:
             return httpx.Response(204)
         if method == "GET" and path == "/v1/agent/events":
             through = max(self.acked, default=0)
-            events = [e for e in self.events if e["seq"] > through][:1]
+            # As the server: the invocation of a run no longer queued is skipped.
+            events = [e for e in self.events if e["seq"] > through and self._deliverable(e)][:1]
             next_after = events[-1]["seq"] if events else through
             return httpx.Response(200, json={"events": events, "next_after": next_after})
         if method == "POST" and path == "/v1/agent/events/ack":
+            if self.ack_answers:
+                answer = self.ack_answers.pop(0)
+                if isinstance(answer, Exception):
+                    raise answer
+                return answer
             self.acked.append(json.loads(request.content)["through_seq"])
             return httpx.Response(204)
         if method == "POST" and path == f"/v1/runs/{RUN}/start":
@@ -201,13 +211,22 @@ class FakeTurnkeeper:
             },
         )
 
+    def _deliverable(self, event: dict[str, Any]) -> bool:
+        if event["type"] != "agent.invocation" or RUN not in self.runs:
+            return True
+        return bool(self.runs[RUN]["state"] == "queued")
+
     def start(self, request: httpx.Request) -> httpx.Response:
         if self.start_answers:
             answer = self.start_answers.pop(0)
             if isinstance(answer, Exception):
                 raise answer
             return answer
+        if RUN in self.runs and self.runs[RUN]["state"] != "queued":
+            return problem(409, "invalid_state_transition")
         self.add_run("running")
+        if self.lost_start_answers:
+            raise self.lost_start_answers.pop(0)
         return httpx.Response(200, json=self.runs[RUN])
 
 
@@ -365,6 +384,49 @@ async def test_a_start_refused_for_now_leaves_the_invocation_for_the_next_wait(
     }
     assert server.acked == [1]
     assert session.runs == {THREAD: RUN}
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [problem(503, "unavailable"), httpx.ConnectError("connection refused")],
+    ids=["503", "unreachable"],
+)
+async def test_a_started_run_whose_ack_fails_is_handed_over_at_once(
+    server: FakeTurnkeeper, handlers: ToolHandlers, refusal: httpx.Response | Exception
+) -> None:
+    # The server never delivers the invocation of a started run again: the work is the
+    # model's now, and a later ack covers the event.
+    server.add_event("agent.invocation")
+    server.ack_answers.append(refusal)
+    session = server.session()
+
+    started = await wait(handlers, session)
+
+    assert started.outcome == "invocation"
+    assert session.runs == {THREAD: RUN}
+
+
+async def test_a_start_whose_answer_is_lost_is_handed_over_at_the_next_wait(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    # The start committed, its answer never came: the server skips the invocation from
+    # now on, so the session keeps it and hands the running run over next time.
+    server.add_event("agent.invocation")
+    server.lost_start_answers.append(httpx.ReadError("connection lost"))
+    session = server.session()
+
+    deferred = await wait(handlers, session)
+    assert deferred.is_error
+    assert "call wait_for_work again" in deferred.text
+
+    started = await wait(handlers, session)
+
+    assert started.outcome == "invocation"
+    assert started.structured is not None
+    assert started.structured["run_id"] == RUN
+    assert session.runs == {THREAD: RUN}
+    assert server.acked == [1]
+    assert await wait(handlers, session) == await wait(handlers, session)  # nothing more
 
 
 @pytest.mark.parametrize(

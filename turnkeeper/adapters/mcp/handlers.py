@@ -334,20 +334,34 @@ class ToolHandlers:
         step = self._settings.stream_max_wait.total_seconds()
         while True:
             remaining = max(0.0, deadline - self._monotonic())
-            page = await client.wait_events(wait=min(remaining, step), limit=1)
-            if page.events:
-                event = page.events[0]
+            event = session.unsettled_invocation
+            if event is None:
+                page = await client.wait_events(wait=min(remaining, step), limit=1)
+                event = page.events[0] if page.events else None
+            if event is not None:
                 try:
                     answer = await self._work(session, event)
                 except ClientUnavailable as exc:
+                    self._keep_if_invocation(session, event)
                     raise WorkDeferred("unavailable") from exc
                 except ClientProblem as problem:
                     if _passing(problem):
+                        self._keep_if_invocation(session, event)
                         raise WorkDeferred(problem.code, problem.retry_after) from problem
                     raise
+                session.unsettled_invocation = None
                 # Handled (or nothing to do with it): it is not delivered again. An event
                 # whose handling failed above stays unacknowledged and comes again.
-                await client.ack(event.seq)
+                try:
+                    await client.ack(event.seq)
+                except (ClientUnavailable, ClientProblem) as failed:
+                    if answer is None or (
+                        isinstance(failed, ClientProblem) and not _passing(failed)
+                    ):
+                        raise
+                    # The work is the model's now (a started run's invocation is never
+                    # delivered again); a later ack covers this event.
+                    _log().info("mcp_ack_deferred", seq=event.seq)
                 if answer is not None:
                     return answer
                 continue
@@ -357,6 +371,14 @@ class ToolHandlers:
                     structured={"event": "none"},
                     outcome="idle",
                 )
+
+    @staticmethod
+    def _keep_if_invocation(session: McpSession, event: AgentEvent) -> None:
+        # A start that failed for now may have committed all the same (its answer lost):
+        # the server would then skip the invocation, so the session keeps it. Its next
+        # start answers 409 and the running run is handed over.
+        if event.type == INVOCATION:
+            session.unsettled_invocation = event
 
     async def _work(self, session: McpSession, event: AgentEvent) -> ToolAnswer | None:
         if event.run_id is None:

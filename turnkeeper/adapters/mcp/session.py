@@ -27,7 +27,7 @@ from contextlib import AsyncExitStack
 
 import msgspec
 
-from turnkeeper.adapters.client import AgentRuntimeClient, ClientError
+from turnkeeper.adapters.client import AgentEvent, AgentRuntimeClient, ClientError
 from turnkeeper.adapters.client.session import ApiSession
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.freshness import SessionFreshnessState
@@ -79,6 +79,9 @@ class McpSession:
             max_pending if max_pending is not None else Settings().mcp_max_pending_sends
         )
         self._titles: dict[str, str | None] = {}
+        #: The invocation whose start could not be settled (its answer lost): the server
+        #: skips the invocation of a run no longer queued, so the session hands it over.
+        self.unsettled_invocation: AgentEvent | None = None
         #: Sends and reads of one session take turns: each moves the frontiers.
         self.lock = asyncio.Lock()
 
