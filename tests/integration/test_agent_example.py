@@ -5,7 +5,8 @@ The application runs in a uvicorn server on a loopback port (`tests.live_server`
 agent follows its stream; a person's post mentioning it must end, within a bound, with
 the agent's answer in the thread and the run completed, and a follow-up written while
 it waits for input must resume the run. A follow-up of a run the agent can no longer read
-(404) is skipped, and the work after it comes through.
+(404) is skipped, and the work after it comes through. A server that cannot answer now
+(a 429 on the answer, a start whose answer is lost) does not cost the run.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import attrs
 import pytest
 
 from tests.live_server import served_app
 from tests.support.fakes import TEST_KEY, FakeClock, SequentialIds
+from turnkeeper.adapters.client import AgentRuntimeClient, ClientProblem, ClientUnavailable
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.tokens import JwtSigner
 from turnkeeper.application.bootstrap import Services, build_services
@@ -179,3 +182,51 @@ async def test_the_example_agent_skips_a_followup_of_a_run_it_can_no_longer_read
     history = await served.services.conversation.list_messages(sam, kampagnen.main_thread_id)
     answers = [m for m in history.messages if m.author_id == texter.id and m.origin is Origin.AGENT]
     assert [m.content for m in answers] == ["You wrote 3 words. Noted, I am on it."]
+
+
+class _FlakyClient(AgentRuntimeClient):
+    """A client whose server fails for now: sends refused first, a start's answer lost."""
+
+    def __init__(self, url: str, token: str) -> None:
+        super().__init__(url, token)
+        self.send_failures: list[Exception] = []
+        self.lose_start_answer = False
+
+    async def send(self, *args: Any, **kwargs: Any) -> Any:
+        if self.send_failures:
+            raise self.send_failures.pop(0)
+        return await super().send(*args, **kwargs)
+
+    async def start(self, run_id: str | uuid.UUID, invocation_token: str) -> Any:
+        run = await super().start(run_id, invocation_token)
+        if self.lose_start_answer:
+            self.lose_start_answer = False
+            raise ClientUnavailable("the start's answer was lost")
+        return run
+
+
+@pytest.mark.parametrize("failure", ["rate_limited", "start_answer_lost"])
+async def test_the_example_agent_rides_out_a_server_that_cannot_answer_now(
+    served: World, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    example = _example()
+    monkeypatch.setattr(example, "RETRY_PAUSE_SECONDS", 0.0)
+    alex = served.world.principal("alex")
+    lotse = served.world.principal("lotse")
+    await served.services.conversation.create_message(
+        alex,
+        served.eskalation(),
+        MessageDraft(client_msg_id="flaky-1", content="Please check.", mentions=(lotse.id,)),
+    )
+    async with _FlakyClient(served.url, served.world.agents["lotse"].token) as client:
+        if failure == "rate_limited":
+            client.send_failures.append(ClientProblem(429, "rate_limited", retry_after=0))
+        else:
+            client.lose_start_answer = True
+        (event,) = (await client.wait_events(wait=0)).events
+        await asyncio.wait_for(example.answer(client, event), BOUND_SECONDS)
+    run = await served.services.runs.get(alex, uuid.UUID(str(event.run_id)))
+    assert run.run.state is RunState.COMPLETED
+    history = await served.services.conversation.list_messages(alex, served.eskalation())
+    answers = [m for m in history.messages if m.author_id == lotse.id and m.origin is Origin.AGENT]
+    assert [m.content for m in answers] == ["You wrote 2 words. Noted, I am on it."]
