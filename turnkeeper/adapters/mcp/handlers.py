@@ -28,6 +28,13 @@ from turnkeeper.adapters.client import (
     RunState,
 )
 from turnkeeper.adapters.mcp import texts
+from turnkeeper.adapters.mcp.failures import (
+    WorkDeferred,
+    deferral,
+    out_of_reach,
+    passing,
+    superseded,
+)
 from turnkeeper.adapters.mcp.session import McpSession
 from turnkeeper.adapters.mcp.tools import (
     ArgumentError,
@@ -53,48 +60,6 @@ FOLLOWUP = "agent.followup"
 CANCEL_REQUESTED = "run.cancel_requested"
 #: The problem that ends a logical send for good: a part of its id holds other content.
 IDEMPOTENCY_CONFLICT = "idempotency_conflict"
-
-
-class WorkDeferred(Exception):
-    """The server cannot take an agent event now (429, 5xx, unreachable).
-
-    The event stays unacknowledged, so that the server delivers it again; the tool call
-    becomes a tool error that says to call wait_for_work again.
-
-    Args:
-        code: the problem code, or ``unavailable`` when the server was not reached.
-        retry_after: whole seconds to wait, when the server said.
-    """
-
-    def __init__(self, code: str, retry_after: int | None = None) -> None:
-        super().__init__(code)
-        self.code = code
-        self.retry_after = retry_after
-
-
-def _passing(problem: ClientProblem) -> bool:
-    """Whether a problem passes with time (rate limited, a server error)."""
-    return (
-        problem.status == HTTPStatus.TOO_MANY_REQUESTS
-        or problem.status >= HTTPStatus.INTERNAL_SERVER_ERROR
-    )
-
-
-def _superseded(problem: ClientProblem) -> bool:
-    """Whether starting an invocation was refused for good (the delivery is stale)."""
-    if problem.status == HTTPStatus.FORBIDDEN:
-        return problem.code == "invocation_token_invalid"
-    return problem.status == HTTPStatus.NOT_FOUND
-
-
-def _out_of_reach(problem: ClientProblem) -> bool:
-    """Whether a run refused a follow-up's handling for good (404 out of sight, 403).
-
-    A run the agent can no longer read answers 404 on every delivery, and a resume with
-    a superseded token or without the right answers 403 on every one: such an event is
-    acknowledged and skipped, or it would stop every later event.
-    """
-    return problem.status in (HTTPStatus.NOT_FOUND, HTTPStatus.FORBIDDEN)
 
 
 def _log() -> Any:
@@ -298,7 +263,7 @@ class ToolHandlers:
                     run_id, {message_id: FollowupAck.ABSORBED.value}
                 )
             except ClientProblem as problem:
-                if _passing(problem):
+                if passing(problem):
                     raise
                 _log().info("mcp_followup_ack_skipped", run_id=run_id, code=problem.code)
             session.forget_handed(run_id, message_id)
@@ -341,23 +306,23 @@ class ToolHandlers:
             if event is not None:
                 try:
                     answer = await self._work(session, event)
-                except ClientUnavailable as exc:
-                    self._keep_if_invocation(session, event)
-                    raise WorkDeferred("unavailable") from exc
-                except ClientProblem as problem:
-                    if _passing(problem):
-                        self._keep_if_invocation(session, event)
-                        raise WorkDeferred(problem.code, problem.retry_after) from problem
-                    raise
+                except (ClientUnavailable, ClientProblem) as failed:
+                    deferred = deferral(failed)
+                    if deferred is None:
+                        raise
+                    if event.type == INVOCATION:
+                        # The start may have committed all the same (its answer lost):
+                        # the server then skips the invocation, so the session keeps it.
+                        # Its next start answers 409 and the running run is handed over.
+                        session.unsettled_invocation = event
+                    raise deferred from failed
                 session.unsettled_invocation = None
                 # Handled (or nothing to do with it): it is not delivered again. An event
                 # whose handling failed above stays unacknowledged and comes again.
                 try:
                     await client.ack(event.seq)
                 except (ClientUnavailable, ClientProblem) as failed:
-                    if answer is None or (
-                        isinstance(failed, ClientProblem) and not _passing(failed)
-                    ):
+                    if answer is None or deferral(failed) is None:
                         raise
                     # The work is the model's now (a started run's invocation is never
                     # delivered again); a later ack covers this event.
@@ -371,14 +336,6 @@ class ToolHandlers:
                     structured={"event": "none"},
                     outcome="idle",
                 )
-
-    @staticmethod
-    def _keep_if_invocation(session: McpSession, event: AgentEvent) -> None:
-        # A start that failed for now may have committed all the same (its answer lost):
-        # the server would then skip the invocation, so the session keeps it. Its next
-        # start answers 409 and the running run is handed over.
-        if event.type == INVOCATION:
-            session.unsettled_invocation = event
 
     async def _work(self, session: McpSession, event: AgentEvent) -> ToolAnswer | None:
         if event.run_id is None:
@@ -397,7 +354,7 @@ class ToolHandlers:
             run = await client.start(run_id, token)
         except ClientProblem as problem:
             if problem.status != HTTPStatus.CONFLICT:
-                if not _superseded(problem):
+                if not superseded(problem):
                     # Passing (429, 5xx) or unforeseen: the delivery stays for later.
                     raise
                 # A superseded or expired delivery: a newer one is on its way, if any.
@@ -444,7 +401,7 @@ class ToolHandlers:
             if run.state is RunState.WAITING_INPUT and event.invocation_token is not None:
                 run = await client.resume(run.id, event.invocation_token)
         except ClientProblem as problem:
-            if not _out_of_reach(problem):
+            if not out_of_reach(problem):
                 raise
             # Refused on every delivery: skipped, so that later work comes through.
             _log().info("mcp_followup_skipped", run_id=event.run_id, code=problem.code)
@@ -455,10 +412,10 @@ class ToolHandlers:
                     run.id, {event.message_id: FollowupAck.DELIVERED.value}
                 )
             except ClientProblem as problem:
-                if _out_of_reach(problem):
+                if out_of_reach(problem):
                     _log().info("mcp_followup_skipped", run_id=run.id, code=problem.code)
                     return None
-                if _passing(problem):
+                if passing(problem):
                     # The server cannot take the acknowledgement now: the event stays
                     # unacknowledged, so that the next wait hands it over and acknowledges
                     # it (handed over without it, it stayed queued on the server).
