@@ -114,6 +114,22 @@ def server_env(conninfo: str, data_dir: Path, **settings: str) -> dict[str, str]
     return env
 
 
+def embedded_environment(data_dir: Path, **extra: str) -> dict[str, str]:
+    """A server environment without a database URL: the embedded server in `data_dir`.
+
+    Args:
+        data_dir: the process's data directory (``TURNKEEPER_DATA_DIR``).
+        extra: more variables, by their full names.
+
+    Returns:
+        The environment, without any other ``TURNKEEPER_*`` variable of this process.
+    """
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TURNKEEPER_")}
+    env.update({"TURNKEEPER_DATA_DIR": str(data_dir), "TURNKEEPER_SIGNING_KEY": SIGNING_KEY})
+    env.update(extra)
+    return env
+
+
 def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run one ``turnkeeper`` command to its end (bounded by `CLI_TIMEOUT_SECONDS`)."""
     return subprocess.run(

@@ -29,9 +29,9 @@ import pytest
 from tests.reliability.support_server import (
     OWNER_TOKEN,
     READY_TIMEOUT_SECONDS,
-    SIGNING_KEY,
     STOP_TIMEOUT_SECONDS,
     TURNKEEPER,
+    embedded_environment,
 )
 from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR
 
@@ -53,17 +53,9 @@ WORKERS_STARTED = "http_workers_started"
 
 
 def _embedded_env(data_dir: Path) -> dict[str, str]:
-    """A server environment without a database URL: the embedded server in `data_dir`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
-    env.update(
-        {
-            "TURNKEEPER_DATA_DIR": str(data_dir),
-            "TURNKEEPER_SIGNING_KEY": SIGNING_KEY,
-            # Every line reaches the pipe when it is written, not when a buffer fills.
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
+    """The embedded server's environment, every line written through to the pipe."""
+    # Every line reaches the pipe when it is written, not when a buffer fills.
+    return embedded_environment(data_dir, PYTHONUNBUFFERED="1")
 
 
 class Serve:

@@ -26,10 +26,10 @@ from tests.reliability.support_server import (
     OWNER_TOKEN,
     READY_POLL_SECONDS,
     READY_TIMEOUT_SECONDS,
-    SIGNING_KEY,
     STOP_TIMEOUT_SECONDS,
     TURNKEEPER,
     Server,
+    embedded_environment,
 )
 from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR
 
@@ -42,16 +42,8 @@ SHORT_TMP_PREFIX = "tkb-"
 
 
 def _embedded_env(data_dir: Path) -> dict[str, str]:
-    """A server environment without a database URL: the embedded server in `data_dir`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
-    env.update(
-        {
-            "TURNKEEPER_DATA_DIR": str(data_dir),
-            "TURNKEEPER_OWNER_TOKEN": OWNER_TOKEN,
-            "TURNKEEPER_SIGNING_KEY": SIGNING_KEY,
-        }
-    )
-    return env
+    """The embedded server's environment, with the owner's token."""
+    return embedded_environment(data_dir, TURNKEEPER_OWNER_TOKEN=OWNER_TOKEN)
 
 
 @pytest.mark.parametrize("stop", STOP_SIGNALS, ids=[s.name for s in STOP_SIGNALS])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -17,3 +18,12 @@ def restored_logging() -> Iterator[None]:
     yield
     structlog.reset_defaults()
     root.handlers[:], root.level = saved
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that another socket listens on for the test."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]

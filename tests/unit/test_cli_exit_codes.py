@@ -8,8 +8,6 @@ own exit code (3) never leaks out.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,15 +17,6 @@ from turnkeeper.adapters.mcp.command import ENV_AGENT_TOKEN, ENV_URL
 
 #: An address of TEST-NET-1 (RFC 5737): never local, so binding it fails at once.
 NOT_LOCAL = "192.0.2.1"
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    """A port on 127.0.0.1 that another socket listens on for the test."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,6 @@ names the key (docs/configuration.md), like every other configuration error.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +28,6 @@ USAGE_LINE = "turnkeeper: error: --memory serves from one process, not --workers
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("TURNKEEPER_HTTP__WORKERS", "TURNKEEPER_CONFIG", "TURNKEEPER_DATABASE_URL"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    """A port on 127.0.0.1 that another socket listens on for the test."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def _serve_memory(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[str]]:
