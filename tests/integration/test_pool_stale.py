@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import attrs
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -39,7 +40,40 @@ DEFAULT_PORT = 5432
 CHUNK_BYTES = 65536
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+@attrs.define
+class _Route:
+    """How the pool reaches the test database, and the server's closes on the way.
+
+    Attributes:
+        conninfo: the pool's connection string.
+        forwarded: whether a forwarder in this process relays the connections (TCP).
+        closes: connections the forwarder closed towards the pool after the server did.
+    """
+
+    conninfo: str
+    forwarded: bool = False
+    closes: int = 0
+    changed: asyncio.Condition = attrs.Factory(asyncio.Condition)
+
+    async def closed(self) -> None:
+        """Count one close relayed to the pool."""
+        async with self.changed:
+            self.closes += 1
+            self.changed.notify_all()
+
+    async def relayed(self, count: int) -> None:
+        """Wait until `count` closes reached the pool (at once without a forwarder)."""
+        if not self.forwarded:
+            return
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.closes >= count)
+
+
+async def _pipe(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    ended: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     """Copy one direction until its end, then close the other side (a TCP FIN)."""
     try:
         while data := await reader.read(CHUNK_BYTES):
@@ -49,30 +83,35 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         pass
     finally:
         writer.close()
+        if ended is not None:
+            await ended()
 
 
 @contextlib.asynccontextmanager
-async def _tcp_forwarder(conninfo: str) -> AsyncIterator[str]:
+async def _tcp_forwarder(conninfo: str) -> AsyncIterator[_Route]:
     """A TCP address on 127.0.0.1 for a server that listens on a Unix socket only.
 
     Yields:
-        `conninfo` with the forwarder's host and port.
+        The route: `conninfo` with the forwarder's host and port.
     """
     params = conninfo_to_dict(conninfo)
     socket_path = Path(str(params["host"])) / f".s.PGSQL.{params.get('port') or DEFAULT_PORT}"
     pipes: set[asyncio.Task[None]] = set()
+    route = _Route(conninfo="", forwarded=True)
 
     async def forward(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         server_r, server_w = await asyncio.open_unix_connection(str(socket_path))
-        for task in (_pipe(client_r, server_w), _pipe(server_r, client_w)):
+        for task in (_pipe(client_r, server_w), _pipe(server_r, client_w, route.closed)):
             pipe = asyncio.create_task(task)
             pipes.add(pipe)
             pipe.add_done_callback(pipes.discard)
 
     server = await asyncio.start_server(forward, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
+    route.conninfo = make_conninfo(
+        conninfo, host="127.0.0.1", port=str(server.sockets[0].getsockname()[1])
+    )
     try:
-        yield make_conninfo(conninfo, host="127.0.0.1", port=str(port))
+        yield route
     finally:
         server.close()
         for pipe in list(pipes):
@@ -81,19 +120,19 @@ async def _tcp_forwarder(conninfo: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture(params=["unix", "tcp"])
-async def pool_conninfo(request: pytest.FixtureRequest, pg_conninfo: str) -> AsyncIterator[str]:
+async def route(request: pytest.FixtureRequest, pg_conninfo: str) -> AsyncIterator[_Route]:
     """The test database over its Unix socket, or over TCP through a forwarder."""
     if request.param == "unix":
-        yield pg_conninfo
+        yield _Route(conninfo=pg_conninfo)
         return
     async with _tcp_forwarder(pg_conninfo) as tcp:
         yield tcp
 
 
 @pytest.fixture
-async def pool(pool_conninfo: str) -> AsyncIterator[AsyncConnectionPool[Conn]]:
+async def pool(route: _Route) -> AsyncIterator[AsyncConnectionPool[Conn]]:
     opened = await open_pool(
-        pool_conninfo,
+        route.conninfo,
         min_size=POOL_SIZE,
         max_size=POOL_SIZE,
         policy=PoolPolicy.from_settings(Settings()),
@@ -123,10 +162,14 @@ async def _terminate(conninfo: str, pids: list[int]) -> None:
 
 
 async def test_every_unit_after_the_server_closed_the_idle_connections_succeeds(
-    pool: AsyncConnectionPool[Conn], pg_conninfo: str
+    pool: AsyncConnectionPool[Conn], route: _Route, pg_conninfo: str
 ) -> None:
     for _ in range(ROUNDS):
-        await _terminate(pg_conninfo, await _backends(pool))
+        pids = await _backends(pool)
+        before = route.closes
+        await _terminate(pg_conninfo, pids)
+        # Through the forwarder, the closes reach the pool once it has relayed them.
+        await asyncio.wait_for(route.relayed(before + len(pids)), BOUND_SECONDS)
         for _ in range(POOL_SIZE + 1):
             async with connection_within(pool, BOUND_SECONDS) as conn:
                 cursor = await conn.execute("SELECT 1")
