@@ -229,7 +229,7 @@ class LiveIdlePool(RecentFirstPool):
     psycopg_pool learns it only when a unit uses one: each failed a request with the
     database back and serving, one request per idle connection. Before the pool hands
     out an idle connection, under its lock where it takes one, it looks at the
-    connection's socket (`closed_by_server`: polls that do not wait, no round trip). A
+    connection's socket (`closed_by_server`: a poll that does not wait, no round trip). A
     connection the server closed is closed, counted and replaced as psycopg_pool treats
     one found broken, and the next idle one is taken at once, in the same order and
     within the same wait (psycopg_pool's own ``check`` callback costs a round trip per
