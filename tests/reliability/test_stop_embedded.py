@@ -41,6 +41,14 @@ SOURCE_ROOT = Path(__file__).resolve().parents[2]
 SHORT_TMP_PREFIX = "tkb-"
 
 
+def _exit_code(process: subprocess.Popen[bytes], log: Path) -> int:
+    """The stopped process's exit code; a failure showing its log when it does not exit."""
+    try:
+        return process.wait(timeout=STOP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"not stopped in {STOP_TIMEOUT_SECONDS}s\n{log.read_text()}")
+
+
 def _embedded_env(data_dir: Path) -> dict[str, str]:
     """The embedded server's environment, with the owner's token."""
     return embedded_environment(data_dir, TURNKEEPER_OWNER_TOKEN=OWNER_TOKEN)
@@ -96,7 +104,7 @@ def test_stopped_jobs_exit_0_and_stop_their_embedded_postgres(
         postmaster = int(pid_file.read_text().split()[0])
         assert process_running(postmaster)
         process.send_signal(stop)
-        assert process.wait(timeout=STOP_TIMEOUT_SECONDS) == 0, log.read_text()
+        assert _exit_code(process, log) == 0, log.read_text()
         assert not process_running(postmaster), log.read_text()
     finally:
         if process.poll() is None:
@@ -141,7 +149,7 @@ def test_a_stopped_benchmark_stops_its_embedded_postgres(
         postmaster = int(pid_file.read_text().split()[0])
         assert process_running(postmaster)
         process.send_signal(stop)
-        assert process.wait(timeout=STOP_TIMEOUT_SECONDS) == EXIT_STOPPED, log.read_text()
+        assert _exit_code(process, log) == EXIT_STOPPED, log.read_text()
         assert not process_running(postmaster), log.read_text()
         # Its temporary directory is removed with it.
         assert list(short.glob("turnkeeper-bench-*")) == []
