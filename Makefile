@@ -20,11 +20,11 @@ run: $(STAMP)
 
 ## test: every check and every test
 test: $(STAMP) lint typecheck imports sql docs package
-	$(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist worksteal
+	$(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist worksteal --durations=20
 
 ## coverage: the tests with coverage measured in every suite (make test leaves the long ones out, ADR 0031)
 coverage: $(STAMP)
-	TURNKEEPER_COVER_ALL=1 $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist worksteal
+	TURNKEEPER_COVER_ALL=1 $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist worksteal --durations=20
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
