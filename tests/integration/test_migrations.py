@@ -229,3 +229,90 @@ async def test_a_connection_string_that_does_not_parse_is_refused_by_name(connin
     with pytest.raises(ValueError, match="connection string"):
         async with postgres_backend(conninfo, Settings(), b"k" * 32):
             pass
+
+
+#: Transaction ids a restored database's counter is behind its last event in the tests
+#: below (any positive number: pg_restore starts a new cluster's counter from scratch).
+RESTORE_GAP = 5_000
+
+_EVENT_AT = (
+    "INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,"
+    " resource_kind, resource_id, payload, created_at)"
+    " VALUES (%s, 'thread.created', gen_random_uuid(), 'person', gen_random_uuid(),"
+    " gen_random_uuid(), 'thread', gen_random_uuid(), '{}', now())"
+)
+_NEXT_EVENT = (
+    "INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,"
+    " resource_kind, resource_id, payload, created_at)"
+    " SELECT turnkeeper_event_seq_base() + 1, 'thread.created', gen_random_uuid(),"
+    " 'person', gen_random_uuid(), gen_random_uuid(), 'thread', gen_random_uuid(), '{}',"
+    " now() RETURNING seq"
+)
+_SERVED_AFTER = (
+    "SELECT seq FROM events WHERE seq > %s AND seq < turnkeeper_event_horizon() ORDER BY seq"
+)
+
+
+async def _restored_event(conninfo: str) -> int:
+    """Write the event a restore brings: its seq is above what the counter now derives."""
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        cur = await conn.execute("SELECT turnkeeper_event_seq_base()")
+        row = await cur.fetchone()
+        assert row is not None
+        seq = int(row[0]) + (RESTORE_GAP << 16) + 1
+        await conn.execute(_EVENT_AT, (seq,))
+    return seq
+
+
+async def test_a_database_behind_its_events_is_not_current_until_migrate_aligns_it(
+    pg_empty_conninfo: str,
+) -> None:
+    # Found by an audit: after pg_dump and pg_restore into a new cluster the transaction id
+    # counter started low again, new events got seqs below the cursors clients held, and
+    # appends collided with restored seqs once the counter caught up.
+    await migrate(pg_empty_conninfo)
+    last = await _restored_event(pg_empty_conninfo)
+    async with await psycopg.AsyncConnection.connect(pg_empty_conninfo) as conn:
+        assert not await is_current(conn)
+
+    assert await migrate(pg_empty_conninfo) == []
+
+    async with await psycopg.AsyncConnection.connect(pg_empty_conninfo, autocommit=True) as conn:
+        assert await is_current(conn)
+        cur = await conn.execute(_NEXT_EVENT)
+        row = await cur.fetchone()
+        assert row is not None
+        assert row[0] > last
+        # A reader holding the restored event's seq as its cursor gets what follows it.
+        cur = await conn.execute(_SERVED_AFTER, (last,))
+        assert [r[0] for r in await cur.fetchall()] == [row[0]]
+        # And the restored event itself is served (below the horizon).
+        cur = await conn.execute(_SERVED_AFTER, (0,))
+        assert [r[0] for r in await cur.fetchall()] == [last, row[0]]
+
+
+async def test_migrating_an_aligned_database_leaves_the_offset_alone(
+    pg_empty_conninfo: str,
+) -> None:
+    await migrate(pg_empty_conninfo)
+    await _restored_event(pg_empty_conninfo)
+    await migrate(pg_empty_conninfo)
+    async with await psycopg.AsyncConnection.connect(pg_empty_conninfo, autocommit=True) as conn:
+        cur = await conn.execute("SELECT turnkeeper_event_xid_offset()")
+        first = await cur.fetchone()
+        # Many transactions later nothing is behind: the offset stays.
+        for _ in range(3):
+            await conn.execute(_NEXT_EVENT)
+        await migrate(pg_empty_conninfo)
+        cur = await conn.execute("SELECT turnkeeper_event_xid_offset()")
+        assert await cur.fetchone() == first
+    assert first is not None
+    assert first[0] > 0
+
+
+async def test_a_fresh_database_keeps_an_offset_of_zero(pg_empty_conninfo: str) -> None:
+    await migrate(pg_empty_conninfo)
+    await migrate(pg_empty_conninfo)
+    async with await psycopg.AsyncConnection.connect(pg_empty_conninfo, autocommit=True) as conn:
+        cur = await conn.execute("SELECT turnkeeper_event_xid_offset()")
+        assert await cur.fetchone() == (0,)

@@ -9,6 +9,10 @@ Before anything is applied, the ledger is compared with the files: an applied ve
 whose file is gone, or whose file changed since, stops the start with `MigrationError`
 naming the file. A migration is never edited after it was applied; a new file is
 written instead.
+
+After the files, every migrate aligns the event seqs: a database restored into another
+PostgreSQL cluster has a transaction id counter behind its events, and its seq offset is
+raised above them before anything is served (ADR 0038).
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ import psycopg
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.errors import require_conninfo, wrap_errors
 from turnkeeper.application.errors import ApplicationError
+from turnkeeper.application.logs import get_logger
 
 #: The file every SQL directory holds; it tells the directory apart from an empty one.
 _BOOTSTRAP = "bootstrap.sql"
+
+_log = get_logger("turnkeeper.postgres")
 
 
 @cache
@@ -63,6 +70,10 @@ MIGRATION_LOCK_KEY = int.from_bytes(
 )
 
 _VERSION = re.compile(r"^(\d{4})_[a-z0-9_]+$")
+
+#: The migration that brings the event seq offset (ADR 0038): a directory of files that
+#: stops before it (an older schema) has no seqs to align.
+ALIGNED_SEQS_VERSION = "0011_event_seqs_across_a_restore"
 
 
 class MigrationError(ApplicationError):
@@ -165,6 +176,9 @@ async def migrate(conninfo: str, *, directory: Path | None = None) -> list[str]:
         conninfo: libpq connection string or URI of the database.
         directory: the migration files (default ``sql/migrations``).
 
+    Then raises the event seq offset when the database was restored into another
+    cluster (ADR 0038).
+
     Returns:
         The versions this call applied (empty when the schema was current).
 
@@ -203,6 +217,14 @@ async def migrate(conninfo: str, *, directory: Path | None = None) -> list[str]:
                         conn, version=migration.version, checksum=migration.checksum
                     )
                 applied_now.append(migration.version)
+            raised = None
+            if any(m.version == ALIGNED_SEQS_VERSION for m in migrations):
+                async with conn.transaction():
+                    await q.take_migration_lock(conn, lock_key=MIGRATION_LOCK_KEY)
+                    raised = await q.align_event_seqs(conn)
+    if raised:
+        # Only a database restored into another cluster gets here (ADR 0038).
+        _log.warning("event_seqs_aligned", transaction_ids=raised)
     return applied_now
 
 
@@ -230,16 +252,24 @@ async def pending(
 
 
 async def is_current(conn: psycopg.AsyncConnection[Any], *, directory: Path | None = None) -> bool:
-    """Whether every migration is applied and none drifted.
+    """Whether every migration is applied, none drifted and the event seqs are aligned.
 
     Args:
         conn: a connection to the database.
         directory: the migration files (default ``sql/migrations``).
 
     Returns:
-        True when the schema is exactly what the files describe.
+        True when the schema is exactly what the files describe and every transaction to
+        come derives event seqs above the last event (False for a database restored into
+        another cluster and not migrated since: ADR 0038).
     """
     try:
-        return not await pending(conn, directory=directory)
+        if await pending(conn, directory=directory):
+            return False
     except MigrationError:
         return False
+    if not any(m.version == ALIGNED_SEQS_VERSION for m in discover(directory)):
+        return True
+    with wrap_errors():
+        async with conn.transaction():
+            return bool(await q.event_seqs_aligned(conn))

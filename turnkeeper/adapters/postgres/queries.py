@@ -1321,6 +1321,10 @@ _LIST_APPLIED_MIGRATIONS = (
 
 _RECORD_MIGRATION = """INSERT INTO schema_migrations (version, checksum) VALUES (%(p1)s, %(p2)s)"""
 
+_ALIGN_EVENT_SEQS = """SELECT turnkeeper_align_event_seqs()::bigint AS raised"""
+
+_EVENT_SEQS_ALIGNED = """SELECT (turnkeeper_event_xid_shortfall() <= 0)::boolean AS aligned"""
+
 _INSERT_PRINCIPAL = """INSERT INTO principals (
     id, kind, handle, display_name, is_owner, billing_mode, holder_id,
     supports_followups, enabled, reported_followups, created_at
@@ -3938,6 +3942,48 @@ async def record_migration(
         await settled(cur)
 
 
+async def align_event_seqs(conn: psycopg.AsyncConnection[Any]) -> int | None:
+    """Run AlignEventSeqs (:one, sql/queries/migrations.sql).
+
+    After a restore into another cluster the transaction id counter is behind the events:
+    raise the seq offset above them (migration 0011, ADR 0038). Under the migration lock.
+
+    SQL::
+
+        SELECT turnkeeper_align_event_seqs()::bigint AS raised
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(_ALIGN_EVENT_SEQS)
+        return cast("int | None", await cur.fetchone())
+
+
+async def event_seqs_aligned(conn: psycopg.AsyncConnection[Any]) -> bool | None:
+    """Run EventSeqsAligned (:one, sql/queries/migrations.sql).
+
+    Whether every transaction id still to come derives seqs above the last event (false
+    for a restored database that was not migrated since). Read-only.
+
+    SQL::
+
+        SELECT (turnkeeper_event_xid_shortfall() <= 0)::boolean AS aligned
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(_EVENT_SEQS_ALIGNED)
+        return cast("bool | None", await cur.fetchone())
+
+
 async def insert_principal(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -5591,6 +5637,8 @@ keep_statements(
         _SCHEMA_MIGRATIONS_EXISTS,
         _LIST_APPLIED_MIGRATIONS,
         _RECORD_MIGRATION,
+        _ALIGN_EVENT_SEQS,
+        _EVENT_SEQS_ALIGNED,
         _INSERT_PRINCIPAL,
         _GET_PRINCIPAL,
         _GET_PRINCIPALS,
