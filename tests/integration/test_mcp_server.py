@@ -563,6 +563,56 @@ async def test_a_stopped_http_server_exits_0(tmp_path: Path, stop: signal.Signal
     assert code == 0, log.read_text()
 
 
+#: The first request of an MCP host over stdio (the SDK answers it without the server).
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "stop-test", "version": "1"},
+    },
+}
+
+
+@pytest.mark.parametrize("stop", STOP_SIGNALS, ids=[s.name for s in STOP_SIGNALS])
+async def test_a_stopped_stdio_server_exits_0_while_its_input_stays_open(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    # Found by an audit: over stdio the SDK reads standard input in a worker thread that
+    # no cancellation reaches, so a stop waited until the host closed the input.
+    env = mcp_environment("http://127.0.0.1:9", "tk-example-token")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+    log = tmp_path / "mcp.log"
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "turnkeeper.adapters.cli", "mcp"),
+            env={**base, **env},
+            cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+        )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+        await process.stdin.drain()
+        # Serving once it answered; the host keeps the input open, as hosts do.
+        async with asyncio.timeout(START_STOP_SECONDS):
+            answer = json.loads(await process.stdout.readline())
+        assert answer["id"] == 1
+        assert "result" in answer
+        process.send_signal(stop)
+        code = await asyncio.wait_for(process.wait(), START_STOP_SECONDS)
+        assert code == 0, log.read_text()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
 async def test_a_tool_call_over_http_logs_no_content_at_debug(stage: Stage, tmp_path: Path) -> None:
     # sse_starlette writes every SSE chunk (a whole tool result) at debug, and the SDK
     # names session ids: "Logs go to standard error, never content or tokens."

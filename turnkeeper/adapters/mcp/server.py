@@ -12,9 +12,13 @@ Transports: stdio (`serve_stdio`, one session per process) and streamable HTTP
 
 from __future__ import annotations
 
+import asyncio
 import socket
-from typing import Any
+import sys
+import threading
+from typing import IO, Any
 
+import anyio
 import mcp.types as types
 import uvicorn
 from mcp.server import Server, ServerRequestContext
@@ -108,13 +112,62 @@ def build_server(handlers: ToolHandlers, sessions: SessionRegistry, version: str
     )
 
 
+#: Lines read ahead of the session: one, as the SDK's own reader (the host's pipe holds
+#: the rest, so a host that writes faster than the tools answer is held back there).
+_LINES_AHEAD = 1
+
+
+class StdinLines(anyio.AsyncFile[str]):
+    """Standard input's lines, read by a daemon thread, so that a stop never waits on it.
+
+    The SDK reads standard input in anyio's worker threads: no cancellation reaches a
+    read in progress, and the interpreter joins them at exit, so a SIGTERM or Ctrl-C
+    waited until the host closed the input. Here a daemon thread hands each line to the
+    loop; awaiting the next one is cancellable, and the thread is left behind at exit.
+
+    Args:
+        source: the binary stream to read (standard input's buffer).
+        loop: the running loop the lines are handed to.
+    """
+
+    def __init__(self, source: IO[bytes], loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(sys.stdin)
+        self._lines: asyncio.Queue[str] = asyncio.Queue(maxsize=_LINES_AHEAD)
+        self._loop = loop
+        threading.Thread(
+            target=self._read, args=(source,), name="turnkeeper-mcp-stdin", daemon=True
+        ).start()
+
+    def _read(self, source: IO[bytes]) -> None:
+        try:
+            for raw in iter(source.readline, b""):
+                if not self._hand(raw.decode("utf-8", errors="replace")):
+                    return
+        except (OSError, ValueError):
+            pass  # a broken or closed input ends the session as its end does
+        self._hand("")
+
+    def _hand(self, line: str) -> bool:
+        """Queue one line ("" for the end); False once the loop is gone (a stop)."""
+        try:
+            asyncio.run_coroutine_threadsafe(self._lines.put(line), self._loop).result()
+        except (RuntimeError, asyncio.CancelledError):
+            return False
+        return True
+
+    async def readline(self) -> str:
+        """The next line with its newline; "" at the end of the input."""
+        return await self._lines.get()
+
+
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve one session over standard input and output until the input ends.
 
     Args:
         server: the MCP server.
     """
-    async with stdio_server() as (read_stream, write_stream):
+    stdin = StdinLines(sys.stdin.buffer, asyncio.get_running_loop())
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
@@ -156,4 +209,12 @@ async def serve_http(
     await StoppingServer(config).serve(sockets=None if sock is None else [sock])
 
 
-__all__ = ["HTTP_PATH", "SERVER_NAME", "build_server", "serve_http", "serve_stdio", "session_key"]
+__all__ = [
+    "HTTP_PATH",
+    "SERVER_NAME",
+    "StdinLines",
+    "build_server",
+    "serve_http",
+    "serve_stdio",
+    "session_key",
+]
