@@ -3,7 +3,8 @@
 When ``TURNKEEPER_DATABASE_URL`` is not set, turnkeeper runs its own PostgreSQL from the
 binaries shipped in the ``pgserver`` wheel, with its data in ``pgdata`` under the data
 directory: ``TURNKEEPER_DATA_DIR``, default ``.turnkeeper`` in the working directory (the
-folder of ``turnkeeper serve``). It listens on a Unix socket in the data directory only.
+folder of ``turnkeeper serve``). It listens on a Unix socket only: in its folder, or in
+pgserver's runtime directory when that path is too long for a socket or holds whitespace.
 
 Example:
     >>> server = EmbeddedPostgres.start()  # doctest: +SKIP
@@ -13,11 +14,12 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -127,8 +129,12 @@ class EmbeddedPostgres:
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet_runtime_dir():
             # Imported late: pgserver warns and probes the runtime directory on import.
+            import pgserver.postgres_server as pgserver_server
             from pgserver.postgres_server import get_server
 
+            chooser = getattr(pgserver_server, _SOCKET_DIR_CHOOSER)
+            if not isinstance(chooser, _SocketDirWithoutWhitespace):
+                setattr(pgserver_server, _SOCKET_DIR_CHOOSER, _SocketDirWithoutWhitespace(chooser))
             try:
                 server = get_server(folder, cleanup_mode=cleanup_mode)
             except Exception as exc:  # pgserver raises plain exceptions of several kinds
@@ -163,6 +169,36 @@ class EmbeddedPostgres:
             with self._server._lock:
                 _forget_dead_holders(self.data_dir / HANDLE_PIDS_FILE)
             self._server.cleanup()
+
+
+#: pgserver's function that picks the server's socket directory (wrapped below).
+_SOCKET_DIR_CHOOSER = "find_suitable_socket_dir"
+
+
+class _SocketDirWithoutWhitespace:
+    """pgserver's choice of the socket directory, never a path that holds whitespace.
+
+    pgserver hands the directory to postgres unquoted (``pg_ctl -o '-k <dir>'``), and
+    postgres split a path with a space in it and refused to start: ``turnkeeper serve``
+    from any folder whose path has a space failed. Such a data directory gets its socket
+    in pgserver's runtime directory, named as pgserver names one there for a path too
+    long for a socket.
+
+    Args:
+        choose: pgserver's own ``find_suitable_socket_dir``.
+    """
+
+    def __init__(self, choose: Callable[[Path, Path], Path]) -> None:
+        self._choose = choose
+
+    def __call__(self, pgdata: Path, runtime_path: Path) -> Path:
+        """The socket directory of the server in `pgdata`."""
+        if not any(ch.isspace() for ch in str(pgdata)):
+            return self._choose(pgdata, runtime_path)
+        identifier = f"{pgdata}-{pgdata.stat().st_ino}"
+        folder = runtime_path / hashlib.sha256(identifier.encode()).hexdigest()[:10]
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
 
 def _forget_dead_holders(path: Path) -> None:
