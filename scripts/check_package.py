@@ -7,6 +7,7 @@ outside the checkout, so nothing of the source tree can leak into the installed 
 2. the wheel's only top-level import name is ``turnkeeper``, with ``py.typed``, every
    ``.sql`` file of ``sql/`` inside it as ``turnkeeper/sql``, the console's pinned
    files (``GET /console``) and the assets of ``/docs`` (``turnkeeper/adapters/http/static``);
+   pgserver is required only on the Pythons it has wheels for;
 3. a fresh virtualenv with ``turnkeeper[embedded]`` and mypy: ``turnkeeper migrate`` on an
    embedded PostgreSQL exits 0, ``turnkeeper serve`` answers 200 on /readyz, the embedding
    example runs on memory and PostgreSQL, and ``mypy --strict`` on a small user module
@@ -37,6 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "embedding.py"
 #: One of the console's pinned files: non-Python files under turnkeeper/ must ship.
 CONSOLE_SCRIPT = "turnkeeper/adapters/http/console/console.js"
+#: The marker of every pgserver requirement: its wheels stop at CPython 3.12, and the
+#: package declares 3.13 (there the extras must install without it).
+PGSERVER_MARKER = "python_version < '3.13'"
 
 #: Seconds `turnkeeper serve` may take to answer 200 on /readyz (it migrates first).
 SERVE_READY_SECONDS = 60.0
@@ -101,6 +105,14 @@ def check_wheel_contents(wheel: Path) -> None:
     missing = sorted(wanted - set(names))
     if missing:
         raise CheckFailed(f"the wheel lacks SQL files: {missing}")
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    pgserver = [
+        line
+        for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+        if line.startswith("Requires-Dist: pgserver")
+    ]
+    if not pgserver or any(PGSERVER_MARKER not in line for line in pgserver):
+        raise CheckFailed(f"pgserver is required beyond the Pythons it has wheels for: {pgserver}")
     if CONSOLE_SCRIPT not in names:
         raise CheckFailed(f"the wheel lacks the console's pinned files ({CONSOLE_SCRIPT})")
     assets = ROOT / "turnkeeper" / "adapters" / "http" / "static"

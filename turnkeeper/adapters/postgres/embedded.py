@@ -38,7 +38,8 @@ HANDLE_PIDS_FILE = ".handle_pids.json"
 #: What a user without the embedded server reads: both ways to get a database.
 MISSING_EMBEDDED = (
     "no database: set TURNKEEPER_DATABASE_URL to a PostgreSQL URL, or install the "
-    "embedded server with: pip install 'turnkeeper[embedded]'"
+    "embedded server with: pip install 'turnkeeper[embedded]' (Python 3.11 or 3.12: "
+    "pgserver has no wheel for later versions)"
 )
 
 
