@@ -390,7 +390,11 @@ async def run_floor_suite(
     """
     most = max(size.concurrency)
     pool = await open_traced_pool(conninfo, most + POOL_SPARE)
-    census = await census_pool(conninfo)
+    try:
+        census = await census_pool(conninfo)
+    except BaseException:
+        await pool.close()
+        raise
     results: list[GroupResult] = []
     counts: dict[tuple[str, str], tuple[float, float]] = {}
     try:

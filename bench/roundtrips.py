@@ -100,7 +100,12 @@ async def census_pool(conninfo: str) -> AsyncConnectionPool[Conn]:
         configure=_configure,
         connection_class=TracingConnection,
     )
-    await pool.open(wait=True)
+    try:
+        await pool.open(wait=True)
+    except BaseException:
+        # A stop (or a failure) while it opens: its workers would reconnect forever.
+        await pool.close()
+        raise
     return cast("AsyncConnectionPool[Conn]", pool)
 
 

@@ -32,7 +32,11 @@ CENSUS_ITEMS = 2
 async def census_worlds(pg_conninfo: str) -> AsyncIterator[tuple[BenchWorld, BenchWorld]]:
     """A bench world of one worker per side, and the same world on a census pool."""
     pool = await open_traced_pool(pg_conninfo, CENSUS_POOL_SIZE)
-    census = await census_pool(pg_conninfo)
+    try:
+        census = await census_pool(pg_conninfo)
+    except BaseException:
+        await pool.close()
+        raise
     try:
         world = await build_world(pool, 1)
         yield world, rebind(world, census)
