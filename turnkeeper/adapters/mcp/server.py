@@ -13,6 +13,7 @@ Transports: stdio (`serve_stdio`, one session per process) and streamable HTTP
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import socket
 import sys
 import threading
@@ -151,7 +152,8 @@ class StdinLines(anyio.AsyncFile[str]):
         """Queue one line ("" for the end); False once the loop is gone (a stop)."""
         try:
             asyncio.run_coroutine_threadsafe(self._lines.put(line), self._loop).result()
-        except (RuntimeError, asyncio.CancelledError):
+        except (RuntimeError, asyncio.CancelledError, concurrent.futures.CancelledError):
+            # The loop closed, or cancelled the put as it stopped.
             return False
         return True
 
