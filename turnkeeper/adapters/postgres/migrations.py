@@ -243,12 +243,31 @@ async def pending(
     Raises:
         MigrationError: when an applied migration's file changed or is missing.
     """
-    migrations = discover(directory)
+    waiting, _ = await _ledger(conn, discover(directory), aligned=False)
+    return waiting
+
+
+async def _ledger(
+    conn: psycopg.AsyncConnection[Any], migrations: Sequence[Migration], *, aligned: bool
+) -> tuple[list[str], bool]:
+    """The pending versions and, when asked, whether the event seqs are aligned.
+
+    Both are read in one transaction; the alignment only once its migration is recorded
+    (before, its function does not exist), and True when not asked.
+
+    Raises:
+        MigrationError: when an applied migration's file changed or is missing.
+    """
     with wrap_errors():
         async with conn.transaction():
             applied = await _applied(conn)
+            seqs_aligned = (
+                not aligned
+                or ALIGNED_SEQS_VERSION not in applied
+                or bool(await q.event_seqs_aligned(conn))
+            )
     verify(applied, migrations)
-    return [m.version for m in migrations if m.version not in applied]
+    return [m.version for m in migrations if m.version not in applied], seqs_aligned
 
 
 async def is_current(conn: psycopg.AsyncConnection[Any], *, directory: Path | None = None) -> bool:
@@ -264,12 +283,7 @@ async def is_current(conn: psycopg.AsyncConnection[Any], *, directory: Path | No
         another cluster and not migrated since: ADR 0038).
     """
     try:
-        if await pending(conn, directory=directory):
-            return False
+        waiting, seqs_aligned = await _ledger(conn, discover(directory), aligned=True)
     except MigrationError:
         return False
-    if not any(m.version == ALIGNED_SEQS_VERSION for m in discover(directory)):
-        return True
-    with wrap_errors():
-        async with conn.transaction():
-            return bool(await q.event_seqs_aligned(conn))
+    return not waiting and seqs_aligned
