@@ -43,7 +43,7 @@ from turnkeeper.adapters.http.server import settle_heap
 from turnkeeper.adapters.postgres import queries as q
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
 from turnkeeper.adapters.postgres.observers import observe_statements
-from turnkeeper.adapters.postgres.pool import LiveIdlePool
+from turnkeeper.adapters.postgres.pool import LiveIdlePool, opened
 from turnkeeper.adapters.postgres.uow import Conn
 from turnkeeper.adapters.wiring import stop_as_ctrl_c
 from turnkeeper.application.settings import Settings
@@ -206,13 +206,7 @@ async def open_traced_pool(conninfo: str, size: int) -> AsyncConnectionPool[Conn
         configure=_configure,
         connection_class=TracingConnection,
     )
-    try:
-        await pool.open(wait=True)
-    except BaseException:
-        # A stop (or a failure) while it opens: its workers would reconnect forever.
-        await pool.close()
-        raise
-    return cast("AsyncConnectionPool[Conn]", pool)
+    return cast("AsyncConnectionPool[Conn]", await opened(pool))
 
 
 # -- driving concurrent workers ------------------------------------------------------------

@@ -32,6 +32,7 @@ from psycopg import IsolationLevel, pq
 from psycopg_pool import AsyncConnectionPool
 
 from bench.harness import PREPARE_THRESHOLD, TracingConnection, TracingCursor
+from turnkeeper.adapters.postgres.pool import opened
 from turnkeeper.adapters.postgres.uow import Conn
 
 
@@ -100,13 +101,7 @@ async def census_pool(conninfo: str) -> AsyncConnectionPool[Conn]:
         configure=_configure,
         connection_class=TracingConnection,
     )
-    try:
-        await pool.open(wait=True)
-    except BaseException:
-        # A stop (or a failure) while it opens: its workers would reconnect forever.
-        await pool.close()
-        raise
-    return cast("AsyncConnectionPool[Conn]", pool)
+    return cast("AsyncConnectionPool[Conn]", await opened(pool))
 
 
 def _read_trace(name: str) -> Exchange:

@@ -40,7 +40,7 @@ import select
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import psycopg
@@ -64,6 +64,8 @@ _OPEN_TRANSACTION = frozenset({TransactionStatus.INTRANS, TransactionStatus.INER
 _WATCHED = select.POLLIN | getattr(select, "POLLRDHUP", 0)
 
 _log = get_logger("turnkeeper.postgres")
+
+_Pool = TypeVar("_Pool", bound=AsyncConnectionPool[Any])
 
 
 @attrs.frozen(kw_only=True)
@@ -350,6 +352,24 @@ async def open_pool(
         kwargs=policy.connection_kwargs(conninfo),
         reconnect_timeout=policy.reconnect_max_wait,
     )
+    return await opened(pool)
+
+
+async def opened(pool: _Pool) -> _Pool:
+    """Open a pool and wait for its first connections; closed again if that fails.
+
+    A pool stopped (cancelled) or failing while it opens is open but not yet handed to
+    anyone who would close it: its workers would go on reconnecting for ever.
+
+    Args:
+        pool: a pool built with ``open=False``.
+
+    Returns:
+        The same pool, open.
+
+    Raises:
+        psycopg.OperationalError: when the pool cannot open its first connections.
+    """
     try:
         await pool.open(wait=True)
     except BaseException:
