@@ -79,6 +79,24 @@ async def test_migrate_applies_every_migration_on_an_empty_database(
 XID_SEQS = "0009"
 
 
+_EVENT_AT = (
+    "INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,"
+    " resource_kind, resource_id, payload, created_at)"
+    " VALUES (%s, 'thread.created', gen_random_uuid(), 'person', gen_random_uuid(),"
+    " gen_random_uuid(), 'thread', gen_random_uuid(), '{}', now())"
+)
+_NEXT_EVENT = (
+    "INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,"
+    " resource_kind, resource_id, payload, created_at)"
+    " SELECT turnkeeper_event_seq_base() + 1, 'thread.created', gen_random_uuid(),"
+    " 'person', gen_random_uuid(), gen_random_uuid(), 'thread', gen_random_uuid(), '{}',"
+    " now() RETURNING seq"
+)
+_SERVED_AFTER = (
+    "SELECT seq FROM events WHERE seq > %s AND seq < turnkeeper_event_horizon() ORDER BY seq"
+)
+
+
 async def test_events_of_the_counter_keep_their_seqs_and_new_ones_follow_them(
     pg_empty_conninfo: str, tmp_path: Path
 ) -> None:
@@ -99,18 +117,8 @@ async def test_events_of_the_counter_keep_their_seqs_and_new_ones_follow_them(
             await conn.execute(old_event)
     await migrate(pg_empty_conninfo)
     async with await psycopg.AsyncConnection.connect(pg_empty_conninfo, autocommit=True) as conn:
-        await conn.execute(
-            "INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,"
-            " resource_kind, resource_id, payload, created_at)"
-            " SELECT turnkeeper_event_seq_base() + 1, 'thread.created', gen_random_uuid(),"
-            " 'person', gen_random_uuid(), gen_random_uuid(), 'thread', gen_random_uuid(),"
-            " '{}', now()"
-        )
-        cur = await conn.execute(
-            "SELECT seq FROM events WHERE seq > %s AND seq < turnkeeper_event_horizon()"
-            " ORDER BY seq",
-            (1,),
-        )
+        await conn.execute(_NEXT_EVENT)
+        cur = await conn.execute(_SERVED_AFTER, (1,))
         after_one = [row[0] for row in await cur.fetchall()]
     # A cursor a client held before the migration goes on where it was.
     assert after_one[:2] == [2, 3]
@@ -234,23 +242,6 @@ async def test_a_connection_string_that_does_not_parse_is_refused_by_name(connin
 #: Transaction ids a restored database's counter is behind its last event in the tests
 #: below (any positive number: pg_restore starts a new cluster's counter from scratch).
 RESTORE_GAP = 5_000
-
-_EVENT_AT = (
-    "INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,"
-    " resource_kind, resource_id, payload, created_at)"
-    " VALUES (%s, 'thread.created', gen_random_uuid(), 'person', gen_random_uuid(),"
-    " gen_random_uuid(), 'thread', gen_random_uuid(), '{}', now())"
-)
-_NEXT_EVENT = (
-    "INSERT INTO events (seq, type, actor_id, actor_kind, space_id, channel_id,"
-    " resource_kind, resource_id, payload, created_at)"
-    " SELECT turnkeeper_event_seq_base() + 1, 'thread.created', gen_random_uuid(),"
-    " 'person', gen_random_uuid(), gen_random_uuid(), 'thread', gen_random_uuid(), '{}',"
-    " now() RETURNING seq"
-)
-_SERVED_AFTER = (
-    "SELECT seq FROM events WHERE seq > %s AND seq < turnkeeper_event_horizon() ORDER BY seq"
-)
 
 
 async def _restored_event(conninfo: str) -> int:
