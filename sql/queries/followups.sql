@@ -16,6 +16,14 @@ WHERE f.run_id = sqlc.arg(run_id) AND f.state IN ('queued', 'delivered')
 ORDER BY f.message_id
 FOR UPDATE OF f;
 
+-- A run patch locks the follow-ups its ops name in one statement, in message_id order as
+-- the end of a run does (the run row is locked before either), whatever the ops' order.
+-- name: LockFollowups :many
+SELECT message_id, state FROM run_followups
+WHERE run_id = sqlc.arg(run_id) AND message_id = ANY(sqlc.arg(message_ids)::uuid[])
+ORDER BY message_id
+FOR UPDATE;
+
 -- name: LockFollowup :one
 SELECT state FROM run_followups
 WHERE run_id = sqlc.arg(run_id) AND message_id = sqlc.arg(message_id)
@@ -23,7 +31,7 @@ FOR UPDATE;
 
 -- One statement for any number of follow-ups (settlement stays constant in statements).
 -- Queued in the unit's pipeline: its rows were locked by LockOpenFollowups or
--- LockFollowup before, so it waits for nothing and costs no round trip.
+-- LockFollowup(s) before, so it waits for nothing and costs no round trip.
 -- name: SetFollowupStates :exec
 UPDATE run_followups SET state = sqlc.arg(state), updated_at = sqlc.arg(at)
 WHERE run_id = sqlc.arg(run_id) AND message_id = ANY(sqlc.arg(message_ids)::uuid[]);

@@ -804,6 +804,34 @@ class TestFollowupStatesForwardOnly:
         assert (await get_run(services, run.id)).version == before.version
         assert await trail.since() == []
 
+    async def test_one_patch_moves_each_followup_once_whatever_the_order_of_its_ops(
+        self, services: Services, ext: DemoWorld
+    ) -> None:
+        world = ext
+        await set_mode(services, world, "steer")
+        thread_id = main_thread(world, "allgemein")
+        run, _ = await started(services, world)
+        one = await post(services, world, "sam", thread_id, "f1")
+        two = await post(services, world, "alex", thread_id, "f2")
+        before = await get_run(services, run.id)
+        trail = Log(services, world)
+        await trail.mark()
+        after = await patch(
+            services, world, run.id, (two.id, DELIVERED), (one.id, ABSORBED), (two.id, ABSORBED)
+        )
+        assert await rows(services, run.id) == {one.id: ABSORBED, two.id: ABSORBED}
+        assert await trigger_of(services, one.id) == ("followup_delivered", None)
+        assert await trigger_of(services, two.id) == ("followup_delivered", None)
+        assert after.version == before.version + 1
+        *updated, changed = await trail.brief()
+        assert sorted(updated) == sorted(
+            [
+                ("message.updated", one.id, "followup_delivered", None),
+                ("message.updated", two.id, "followup_delivered", None),
+            ]
+        )
+        assert changed == ("run.state_changed", run.id, "running", after.version)
+
     async def test_delivered_twice_gives_one_message_updated(
         self, services: Services, ext: DemoWorld
     ) -> None:

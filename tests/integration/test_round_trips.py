@@ -9,6 +9,7 @@ benchmark's census: on a connection's first use each statement is prepared once.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Literal
 
@@ -18,6 +19,8 @@ from bench.operations import HISTORY as HISTORY_READ
 from bench.operations import OPERATIONS, Item, Operation, Prepare, running_runs
 from bench.world import SIDES, BenchWorld, Worker
 from tests.support.census import on_the_wire
+from turnkeeper.application.services.runs.run_patch import FollowupOp
+from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.messaging import MessageDraft
 from turnkeeper.domain.runs import RunState
 
@@ -319,3 +322,46 @@ async def test_a_held_send_reads_the_frontier_it_holds_locked(
     )
 
     assert exchange.round_trips <= HELD_ROUND_TRIPS, (exchange.round_trips, exchange.statements)
+
+
+#: A run patch: the follow-ups its ops name are locked in one statement, and their
+#: messages are read in its round trip (6 round trips whatever the ops, from 7 for one op
+#: and 25 for ten).
+PATCH_ROUND_TRIPS = 6
+
+
+def _patches(followups: int) -> Operation:
+    """An agent acknowledging every open follow-up of its run, as delivered, in one patch."""
+    seen: dict[uuid.UUID, tuple[int, list[uuid.UUID]]] = {}
+
+    async def prepare(world: BenchWorld, workers: Sequence[Worker], n: int) -> list[list[Item]]:
+        worker = workers[0]
+        runs = await running_runs(world, worker, n, followups)
+        for run_id in runs:
+            view = await world.services.runs.get(worker.agent.principal, run_id)
+            seen[run_id] = (view.run.version, sorted(view.followups))
+        return [[Item(worker=worker, run_id=r) for r in runs]]
+
+    async def patch(world: BenchWorld, http: object, item: Item) -> object:
+        assert item.run_id is not None
+        version, messages = seen[item.run_id]
+        return await world.services.runs.patch(
+            item.worker.agent.principal,
+            item.run_id,
+            version,
+            [FollowupOp(message_id=m, value=FollowupState.DELIVERED) for m in messages],
+        )
+
+    return Operation(
+        name=f"patch, {followups} ops", prepare=prepare, service=patch, raw=patch, http=None
+    )
+
+
+async def test_a_run_patch_takes_the_same_round_trips_whatever_its_ops(
+    census_worlds: tuple[BenchWorld, BenchWorld],
+) -> None:
+    found = {ops: await on_the_wire(census_worlds, _patches(ops), "service") for ops in (1, 10)}
+
+    assert found[1].round_trips == found[10].round_trips <= PATCH_ROUND_TRIPS, found
+    # Every op changed its follow-up: the patch did its work on both counts.
+    assert all(exchange.statements > 0 for exchange in found.values())

@@ -205,6 +205,12 @@ class RecordingFollowups:
         """The unit's own lock."""
         return await self._inner.lock(run_id, message_id)
 
+    async def lock_many(
+        self, run_id: uuid.UUID, message_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, FollowupState]:
+        """The unit's own lock."""
+        return await self._inner.lock_many(run_id, message_ids)
+
     async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
         """The unit's own lock."""
         return await self._inner.lock_open(run_id)

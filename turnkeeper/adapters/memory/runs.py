@@ -269,6 +269,17 @@ class MemoryFollowupRepository:
         row = self._t.followups.get(message_id)
         return row.state if row is not None and row.run_id == run_id else None
 
+    async def lock_many(
+        self, run_id: uuid.UUID, message_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, FollowupState]:
+        """The states of those of the messages that are follow-ups of the run."""
+        found = {}
+        for message_id in message_ids:
+            row = self._t.followups.get(message_id)
+            if row is not None and row.run_id == run_id:
+                found[message_id] = row.state
+        return found
+
     async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
         """The open follow-ups of a run with what settlement needs of their messages."""
         found = []

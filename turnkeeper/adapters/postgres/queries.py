@@ -211,6 +211,19 @@ class LockOpenFollowupsRow:
 
 
 @attrs.frozen
+class LockFollowupsRow:
+    """A result row of LockFollowups.
+
+    Attributes:
+        message_id: ``uuid``.
+        state: ``text``.
+    """
+
+    message_id: uuid.UUID
+    state: str
+
+
+@attrs.frozen
 class TriggerLinksOfMessageRow:
     """A result row of TriggerLinksOfMessage.
 
@@ -1082,6 +1095,11 @@ FROM run_followups f JOIN messages m ON m.id = f.message_id
 WHERE f.run_id = %(p1)s AND f.state IN ('queued', 'delivered')
 ORDER BY f.message_id
 FOR UPDATE OF f"""
+
+_LOCK_FOLLOWUPS = """SELECT message_id, state FROM run_followups
+WHERE run_id = %(p1)s AND message_id = ANY(%(p2)s::uuid[])
+ORDER BY message_id
+FOR UPDATE"""
 
 _LOCK_FOLLOWUP = """SELECT state FROM run_followups
 WHERE run_id = %(p1)s AND message_id = %(p2)s
@@ -2711,6 +2729,37 @@ async def lock_open_followups(
         return await cur.fetchall()
 
 
+async def lock_followups(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    run_id: uuid.UUID,
+    message_ids: Sequence[uuid.UUID | None],
+) -> list[LockFollowupsRow]:
+    """Run LockFollowups (:many, sql/queries/followups.sql).
+
+    A run patch locks the follow-ups its ops name in one statement, in message_id order as
+    the end of a run does (the run row is locked before either), whatever the ops' order.
+
+    SQL::
+
+        SELECT message_id, state FROM run_followups
+        WHERE run_id = $1 AND message_id = ANY($2::uuid[])
+        ORDER BY message_id
+        FOR UPDATE
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        run_id: ``$1`` (``uuid``).
+        message_ids: ``$2`` (``uuid[]``).
+
+    Returns:
+        The rows, in the order of the query.
+    """
+    async with conn.cursor(row_factory=args_row(LockFollowupsRow)) as cur:
+        await cur.execute(_LOCK_FOLLOWUPS, {"p1": run_id, "p2": list(message_ids)})
+        return await cur.fetchall()
+
+
 async def lock_followup(
     conn: psycopg.AsyncConnection[Any], *, run_id: uuid.UUID, message_id: uuid.UUID
 ) -> str | None:
@@ -2747,7 +2796,7 @@ async def set_followup_states(
 
     One statement for any number of follow-ups (settlement stays constant in statements).
     Queued in the unit's pipeline: its rows were locked by LockOpenFollowups or
-    LockFollowup before, so it waits for nothing and costs no round trip.
+    LockFollowup(s) before, so it waits for nothing and costs no round trip.
 
     SQL::
 
@@ -5602,6 +5651,7 @@ keep_statements(
         _INSERT_FOLLOWUP,
         _LIST_FOLLOWUPS,
         _LOCK_OPEN_FOLLOWUPS,
+        _LOCK_FOLLOWUPS,
         _LOCK_FOLLOWUP,
         _SET_FOLLOWUP_STATES,
         _MOVE_FOLLOWUPS,

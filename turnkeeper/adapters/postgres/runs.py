@@ -296,6 +296,15 @@ class PostgresFollowupRepository(PostgresRepository):
         state = await q.lock_followup(self._conn, run_id=run_id, message_id=message_id)
         return None if state is None else FollowupState(state)
 
+    async def lock_many(
+        self, run_id: uuid.UUID, message_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, FollowupState]:
+        """``LockFollowups``: one statement for all of them."""
+        if not message_ids:
+            return {}
+        rows = await q.lock_followups(self._conn, run_id=run_id, message_ids=list(message_ids))
+        return {row.message_id: _FOLLOWUP_STATE_OF[row.state] for row in rows}
+
     async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
         """Open follow-ups with their message facts, locked in message_id order."""
         rows = await q.lock_open_followups(self._conn, run_id=run_id)

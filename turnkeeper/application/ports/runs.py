@@ -153,6 +153,16 @@ class FollowupRepository(Protocol):
         """The state of one follow-up of a run, locked FOR UPDATE; None when absent."""
         ...
 
+    async def lock_many(
+        self, run_id: uuid.UUID, message_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, FollowupState]:
+        """The states of some follow-ups of a run, locked FOR UPDATE in message_id order.
+
+        One statement whatever their number; a message that is no follow-up of the run
+        is absent from the answer.
+        """
+        ...
+
     async def lock_open(self, run_id: uuid.UUID) -> list[OpenFollowup]:
         """The run's queued and delivered follow-ups, locked in message_id order."""
         ...

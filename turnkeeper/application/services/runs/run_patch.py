@@ -96,35 +96,41 @@ class RunPatchService:
             if not run.state.active:
                 raise Conflict("run not active", reason="run_not_active")
             now = self._clock.now()
+            named = list(dict.fromkeys(op.message_id for op in ops if op.message_id is not None))
+            # The messages' reads travel with the lock of their rows: one round trip for
+            # the audience and the states however many ops the patch carries.
+            for message_id in named:
+                await uow.messages.prefetch(message_id)
+            states = await uow.followups.lock_many(run.id, named)
             target = await thread_target(uow, run.thread_id)
-            changed_ids: list[uuid.UUID] = []
+            stored = dict(states)
             for index, op in enumerate(ops):
-                state = (
-                    None
-                    if op.message_id is None
-                    else await uow.followups.lock(run.id, op.message_id)
-                )
+                state = None if op.message_id is None else states.get(op.message_id)
                 if state is None or op.message_id is None:
                     raise ValidationFailed(
                         [FieldError(pointer=f"/ops/{index}/path", code="patch_target_missing")]
                     )
-                if not advance_followup(state, op.value):
-                    continue
-                changed_ids.append(op.message_id)
-                await uow.followups.set_states(run.id, [op.message_id], op.value, now)
-                if state is FollowupState.QUEUED:
-                    await self._changes.set_trigger_states(
-                        uow, target, [op.message_id], TriggerState.FOLLOWUP_DELIVERED, None
-                    )
+                # Later ops see what earlier ops of the patch did to their follow-up.
+                if advance_followup(state, op.value):
+                    states[op.message_id] = op.value
+            changed_ids = [m for m in named if states[m] is not stored[m]]
             if not changed_ids:
                 return await agent_view_later(uow, run)
-            changed = bump_version(run, now)
-            # Read together: one round trip for the audience however many ops changed.
-            changed_messages = list(dict.fromkeys(changed_ids))  # two ops may name one
-            for message_id in changed_messages:
-                await uow.messages.prefetch(message_id)
-            messages = [await uow.messages.get(message_id) for message_id in changed_messages]
+            # Taken before the trigger states change them (a changed message is read again).
+            messages = [await uow.messages.get(message_id) for message_id in changed_ids]
             audience = audience_of([m for m in messages if m is not None])
+            for value in dict.fromkeys(states[m] for m in changed_ids):
+                await uow.followups.set_states(
+                    run.id, [m for m in changed_ids if states[m] is value], value, now
+                )
+            await self._changes.set_trigger_states(
+                uow,
+                target,
+                [m for m in changed_ids if stored[m] is FollowupState.QUEUED],
+                TriggerState.FOLLOWUP_DELIVERED,
+                None,
+            )
+            changed = bump_version(run, now)
             await self._changes.store(uow, run, changed, agent, target, audience=audience)
             return await agent_view_later(uow, changed)
 
