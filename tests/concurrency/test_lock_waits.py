@@ -23,11 +23,14 @@ import psycopg
 import pytest
 
 from tests.support.locks import backend_pid, wait_until_blocked
-from tests.support.scenario import main_thread, started_run
+from tests.support.scenario import main_thread, post, started_run
 from tests.support.services import services_over
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.application.demo import build_demo_world
+from turnkeeper.application.bootstrap import Services
+from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.ports import UnitOfWork, UnitOfWorkFactory
+from turnkeeper.domain.followups import FollowupState
+from turnkeeper.domain.messaging import Message
 from turnkeeper.domain.runs import AnswerRun, Run
 
 T = TypeVar("T")
@@ -349,3 +352,59 @@ async def test_a_job_skips_a_run_whose_thread_row_is_held(
             )
             assert rows.run_id in {r.id for r in taken}
             await job.rollback()
+
+
+async def _followups(services: Services, world: DemoWorld, run: Run, round_: int) -> list[Message]:
+    """Two new follow-ups of the run by Alex, in its thread."""
+    return [
+        await post(services, world, "alex", run.thread_id, f"more-{round_}-{i}", content="and")
+        for i in range(2)
+    ]
+
+
+def patch_of(
+    run_id: uuid.UUID, message_ids: list[uuid.UUID]
+) -> Callable[[UnitOfWork], Awaitable[dict[uuid.UUID, FollowupState]]]:
+    """A run patch's lock of the follow-ups it names, and its change of them to absorbed."""
+
+    async def work(uow: UnitOfWork) -> dict[uuid.UUID, FollowupState]:
+        # The ops' order is not the lock's: the lock takes them in message_id order.
+        found = await uow.followups.lock_many(run_id, message_ids[::-1])
+        await uow.followups.set_states(run_id, message_ids, FollowupState.ABSORBED, AT)
+        return found
+
+    return work
+
+
+def open_followups_of(run_id: uuid.UUID) -> Callable[[UnitOfWork], Awaitable[list[uuid.UUID]]]:
+    """The end of a run's lock of its open follow-ups, and its change of them to delivered."""
+
+    async def work(uow: UnitOfWork) -> list[uuid.UUID]:
+        found = [f.message_id for f in await uow.followups.lock_open(run_id)]
+        await uow.followups.set_states(run_id, found, FollowupState.DELIVERED, AT)
+        return found
+
+    return work
+
+
+async def test_a_patch_and_the_end_of_a_run_wait_for_each_others_follow_up_locks(
+    pg_conninfo: str, pg_uow_factory: UnitOfWorkFactory
+) -> None:
+    services = services_over(pg_uow_factory)
+    world = await build_demo_world(services)
+    run, _ = await started_run(services, world)
+    for round_ in range(ROUNDS):
+        patched = [m.id for m in await _followups(services, world, run, 2 * round_)]
+        found, still_open = await second_waits_for_first(
+            pg_conninfo, pg_uow_factory, patch_of(run.id, patched), open_followups_of(run.id)
+        )
+        assert found == dict.fromkeys(patched, FollowupState.QUEUED)
+        # The end of the run saw the patch's commit: the absorbed ones are no longer open.
+        assert not set(patched) & set(still_open)
+
+        ended = [m.id for m in await _followups(services, world, run, 2 * round_ + 1)]
+        locked, seen = await second_waits_for_first(
+            pg_conninfo, pg_uow_factory, open_followups_of(run.id), patch_of(run.id, ended)
+        )
+        assert set(ended) <= set(locked)
+        assert seen == dict.fromkeys(ended, FollowupState.DELIVERED)
