@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # pytest worker processes (pytest-xdist, ADR 0027): one per core; 0 runs the suite in one process.
 TEST_WORKERS ?= auto
 
-.PHONY: run test coverage lint typecheck imports sql queries migrations-lock docs package bench clean
+.PHONY: run test checks coverage lint typecheck imports sql queries migrations-lock docs package bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,12 @@ run: $(STAMP)
 	$(BIN)/turnkeeper serve --host 127.0.0.1 --port 8000 --demo
 
 ## test: every check and every test
-test: $(STAMP) lint typecheck imports sql docs package
+test: $(STAMP)
+	$(MAKE) --no-print-directory --jobs=2 --output-sync=target checks
 	$(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist worksteal --durations=20
+
+## checks: the checks before the tests, independent of each other (make test runs two at a time)
+checks: lint typecheck imports sql docs package
 
 ## coverage: the tests with coverage measured in every suite (make test leaves the long ones out, ADR 0031)
 coverage: $(STAMP)
