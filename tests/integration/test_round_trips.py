@@ -20,6 +20,7 @@ from bench.operations import OPERATIONS, Item, Operation, Prepare, running_runs
 from bench.world import SIDES, BenchWorld, Worker
 from tests.support.census import on_the_wire
 from turnkeeper.application.services.runs.run_patch import FollowupOp
+from turnkeeper.domain.errors import ValidationFailed
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.messaging import MessageDraft
 from turnkeeper.domain.runs import RunState
@@ -365,3 +366,39 @@ async def test_a_run_patch_takes_the_same_round_trips_whatever_its_ops(
     assert found[1].round_trips == found[10].round_trips <= PATCH_ROUND_TRIPS, found
     # Every op changed its follow-up: the patch did its work on both counts.
     assert all(exchange.statements > 0 for exchange in found.values())
+
+
+def _refused_patches(unknown: int) -> Operation:
+    """An agent's patch naming `unknown` messages that are no follow-ups of its run."""
+
+    async def prepare(world: BenchWorld, workers: Sequence[Worker], n: int) -> list[list[Item]]:
+        worker = workers[0]
+        return [[Item(worker=worker, run_id=r) for r in await running_runs(world, worker, n, 1)]]
+
+    async def patch(world: BenchWorld, http: object, item: Item) -> object:
+        assert item.run_id is not None
+        view = await world.services.runs.get(item.worker.agent.principal, item.run_id)
+        ops = [
+            FollowupOp(message_id=uuid.uuid4(), value=FollowupState.DELIVERED)
+            for _ in range(unknown)
+        ]
+        with pytest.raises(ValidationFailed) as refused:
+            await world.services.runs.patch(
+                item.worker.agent.principal, item.run_id, view.run.version, ops
+            )
+        return refused.value
+
+    return Operation(
+        name=f"patch, {unknown} unknown", prepare=prepare, service=patch, raw=patch, http=None
+    )
+
+
+async def test_a_refused_patch_reads_nothing_for_the_ids_it_names(
+    census_worlds: tuple[BenchWorld, BenchWorld],
+) -> None:
+    found = {
+        ops: await on_the_wire(census_worlds, _refused_patches(ops), "service") for ops in (1, 50)
+    }
+
+    # Any id may be named: the ids cost one array of the lock's statement, no read each.
+    assert found[1] == found[50], found

@@ -97,12 +97,7 @@ class RunPatchService:
                 raise Conflict("run not active", reason="run_not_active")
             now = self._clock.now()
             named = list(dict.fromkeys(op.message_id for op in ops if op.message_id is not None))
-            # The messages' reads travel with the lock of their rows: one round trip for
-            # the audience and the states however many ops the patch carries.
-            for message_id in named:
-                await uow.messages.prefetch(message_id)
             states = await uow.followups.lock_many(run.id, named)
-            target = await thread_target(uow, run.thread_id)
             stored = dict(states)
             for index, op in enumerate(ops):
                 state = None if op.message_id is None else states.get(op.message_id)
@@ -116,7 +111,12 @@ class RunPatchService:
             changed_ids = [m for m in named if states[m] is not stored[m]]
             if not changed_ids:
                 return await agent_view_later(uow, run)
-            # Taken before the trigger states change them (a changed message is read again).
+            # The changed messages (only those: an op may name any id) are read with the
+            # thread, in one round trip however many ops changed; taken before their
+            # trigger states change, which would make them read again.
+            for message_id in changed_ids:
+                await uow.messages.prefetch(message_id)
+            target = await thread_target(uow, run.thread_id)
             messages = [await uow.messages.get(message_id) for message_id in changed_ids]
             audience = audience_of([m for m in messages if m is not None])
             for value in dict.fromkeys(states[m] for m in changed_ids):
