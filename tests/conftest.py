@@ -50,6 +50,9 @@ POOL_MAX_SIZE = 10
 
 #: Test directories whose tests run without coverage's tracer (`unmeasured`).
 UNMEASURED_DIRECTORIES = ("tests/reliability", "tests/concurrency", "tests/browser")
+#: The marker of a long loop elsewhere that runs without the tracer as well (the same
+#: code is measured by the shorter tests beside it).
+UNMEASURED_MARKER = "unmeasured"
 #: Set (to anything) to measure coverage in every test (``make coverage``).
 COVER_ALL_ENV = "TURNKEEPER_COVER_ALL"
 
@@ -66,7 +69,8 @@ def slow_first(items: list[pytest.Item]) -> None:
 
 
 def unmeasured(items: list[pytest.Item], config: pytest.Config) -> None:
-    """Mark the tests of `UNMEASURED_DIRECTORIES` ``no_cover`` (pytest-cov pauses its tracer).
+    """Mark the tests of `UNMEASURED_DIRECTORIES`, and those marked `UNMEASURED_MARKER`,
+    ``no_cover`` (pytest-cov pauses its tracer).
 
     Unless `COVER_ALL_ENV` is set (``make coverage``), the long loops of these suites run
     without the line tracer, which doubles the time of Python-heavy tests on CPython 3.11;
@@ -81,7 +85,9 @@ def unmeasured(items: list[pytest.Item], config: pytest.Config) -> None:
         return
     directories = [config.rootpath / name for name in UNMEASURED_DIRECTORIES]
     for item in items:
-        if any(item.path.is_relative_to(d) for d in directories):
+        if item.get_closest_marker(UNMEASURED_MARKER) or any(
+            item.path.is_relative_to(d) for d in directories
+        ):
             item.add_marker(pytest.mark.no_cover)
 
 

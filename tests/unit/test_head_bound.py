@@ -164,6 +164,19 @@ def _deliveries(stream: bytes) -> list[list[bytes]]:
 
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
 @pytest.mark.parametrize(("name", "stream", "statuses", "seen"), CASES, ids=[c[0] for c in CASES])
+async def test_each_head_counts_exactly_whole_and_byte_by_byte(
+    parser: str, name: str, stream: bytes, statuses: list[int], seen: list[tuple[str, bytes]]
+) -> None:
+    assert await _run(parser, [stream]) == (statuses, seen)
+    bytewise = [stream[at : at + 1] for at in range(len(stream))]
+    assert await _run(parser, bytewise) == (statuses, seen)
+
+
+# Every cut of every stream: hundreds of connections per case, without the tracer (the
+# test above measures the same streams whole and byte by byte).
+@pytest.mark.unmeasured
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+@pytest.mark.parametrize(("name", "stream", "statuses", "seen"), CASES, ids=[c[0] for c in CASES])
 async def test_each_head_counts_exactly_however_it_is_cut(
     parser: str, name: str, stream: bytes, statuses: list[int], seen: list[tuple[str, bytes]]
 ) -> None:
