@@ -211,6 +211,9 @@ class TestPatchRoute:
             "/followups/{trigger}/state",
             "/followups/{followup}/state\n",
             "/followups/{followup}/state/",
+            "/followups/{hex}/state",
+            "/followups/{{{followup}}}/state",
+            "/followups/urn:uuid:{followup}/state",
         ],
         ids=[
             "unknown-id",
@@ -220,6 +223,11 @@ class TestPatchRoute:
             "trigger-message",
             "trailing-line-break",
             "trailing-slash",
+            # Other spellings of the follow-up's id name no member of the run document
+            # (capitals: tests/unit/test_run_patch_paths.py, these ids have no letters).
+            "no-hyphens",
+            "braces",
+            "urn",
         ],
     )
     async def test_target_missing(self, client: ContractClient, ext: DemoWorld, path: str) -> None:
@@ -230,7 +238,11 @@ class TestPatchRoute:
         document = (
             await client.get(f"/v1/runs/{run_id}", headers=bearer_of(world, "lotse"))
         ).json()
-        target = path.format(trigger=document["triggering_message_id"], followup=followup)
+        target = path.format(
+            trigger=document["triggering_message_id"],
+            followup=followup,
+            hex=followup.replace("-", ""),
+        )
         for ops, index in [
             ([(target, "delivered")], 0),
             ([(state_path(followup), "delivered"), (target, "delivered")], 1),

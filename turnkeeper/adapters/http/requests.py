@@ -228,10 +228,14 @@ def _followup_target(path: str) -> uuid.UUID | None:
     match = _FOLLOWUP_PATH.fullmatch(path)
     if match is None:
         return None
+    text = match["message_id"]
     try:
-        return uuid.UUID(match["message_id"])
+        message_id = uuid.UUID(text)
     except ValueError:
         return None
+    # The path names a member of the run document's ``followups``, keyed by the id's
+    # canonical spelling: capitals, braces or a missing hyphen name none.
+    return message_id if str(message_id) == text else None
 
 
 # -- the freshness gate (POST /v1/agent/send) -------------------------------------------
