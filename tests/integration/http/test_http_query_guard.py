@@ -103,3 +103,46 @@ async def test_an_unknown_token_is_401_before_the_query(client: ContractClient) 
 @pytest.mark.parametrize("path", ["/healthz?probe=1", "/readyz?probe=1", "/openapi.json?v=2"])
 async def test_pages_outside_the_api_keep_their_queries(client: ContractClient, path: str) -> None:
     assert (await client.get(path)).status_code == 200
+
+
+#: Integers written otherwise: Litestar read them through a float (``0.99999999999999999``
+#: as 1, ``9007199254740993.0`` as 9007199254740992) or refused some of them only.
+NOT_INTEGERS = ["1.5e1", "0.99999999999999999", "1.0", "2e0", "050", "+5", "%205", "0x10", ""]
+
+
+@pytest.mark.parametrize("value", NOT_INTEGERS)
+@pytest.mark.parametrize(
+    ("route", "name", "agent"),
+    [
+        ("/v1/threads/{thread}/messages", "after_seq", False),
+        ("/v1/threads/{thread}/messages", "limit", False),
+        ("/v1/events", "after", False),
+        ("/v1/events", "limit", False),
+        ("/v1/events/stream", "after", False),
+        ("/v1/agent/events", "after", True),
+        ("/v1/agent/events/stream", "after", True),
+    ],
+)
+async def test_an_integer_parameter_written_otherwise_is_invalid_type(
+    client: ContractClient, world: DemoWorld, route: str, name: str, agent: bool, value: str
+) -> None:
+    thread = world.channels["allgemein"].main_thread_id
+    token = world.agents["lotse"].token if agent else world.people["alex"].token
+    response = await client.get(
+        f"{route.format(thread=thread)}?{name}={value}", headers=bearer(token)
+    )
+    body = assert_problem(response, 400, "validation_failed")
+    assert _errors(body) == [(f"/{name}", "invalid_type")]
+
+
+async def test_an_integer_cursor_is_read_exactly(client: ContractClient, world: DemoWorld) -> None:
+    alex = bearer(world.people["alex"].token)
+    big = 2**53 + 1
+    page = await client.get(f"/v1/events?after={big}", headers=alex)
+    assert page.status_code == 200
+    assert page.json()["next_after"] == big
+    # The header of a reconnecting stream follows the query's rule.
+    refused = await client.get("/v1/events/stream", headers={**alex, "Last-Event-ID": "050"})
+    assert _errors(assert_problem(refused, 400, "validation_failed")) == [
+        ("/Last-Event-ID", "invalid_type")
+    ]

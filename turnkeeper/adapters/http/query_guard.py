@@ -5,20 +5,29 @@ API.md refuses every unknown request member with ``400 validation_failed``, code
 (``duplicate_member``). The query of a ``/v1`` route follows the same rules: a
 parameter the route does not declare (``?after=`` on a thread's history, whose cursor is
 ``after_seq``) would otherwise be ignored without a word, and a repeated one decoded
-from its last value. Each offending name is reported once, in the order of the query,
-at the pointer of its name (``/after``), before the query's values are decoded.
+from its last value. An integer parameter (a cursor, a page size) must be written as an
+integer (`INTEGER`): Litestar would read ``1.5e1`` or ``0.99999999999999999`` through
+a float. Each offending name is reported once, in the order of the query, at the pointer
+of its name (``/after``), before the query's values are decoded.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
 from litestar.routes import BaseRoute, HTTPRoute
+from litestar.typing import FieldDefinition
 
 from turnkeeper.adapters.http.decoding import pointer_token
 from turnkeeper.domain.errors import FieldError, ValidationFailed
+
+#: An integer as a query parameter or header (a cursor, a page size) writes it: digits,
+#: without a leading zero or a sign other than ``-``; the value is then checked against its
+#: bounds (``out_of_range``).
+INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 
 #: The routes whose queries are checked: the API (the documentation page and the
 #: console are pages that browsers and their tools may call with queries of their own).
@@ -35,6 +44,7 @@ class QueryGuard:
     def __init__(self) -> None:
         # By the handler object itself (route handlers compare and hash by identity).
         self._names: dict[object, frozenset[str]] = {}
+        self._integers: dict[object, frozenset[str]] = {}
 
     def learn(self, routes: Sequence[BaseRoute]) -> None:
         """Record the query parameters of every API route's handlers.
@@ -47,8 +57,14 @@ class QueryGuard:
                 continue
             for handler in route.route_handlers:
                 model = handler.create_kwargs_model(path_parameters=route.path_parameters)
+                params = handler.parsed_fn_signature.parameters
                 self._names[handler] = frozenset(
                     param.field_alias for param in model.expected_query_params
+                )
+                self._integers[handler] = frozenset(
+                    param.field_alias
+                    for param in model.expected_query_params
+                    if _is_integer(params[param.field_name])
                 )
 
     def refusal(self, handler: Any, query_string: bytes) -> ValidationFailed | None:
@@ -59,19 +75,21 @@ class QueryGuard:
             query_string: the raw query (``scope["query_string"]``).
 
         Returns:
-            ``unknown_member`` for each name the route does not declare and
-            ``duplicate_member`` for each declared name given more than once; None when
-            the query is fine or the route is not an API route.
+            ``unknown_member`` for each name the route does not declare,
+            ``duplicate_member`` for each declared name given more than once and
+            ``invalid_type`` for an integer parameter not written as one (`INTEGER`);
+            None when the query is fine or the route is not an API route.
         """
         if not query_string:
             return None
         names = self._names.get(handler)
         if names is None:
             return None
+        integers = self._integers.get(handler, frozenset())
         seen: set[str] = set()
         reported: set[str] = set()
         errors: list[FieldError] = []
-        for name, _value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
             if name in reported:
                 continue
             if name not in names:
@@ -82,5 +100,16 @@ class QueryGuard:
                     FieldError(pointer=f"/{pointer_token(name)}", code="duplicate_member")
                 )
                 reported.add(name)
+            elif name in integers and not INTEGER.fullmatch(value):
+                # Litestar would read ``1.5e1`` or ``0.99999999999999999`` through a float:
+                # another cursor than the one written, or a page size out of its bounds.
+                errors.append(FieldError(pointer=f"/{pointer_token(name)}", code="invalid_type"))
+                reported.add(name)
             seen.add(name)
         return ValidationFailed(errors) if errors else None
+
+
+def _is_integer(field: FieldDefinition) -> bool:
+    """Whether a handler's parameter is an integer (``int`` or ``int | None``)."""
+    types = [field.annotation, *(inner.annotation for inner in field.inner_types)]
+    return int in types

@@ -16,7 +16,6 @@ stream; the client reconnects with ``Last-Event-ID`` and loses nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -33,6 +32,7 @@ from turnkeeper.adapters.http.answers import Event
 from turnkeeper.adapters.http.correlation import answers_head
 from turnkeeper.adapters.http.dependencies import agent_route, bearer_token
 from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.query_guard import INTEGER
 from turnkeeper.adapters.http.run_answers import AgentEvent
 from turnkeeper.application.logs import get_logger
 from turnkeeper.application.ports.audit import AuditAction
@@ -57,7 +57,6 @@ AGENT_STREAM_PATH = "/v1/agent/events/stream"
 
 _log = get_logger("turnkeeper.http.streams")
 _encoder = msgspec.json.Encoder()
-_WHOLE_NUMBER = re.compile(r"-?[0-9]+")
 #: Digits of the largest seq: a longer whole number is out of range without reading it.
 _SEQ_DIGITS = len(str(MAX_SEQ))
 _PageT = TypeVar("_PageT", EventPage, AgentEventPage)
@@ -80,7 +79,7 @@ def stream_cursor(last_event_id: str | None, after: int | None) -> int | None:
     """
     if last_event_id is not None and last_event_id.strip():
         text = last_event_id.strip()
-        if not _WHOLE_NUMBER.fullmatch(text):
+        if not INTEGER.fullmatch(text):
             raise ValidationFailed([FieldError(pointer=f"/{LAST_EVENT_ID}", code="invalid_type")])
         if len(text.lstrip("-")) > _SEQ_DIGITS or not 0 <= int(text) <= MAX_SEQ:
             raise ValidationFailed([FieldError(pointer=f"/{LAST_EVENT_ID}", code="out_of_range")])
