@@ -309,6 +309,18 @@ def audience_of(messages: Iterable[Message]) -> tuple[uuid.UUID, ...] | None:
     return tuple(members) or None
 
 
+def given_title(requested: str | None) -> str | None:
+    """A requested thread title, None when it counts as none (absent, empty or only whitespace).
+
+    Args:
+        requested: the request's ``title``.
+
+    Returns:
+        The title exactly as sent, or None.
+    """
+    return requested if requested is not None and requested.strip() else None
+
+
 def thread_title(
     requested: str | None, first_message: MessageDraft, *, by_agent: bool
 ) -> str | None:
@@ -327,8 +339,9 @@ def thread_title(
     Returns:
         The title, or None for an untitled thread.
     """
-    if requested is not None and requested.strip():
-        return requested
+    given = given_title(requested)
+    if given is not None:
+        return given
     if not by_agent:
         return None
     return auto_title(first_message) or None

@@ -36,6 +36,7 @@ from turnkeeper.application.services.messages_append import (
     refuse_if_limited,
     replay,
     replayed,
+    stored_audience,
 )
 from turnkeeper.application.services.send_records import report_ungated
 from turnkeeper.application.services.trigger_report import message_trigger
@@ -49,6 +50,7 @@ from turnkeeper.domain.messaging import (
     Message,
     MessageDraft,
     draft_errors,
+    given_title,
     payload_digest,
     thread_title,
 )
@@ -211,15 +213,29 @@ class ConversationService:
             target = await channel_target(uow, channel_id)
             await require(uow, actor, Action.THREAD_CREATE, target)
             # The first message's digest names the channel and title: the thread id does
-            # not exist before the first request, and a replay must find the same one.
+            # not exist before the first request, and a replay must find the same one. A
+            # title that counts as none digests as none, and the audience as it is stored
+            # (with the author), so that every request of one thread and message replays.
             digest = payload_digest(
                 channel_id,
                 first_message.content,
                 first_message.reply_to_id,
-                first_message.restricted_to,
-                title=title or "",
+                stored_audience(first_message.restricted_to, actor.id),
+                title=given_title(title) or "",
             )
-            existing = await replay(uow, actor, first_message.client_msg_id, digest)
+            existing = await replay(
+                uow,
+                actor,
+                first_message.client_msg_id,
+                digest,
+                lambda: payload_digest(
+                    channel_id,
+                    first_message.content,
+                    first_message.reply_to_id,
+                    first_message.restricted_to,
+                    title=title or "",
+                ),
+            )
             if existing is not None:
                 thread = await uow.threads.get(existing.thread_id)
                 if thread is None:
@@ -312,7 +328,6 @@ class ConversationService:
 
         if isinstance(actor, Principal):
             check_draft(actor)
-        digest = payload_digest(thread_id, draft.content, draft.reply_to_id, draft.restricted_to)
 
         async def work(uow: TrackedUnit) -> tuple[PostedMessage, ResolvedToken | None]:
             await prefetch_references(uow, draft)
@@ -325,7 +340,21 @@ class ConversationService:
                 check_draft,
             )
             author, facts, caller = authored.author, authored.facts, authored.token
-            existing = replayed(facts.earlier, digest)
+            # The audience as stored (with the author, known only now for a token): a
+            # retry naming the author or not is the same request.
+            digest = payload_digest(
+                thread_id,
+                draft.content,
+                draft.reply_to_id,
+                stored_audience(draft.restricted_to, author.id),
+            )
+            existing = replayed(
+                facts.earlier,
+                digest,
+                lambda: payload_digest(
+                    thread_id, draft.content, draft.reply_to_id, draft.restricted_to
+                ),
+            )
             if existing is not None:
                 posted = PostedMessage(
                     message=existing,

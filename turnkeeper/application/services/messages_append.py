@@ -37,7 +37,11 @@ from turnkeeper.domain.world import Principal, ThreadState
 
 
 async def replay(
-    uow: UnitOfWork, author: Principal, client_msg_id: str, digest: str
+    uow: UnitOfWork,
+    author: Principal,
+    client_msg_id: str,
+    digest: str,
+    earlier: Callable[[], str] | None = None,
 ) -> Message | None:
     """The one idempotency lookup: the message an identical earlier request stored.
 
@@ -46,6 +50,7 @@ async def replay(
         author: the author of the request.
         client_msg_id: its idempotency key.
         digest: the payload digest of this request.
+        earlier: see `replayed`.
 
     Returns:
         The stored message as it is now, or None when the key is new.
@@ -53,15 +58,21 @@ async def replay(
     Raises:
         IdempotencyConflict: the key was used with another payload.
     """
-    return replayed(await uow.messages.by_client_id(author.id, client_msg_id), digest)
+    return replayed(await uow.messages.by_client_id(author.id, client_msg_id), digest, earlier)
 
 
-def replayed(existing: Message | None, digest: str) -> Message | None:
+def replayed(
+    existing: Message | None, digest: str, earlier: Callable[[], str] | None = None
+) -> Message | None:
     """The idempotency rule on a message already read by client id.
 
     Args:
         existing: the message the author stored under the request's key, or None.
         digest: the payload digest of this request.
+        earlier: the digest this request had before its inputs were read as stored (the
+            audience without its author, a blank title as given); called only when the
+            stored digest is not `digest`, so that a message stored before still
+            replays the request it stored.
 
     Returns:
         `existing` when the request is a replay of it, None when the key is new.
@@ -69,7 +80,11 @@ def replayed(existing: Message | None, digest: str) -> Message | None:
     Raises:
         IdempotencyConflict: the key was used with another payload.
     """
-    if existing is not None and existing.digest != digest:
+    if (
+        existing is not None
+        and existing.digest != digest
+        and (earlier is None or existing.digest != earlier())
+    ):
         raise IdempotencyConflict()
     return existing
 
