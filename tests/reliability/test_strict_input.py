@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
@@ -114,6 +115,36 @@ async def test_a_member_of_another_json_type_is_refused_at_its_pointer(
         case.method, case.path, json=case.body, headers=hw.headers(case.caller)
     )
     assert accepted.status_code == case.ok, accepted.text
+
+
+#: A number RFC 8259 allows that no float holds, written in place of a placeholder.
+HUGE_NUMBER = "1e400"
+_PLACEHOLDER = "huge-number-here"
+
+
+@pytest.mark.parametrize("name", ["ack", "patch", "send"])
+async def test_a_number_beyond_any_float_is_out_of_range_at_its_pointer(
+    adapter_world: AdapterWorld,  # noqa: F811 (the imported fixture)
+    name: str,
+) -> None:
+    # It answered malformed_json at "", as for a body that is no JSON at all.
+    hw = adapter_world.hw
+    case = next(c for c in await typed_routes(hw, await started_run(hw)) if c.name == name)
+    body = json.dumps(attrs.evolve(case, loose=_PLACEHOLDER).spoiled())
+    before = await adapter_world.snapshot()
+
+    refused = await hw.client.request(
+        case.method,
+        case.path,
+        content=body.replace(f'"{_PLACEHOLDER}"', HUGE_NUMBER),
+        headers={**hw.headers(case.caller), "Content-Type": "application/json"},
+    )
+
+    assert refused.status_code == 400, refused.text
+    assert [(e["pointer"], e["code"]) for e in refused.json()["errors"]] == [
+        (case.pointer, "out_of_range")
+    ]
+    assert await adapter_world.snapshot() == before
 
 
 def _body_routes(hw: HttpWorld) -> list[tuple[str, str]]:

@@ -54,6 +54,8 @@ _FIELD_CODES = {"contains unknown": "unknown_member", "missing required": "requi
 _BOUND = re.compile(r"^Expected `(?:int|float)` [<>]=? ")
 # Where msgspec's own message places an error (``... - at `$.ops[0].value```).
 _AT = re.compile(r" - at `\$(?P<path>[^`]*)`$", re.DOTALL)
+#: msgspec's error for a number no float holds.
+_HUGE_NUMBER = "Number out of range"
 
 
 def pointer_token(name: str) -> str:
@@ -279,19 +281,29 @@ def loose_member(body: bytes, kind: type[Any]) -> FieldError | None:
     """The member of a body that fits its type only by msgspec's lax conversions.
 
     A string where a number or boolean is due (``"1"``, ``"false"``), or a float with no
-    fraction where an integer is due: JSON has the types, a client must use them.
+    fraction where an integer is due: JSON has the types, a client must use them. A
+    number beyond any float (``1e400``) is named here too, as ``out_of_range``: the
+    typed decoder's refusal of it would read as a body that is no JSON at all
+    (``malformed_json``), though RFC 8259 allows it.
 
     Args:
         body: the raw request body.
         kind: the route's body struct.
 
     Returns:
-        ``invalid_type`` at the member's pointer, or None when the body decodes
-        strictly or fails for another reason too (the typed decoder answers it).
+        ``invalid_type`` (or ``out_of_range``) at the member's pointer, or None when the
+        body decodes strictly or fails for another reason too (the typed decoder
+        answers it).
     """
     try:
         msgspec.json.decode(body, type=kind, strict=True)
     except msgspec.ValidationError as strict:
+        if str(strict).startswith(_HUGE_NUMBER):
+            found = _AT.search(str(strict))
+            return FieldError(
+                pointer="" if found is None else _path_pointer(found["path"]),
+                code="out_of_range",
+            )
         try:
             msgspec.json.decode(body, type=kind, strict=False)
         except (msgspec.ValidationError, msgspec.DecodeError):
