@@ -298,18 +298,15 @@ def loose_member(body: bytes, kind: type[Any]) -> FieldError | None:
     try:
         msgspec.json.decode(body, type=kind, strict=True)
     except msgspec.ValidationError as strict:
-        if str(strict).startswith(_HUGE_NUMBER):
-            found = _AT.search(str(strict))
-            return FieldError(
-                pointer="" if found is None else _path_pointer(found["path"]),
-                code="out_of_range",
-            )
+        message = str(strict)
+        found = _AT.search(message)
+        at = "" if found is None else _path_pointer(found["path"])
+        if message.startswith(_HUGE_NUMBER):
+            return FieldError(pointer=at, code="out_of_range")
         try:
             msgspec.json.decode(body, type=kind, strict=False)
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
-        found = _AT.search(str(strict))
-        at = "" if found is None else _path_pointer(found["path"])
         return FieldError(pointer=at, code="invalid_type")
     except (msgspec.DecodeError, RecursionError):
         return None
