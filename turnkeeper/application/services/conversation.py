@@ -31,12 +31,12 @@ from turnkeeper.application.services.access import (
 from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.messages_append import (
     MessageAppender,
+    draft_digests,
     prefetch_references,
     reference_errors,
     refuse_if_limited,
     replay,
     replayed,
-    stored_audience,
 )
 from turnkeeper.application.services.send_records import report_ungated
 from turnkeeper.application.services.trigger_report import message_trigger
@@ -50,8 +50,6 @@ from turnkeeper.domain.messaging import (
     Message,
     MessageDraft,
     draft_errors,
-    given_title,
-    payload_digest,
     thread_title,
 )
 from turnkeeper.domain.trigger_report import MessageTrigger
@@ -216,26 +214,10 @@ class ConversationService:
             # not exist before the first request, and a replay must find the same one. A
             # title that counts as none digests as none, and the audience as it is stored
             # (with the author), so that every request of one thread and message replays.
-            digest = payload_digest(
-                channel_id,
-                first_message.content,
-                first_message.reply_to_id,
-                stored_audience(first_message.restricted_to, actor.id),
-                title=given_title(title) or "",
+            digest, earlier = draft_digests(
+                channel_id, first_message, actor.id, first_of_thread=True, title=title
             )
-            existing = await replay(
-                uow,
-                actor,
-                first_message.client_msg_id,
-                digest,
-                lambda: payload_digest(
-                    channel_id,
-                    first_message.content,
-                    first_message.reply_to_id,
-                    first_message.restricted_to,
-                    title=title or "",
-                ),
-            )
+            existing = await replay(uow, actor, first_message.client_msg_id, digest, earlier)
             if existing is not None:
                 thread = await uow.threads.get(existing.thread_id)
                 if thread is None:
@@ -342,19 +324,8 @@ class ConversationService:
             author, facts, caller = authored.author, authored.facts, authored.token
             # The audience as stored (with the author, known only now for a token): a
             # retry naming the author or not is the same request.
-            digest = payload_digest(
-                thread_id,
-                draft.content,
-                draft.reply_to_id,
-                stored_audience(draft.restricted_to, author.id),
-            )
-            existing = replayed(
-                facts.earlier,
-                digest,
-                lambda: payload_digest(
-                    thread_id, draft.content, draft.reply_to_id, draft.restricted_to
-                ),
-            )
+            digest, earlier = draft_digests(thread_id, draft, author.id)
+            existing = replayed(facts.earlier, digest, earlier)
             if existing is not None:
                 posted = PostedMessage(
                     message=existing,

@@ -29,7 +29,9 @@ from turnkeeper.domain.messaging import (
     MessageDraft,
     MessageKind,
     Origin,
+    given_title,
     origin_for,
+    payload_digest,
     visible_to,
 )
 from turnkeeper.domain.ratelimit import RL_MESSAGE
@@ -366,6 +368,50 @@ class MessageAppender:
         )
 
 
+def draft_digests(
+    place_id: uuid.UUID,
+    draft: MessageDraft,
+    author_id: uuid.UUID,
+    *,
+    first_of_thread: bool = False,
+    title: str | None = None,
+) -> tuple[str, Callable[[], str]]:
+    """A request's payload digest, and the digest it had before (`replayed`'s ``earlier``).
+
+    The digest reads the request's inputs as they are stored: the audience with its
+    author (`stored_audience`) and, for a thread's first message, a title that counts as
+    none as none (`given_title`); the earlier one read them as given.
+
+    Args:
+        place_id: the thread (createThread: the channel).
+        draft: the message asked for.
+        author_id: its author.
+        first_of_thread: createThread's first message, whose digest holds the title.
+        title: createThread's title as requested.
+
+    Returns:
+        The digest, and the reader of the earlier one.
+    """
+    digest = payload_digest(
+        place_id,
+        draft.content,
+        draft.reply_to_id,
+        stored_audience(draft.restricted_to, author_id),
+        title=(given_title(title) or "") if first_of_thread else None,
+    )
+
+    def earlier() -> str:
+        return payload_digest(
+            place_id,
+            draft.content,
+            draft.reply_to_id,
+            draft.restricted_to,
+            title=(title or "") if first_of_thread else None,
+        )
+
+    return digest, earlier
+
+
 def stored_audience(
     members: Sequence[uuid.UUID] | None, author_id: uuid.UUID
 ) -> tuple[uuid.UUID, ...] | None:
@@ -385,6 +431,7 @@ def stored_audience(
 
 __all__ = [
     "MessageAppender",
+    "draft_digests",
     "prefetch_references",
     "reference_errors",
     "refuse_if_limited",
