@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+import pytest
 from litestar.testing import AsyncTestClient
 
 from tests.support.http import ContractClient, contract_client
@@ -69,7 +71,9 @@ async def test_the_openapi_document_and_the_docs_page_are_served(client: Contrac
     assert page.headers["content-type"].startswith("text/html")
 
 
-async def test_the_openapi_document_is_built_once_and_served_the_same(services: Services) -> None:
+async def test_the_openapi_document_is_built_once_and_served_the_same(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = create_app(services, services.settings)
     built: list[dict[str, Any]] = []
     to_schema = app.openapi_schema.to_schema
@@ -78,7 +82,8 @@ async def test_the_openapi_document_is_built_once_and_served_the_same(services: 
         built.append(to_schema())
         return built[-1]
 
-    object.__setattr__(app.openapi_schema, "to_schema", counted)
+    # Through monkeypatch: the document is shared by the process's applications.
+    monkeypatch.setattr(app.openapi_schema, "to_schema", counted)
     async with AsyncTestClient(app=app) as client:
         first = await client.get("/openapi.json")
         second = await client.get("/openapi.json")
@@ -86,3 +91,23 @@ async def test_the_openapi_document_is_built_once_and_served_the_same(services: 
     assert first.content == second.content
     assert len(built) == 1
     assert first.json() == built[0]
+
+
+def _limit_maximum(document: dict[str, Any]) -> Any:
+    parameters = document["paths"]["/v1/threads/{thread_id}/messages"]["get"]["parameters"]
+    return next(p["schema"]["maximum"] for p in parameters if p["name"] == "limit")
+
+
+async def test_applications_of_equal_settings_share_one_document(services: Services) -> None:
+    first = create_app(services, services.settings)
+    second = create_app(services, attrs.evolve(services.settings))
+    assert second.openapi_schema is first.openapi_schema
+    other = attrs.evolve(services.settings, page_max_limit=services.settings.page_max_limit + 1)
+    third = create_app(services, other)
+    assert third.openapi_schema is not first.openapi_schema
+    async with AsyncTestClient(app=second) as client:
+        served = (await client.get("/openapi.json")).json()
+        page = (await client.get("/docs/openapi.json")).json()
+    assert served == page == first.openapi_schema.to_schema()
+    assert _limit_maximum(served) == services.settings.page_max_limit
+    assert _limit_maximum(third.openapi_schema.to_schema()) == other.page_max_limit

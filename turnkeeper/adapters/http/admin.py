@@ -23,7 +23,7 @@ from turnkeeper.adapters.http.answers import (
     PrincipalCreated,
     Space,
 )
-from turnkeeper.adapters.http.dependencies import owner_route
+from turnkeeper.adapters.http.dependencies import owner_route, v1_router
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import (
     AgentConfigUpdate,
@@ -255,15 +255,14 @@ async def set_agent_config(
 
 
 def admin_router() -> Router:
-    """The administration routes, to be mounted under ``/v1``.
+    """The administration routes, under ``/v1`` (`v1_router`).
 
     Returns:
         A new router (one per application).
     """
-    return Router(
-        path="/",
-        tags=["administration"],
-        route_handlers=[
+    return v1_router(
+        "administration",
+        [
             create_principal,
             create_space,
             create_channel,

@@ -14,7 +14,7 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from turnkeeper.adapters.http.dependencies import agent_route
+from turnkeeper.adapters.http.dependencies import agent_route, v1_router
 from turnkeeper.adapters.http.fast_path import FastAnswer, FastRoute
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import AgentSendBody
@@ -62,12 +62,12 @@ def send_fast_route(agent_send: AgentSendService) -> FastRoute:
 
 
 def agent_send_router() -> Router:
-    """The freshness-gated send route, to be mounted under ``/v1``.
+    """The freshness-gated send route, under ``/v1`` (`v1_router`).
 
     Returns:
         A new router (one per application).
     """
-    return Router(path="/", tags=["agent runtime"], route_handlers=[agent_send])
+    return v1_router("agent runtime", [agent_send])
 
 
 __all__ = ["SEND_PATH", "agent_send_router", "send_fast_route"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from litestar import Router
+from litestar import Litestar
+from litestar._openapi.plugin import OpenAPIPlugin
 from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.spec import Components, SecurityScheme
+from litestar.openapi.spec import Components, OpenAPI, SecurityScheme
 
 from turnkeeper.adapters.http.admin import admin_router
 from turnkeeper.adapters.http.agent_send import agent_send_router, send_fast_route
@@ -14,9 +15,8 @@ from turnkeeper.adapters.http.console import console_router
 from turnkeeper.adapters.http.conversation import conversation_router, message_fast_route
 from turnkeeper.adapters.http.correlation import CorrelatedApp
 from turnkeeper.adapters.http.dependencies import (
+    BEARER_SCHEME,
     caller_check,
-    provide_bearer,
-    provide_principal,
     refuse_unknown_bearer,
     resolve_one_by_one,
     service_dependencies,
@@ -42,9 +42,6 @@ from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.adapters.system import package_version
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.settings import Settings
-
-#: Name of the bearer security scheme in the OpenAPI document.
-BEARER_SCHEME = "bearer"
 
 
 def create_app(
@@ -73,22 +70,6 @@ def create_app(
     def provide_readiness() -> ReadinessCheck:
         return check
 
-    v1 = Router(
-        path="/v1",
-        route_handlers=[
-            admin_router(),
-            tokens_router(),
-            conversation_router(),
-            runs_router(),
-            agent_send_router(),
-            streams_router(),
-        ],
-        dependencies={
-            "principal": Provide(provide_principal),
-            "bearer": Provide(provide_bearer, sync_to_thread=False),
-        },
-        security=[{BEARER_SCHEME: []}],
-    )
     openapi = OpenAPIConfig(
         title="turnkeeper",
         version=package_version(),
@@ -119,7 +100,12 @@ def create_app(
         metrics=metrics,
         telemetry=services.telemetry,
         route_handlers=[
-            v1,
+            admin_router(),
+            tokens_router(),
+            conversation_router(),
+            runs_router(),
+            agent_send_router(),
+            streams_router(),
             healthz,
             readyz,
             openapi_document,
@@ -153,7 +139,38 @@ def create_app(
         settings,
         [message_fast_route(services.conversation), send_fast_route(services.agent_send)],
     )
-    # Completed now rather than on the first request, so that /openapi.json and the page
-    # under /docs serve the same document.
-    document_streams(complete_document(app.openapi_schema, settings))
+    _share_document(app, settings)
     return app
+
+
+#: The completed OpenAPI document of each settings value, built by the first application
+#: of the process with these settings (ADR 0039).
+_DOCUMENTS: dict[Settings, OpenAPI] = {}
+
+
+def _share_document(app: Litestar, settings: Settings) -> OpenAPI:
+    """Give the application the completed OpenAPI document of its settings.
+
+    The document depends on the routes, which are the same in every application, and on
+    the settings only; building and completing it is about a third of `create_app`, so
+    the applications of a process with equal settings share the one built first.
+    Completed here rather than on the first request, so that /openapi.json and the page
+    under /docs serve the same document. Nothing changes a document once shared.
+
+    Args:
+        app: a new application (Litestar's OpenAPI plugin has not built its document).
+        settings: the application's settings.
+
+    Returns:
+        The document the application serves.
+    """
+    plugin = app.plugins.get(OpenAPIPlugin)
+    document = _DOCUMENTS.get(settings)
+    if document is None:
+        document = document_streams(complete_document(plugin.provide_openapi(), settings))
+        _DOCUMENTS[settings] = document
+    else:
+        # Litestar keeps the document it builds on first use in this slot; filled now,
+        # it never builds one.
+        plugin._openapi = document
+    return document

@@ -23,7 +23,7 @@ from turnkeeper.adapters.http.answers import (
     Thread,
     ThreadCreated,
 )
-from turnkeeper.adapters.http.dependencies import bearer_token
+from turnkeeper.adapters.http.dependencies import bearer_token, v1_router
 from turnkeeper.adapters.http.disconnect import until_client_leaves
 from turnkeeper.adapters.http.fast_path import FastAnswer, FastRoute
 from turnkeeper.adapters.http.openapi import problems
@@ -209,15 +209,14 @@ async def list_events(
 
 
 def conversation_router() -> Router:
-    """The conversation routes, to be mounted under ``/v1``.
+    """The conversation routes, under ``/v1`` (`v1_router`).
 
     Returns:
         A new router (one per application).
     """
-    return Router(
-        path="/",
-        tags=["conversation"],
-        route_handlers=[
+    return v1_router(
+        "conversation",
+        [
             get_me,
             create_thread,
             create_message,

@@ -27,16 +27,16 @@ then, so that a missing or unknown token always answers 401 before any 400 or 41
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, cast
 
 import attrs
-from litestar import Request
+from litestar import Request, Router
 from litestar.datastructures import Headers
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.routes import BaseRoute, HTTPRoute
-from litestar.types import Scope
+from litestar.types import ControllerRouterHandler, Scope
 
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.errors import Unauthenticated
@@ -255,6 +255,39 @@ def provide_bearer(request: Request[Any, Any, Any]) -> BearerToken:
     bearer = BearerToken.of(token)
     mark_unresolved(request.scope, bearer)
     return bearer
+
+
+#: The path of the contract's routes (API.md).
+V1_PATH = "/v1"
+#: Name of the bearer security scheme in the OpenAPI document.
+BEARER_SCHEME = "bearer"
+
+
+def v1_router(tag: str, route_handlers: Sequence[ControllerRouterHandler]) -> Router:
+    """A group of the contract's routes under ``/v1``, mounted on the application itself.
+
+    Each group carries the ``principal`` and ``bearer`` dependencies and the bearer
+    security scheme. Litestar copies a router deeply each time it is registered; a
+    ``/v1`` router holding the groups copied every handler twice for each application
+    (ADR 0039).
+
+    Args:
+        tag: the OpenAPI tag of the group's operations.
+        route_handlers: the group's handlers.
+
+    Returns:
+        A new router (one per application).
+    """
+    return Router(
+        path=V1_PATH,
+        tags=[tag],
+        route_handlers=route_handlers,
+        dependencies={
+            "principal": Provide(provide_principal),
+            "bearer": Provide(provide_bearer, sync_to_thread=False),
+        },
+        security=[{BEARER_SCHEME: []}],
+    )
 
 
 def mark_unresolved(scope: Scope, bearer: BearerToken) -> None:

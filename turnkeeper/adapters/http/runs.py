@@ -18,7 +18,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 
 from turnkeeper.adapters.http.correlation import answers_head
-from turnkeeper.adapters.http.dependencies import agent_route
+from turnkeeper.adapters.http.dependencies import agent_route, v1_router
 from turnkeeper.adapters.http.disconnect import until_client_leaves
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import (
@@ -187,15 +187,14 @@ async def heartbeat(
 
 
 def runs_router() -> Router:
-    """The runs and agent runtime routes, to be mounted under ``/v1``.
+    """The runs and agent runtime routes, under ``/v1`` (`v1_router`).
 
     Returns:
         A new router (one per application).
     """
-    return Router(
-        path="/",
-        tags=["runs"],
-        route_handlers=[
+    return v1_router(
+        "runs",
+        [
             get_run,
             cancel_run,
             start_run,

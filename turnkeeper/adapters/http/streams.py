@@ -30,7 +30,7 @@ from litestar.types import Receive, Scope, Send
 
 from turnkeeper.adapters.http.answers import Event
 from turnkeeper.adapters.http.correlation import answers_head
-from turnkeeper.adapters.http.dependencies import agent_route, bearer_token
+from turnkeeper.adapters.http.dependencies import agent_route, bearer_token, v1_router
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.query_guard import INTEGER
 from turnkeeper.adapters.http.run_answers import AgentEvent
@@ -234,14 +234,12 @@ async def _no_messages() -> AsyncIterator[ServerSentEventMessage]:
 
 
 def streams_router() -> Router:
-    """The stream routes, to be mounted under ``/v1``.
+    """The stream routes, under ``/v1`` (`v1_router`).
 
     Returns:
         A new router (one per application).
     """
-    return Router(
-        path="/", tags=["live delivery"], route_handlers=[stream_events, stream_agent_events]
-    )
+    return v1_router("live delivery", [stream_events, stream_agent_events])
 
 
 _FRAMING = (

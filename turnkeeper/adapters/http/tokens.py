@@ -16,7 +16,7 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 from msgspec import UNSET, UnsetType
 
 from turnkeeper.adapters.http.answers import Answer
-from turnkeeper.adapters.http.dependencies import owner_route
+from turnkeeper.adapters.http.dependencies import owner_route, v1_router
 from turnkeeper.adapters.http.openapi import problems
 from turnkeeper.adapters.http.requests import Body, given
 from turnkeeper.application.ports.audit import AuditAction
@@ -123,13 +123,9 @@ async def revoke_token(
 
 
 def tokens_router() -> Router:
-    """The token routes, to be mounted under ``/v1``.
+    """The token routes, under ``/v1`` (`v1_router`).
 
     Returns:
         A new router (one per application).
     """
-    return Router(
-        path="/",
-        tags=["administration"],
-        route_handlers=[create_token, list_tokens, revoke_token],
-    )
+    return v1_router("administration", [create_token, list_tokens, revoke_token])
