@@ -8,7 +8,9 @@ import attrs
 import pytest
 from litestar.testing import AsyncTestClient
 
+from tests.support.fakes import FakeClock
 from tests.support.http import ContractClient, contract_client
+from tests.support.services import memory_services
 from turnkeeper.adapters.http import create_app
 from turnkeeper.application.bootstrap import Services
 
@@ -103,7 +105,7 @@ async def test_applications_of_equal_settings_share_one_document(services: Servi
     second = create_app(services, attrs.evolve(services.settings))
     assert second.openapi_schema is first.openapi_schema
     other = attrs.evolve(services.settings, page_max_limit=services.settings.page_max_limit + 1)
-    third = create_app(services, other)
+    third = create_app(memory_services(other, FakeClock()), other)
     assert third.openapi_schema is not first.openapi_schema
     async with AsyncTestClient(app=second) as client:
         served = (await client.get("/openapi.json")).json()
@@ -111,3 +113,12 @@ async def test_applications_of_equal_settings_share_one_document(services: Servi
     assert served == page == first.openapi_schema.to_schema()
     assert _limit_maximum(served) == services.settings.page_max_limit
     assert _limit_maximum(third.openapi_schema.to_schema()) == other.page_max_limit
+
+
+async def test_an_application_serves_the_settings_of_its_services(services: Services) -> None:
+    # The routes enforce the services' settings: a document of other bounds would lie.
+    other = attrs.evolve(services.settings, page_max_limit=services.settings.page_max_limit + 1)
+    with pytest.raises(ValueError, match="settings of its services"):
+        create_app(services, other)
+    app = create_app(services)
+    assert _limit_maximum(app.openapi_schema.to_schema()) == services.settings.page_max_limit

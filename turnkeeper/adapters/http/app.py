@@ -45,14 +45,18 @@ from turnkeeper.application.settings import Settings
 
 
 def create_app(
-    services: Services, settings: Settings, readiness: Readiness = always_ready
+    services: Services, settings: Settings | None = None, readiness: Readiness = always_ready
 ) -> CorrelatedApp:
     """Build the HTTP application over the application services.
 
+    The application serves the settings of its services: the services enforce them (page
+    and content bounds, rate limits) and the application's own checks and OpenAPI
+    document follow the same values.
+
     Args:
         services: the services (memory or PostgreSQL underneath).
-        settings: for ``http.max_body_bytes``, ``http.max_json_depth`` and
-            ``database.reconnect_max_wait`` (the ``Retry-After`` of /readyz).
+        settings: the services' settings (``services.settings``, the default); passing
+            them only states which settings the application serves.
         readiness: answers /readyz: None when ready, else the reason.
 
     Returns:
@@ -61,10 +65,21 @@ def create_app(
         ``metrics.enabled``, ``/metrics`` (the Prometheus sink of the services' telemetry,
         attached now if it has none).
 
+    Raises:
+        ValueError: when ``settings`` differ from ``services.settings`` (the document
+            would state bounds the routes do not enforce).
+
     Example:
-        >>> app = create_app(services, services.settings)  # doctest: +SKIP
+        >>> app = create_app(services)  # doctest: +SKIP
         >>> uvicorn.run(app)  # doctest: +SKIP
     """
+    if settings is None:
+        settings = services.settings
+    elif settings != services.settings:
+        raise ValueError(
+            "an application serves the settings of its services: build the services "
+            "from these settings"
+        )
     check = ReadinessCheck(readiness, retry_after=int(settings.reconnect_max_wait.total_seconds()))
 
     def provide_readiness() -> ReadinessCheck:
