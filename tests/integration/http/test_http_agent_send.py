@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import httpx
+import pytest
+from structlog.testing import capture_logs
 
 from tests.support.http import ContractClient, bearer
 from tests.support.scenario import main_thread
@@ -245,3 +249,62 @@ async def test_a_held_send_is_in_the_owners_event_log_only(
         assert [e["type"] for e in theirs.json()["events"]] == ["message.created"], name
     feed = await client.get("/v1/agent/events", headers=lotse)
     assert "message.held" not in {e["type"] for e in feed.json()["events"]}
+
+
+def _refused_records(records: list[MutableMapping[str, Any]]) -> list[tuple[str, str]]:
+    return [(r["agent_id"], r["code"]) for r in records if r["event"] == "agent_send_refused"]
+
+
+def _with(thread: str, **changes: Any) -> bytes:
+    sent = body(thread, "r1", 0)
+    sent.update(changes)
+    return json.dumps(sent).encode()
+
+
+@pytest.mark.parametrize(
+    ("content", "status"),
+    [
+        pytest.param(lambda thread: b'{"target": ', 400, id="not JSON"),
+        pytest.param(lambda thread: b'{"target": "a", "target": "b"}', 400, id="duplicated"),
+        pytest.param(
+            lambda thread: _with(thread, freshness={"target_key": thread, "seen_up_to_seq": "0"}),
+            400,
+            id="wrong type",
+        ),
+        pytest.param(lambda thread: _with(thread, extra=1), 400, id="unknown member"),
+    ],
+)
+async def test_a_send_refused_for_its_body_writes_one_refused_record(
+    client: ContractClient, world: DemoWorld, content: Callable[[str], bytes], status: int
+) -> None:
+    lotse = world.agents["lotse"]
+    headers = {**bearer(lotse.token), "content-type": "application/json"}
+    with capture_logs() as records:
+        answer = await client.post(
+            SEND, content=content(str(main_thread(world, "eskalation"))), headers=headers
+        )
+    assert answer.status_code == status, answer.text
+    assert _refused_records(records) == [(str(lotse.principal.id), answer.json()["code"])]
+
+
+async def test_a_send_the_gate_refuses_writes_one_refused_record(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    thread = str(main_thread(world, "eskalation"))
+    lotse = world.agents["lotse"]
+    with capture_logs() as records:
+        answer = await client.post(SEND, json=body(thread, "r2", 5), headers=bearer(lotse.token))
+    assert answer.status_code == 400
+    assert _refused_records(records) == [(str(lotse.principal.id), "validation_failed")]
+
+
+async def test_a_persons_or_an_unknown_tokens_refused_send_writes_no_record(
+    client: ContractClient, world: DemoWorld
+) -> None:
+    thread = str(main_thread(world, "eskalation"))
+    sent = {**body(thread, "r3", 0), "extra": 1}
+    with capture_logs() as records:
+        person = await client.post(SEND, json=sent, headers=bearer(world.people["alex"].token))
+        unknown = await client.post(SEND, json=sent, headers=bearer("tk_unknown"))
+    assert (person.status_code, unknown.status_code) == (403, 401)
+    assert _refused_records(records) == []

@@ -9,7 +9,11 @@ from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.spec import Components, OpenAPI, SecurityScheme
 
 from turnkeeper.adapters.http.admin import admin_router
-from turnkeeper.adapters.http.agent_send import agent_send_router, send_fast_route
+from turnkeeper.adapters.http.agent_send import (
+    agent_send_router,
+    log_refused_send,
+    send_fast_route,
+)
 from turnkeeper.adapters.http.body_guard import body_guard
 from turnkeeper.adapters.http.console import console_router
 from turnkeeper.adapters.http.conversation import conversation_router, message_fast_route
@@ -133,7 +137,9 @@ def create_app(
             "readiness": Provide(provide_readiness, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
-        after_exception=[refuse_unknown_bearer(services.identity, caller_check(services))],
+        after_exception=[
+            refuse_unknown_bearer(services.identity, caller_check(services), log_refused_send)
+        ],
         # Query names, then depth, duplicated members and NUL characters, before Litestar
         # decodes a request.
         before_request=body_guard(settings.max_json_depth, queries),

@@ -50,6 +50,8 @@ from turnkeeper.domain.world import Principal
 _BEARER = "bearer"
 #: Scope state: the unresolved token of a ``bearer`` route, then what resolving it raised.
 _UNRESOLVED_KEY = "turnkeeper.bearer"
+#: Set once an exchange's use case is called (`mark_reached`).
+_REACHED_KEY = "turnkeeper.reached"
 _REFUSED_KEY = "turnkeeper.bearer_refused"
 #: Scope state: the caller of a ``principal`` route, once authenticated.
 _AUTHENTICATED_KEY = "turnkeeper.authenticated"
@@ -300,13 +302,44 @@ def mark_unresolved(scope: Scope, bearer: BearerToken) -> None:
     _state(scope)[_UNRESOLVED_KEY] = bearer
 
 
+def mark_reached(scope: Scope) -> None:
+    """Note that an exchange's input decoded and its use case was called.
+
+    What the use case refuses, it records itself (an agent's refused send, for one);
+    `reached` tells a hook of the refusals before it apart.
+
+    Args:
+        scope: the exchange's ASGI scope.
+    """
+    _state(scope)[_REACHED_KEY] = True
+
+
+def reached(scope: Scope) -> bool:
+    """Whether `mark_reached` was called for the exchange.
+
+    Args:
+        scope: the exchange's ASGI scope.
+
+    Returns:
+        True once the exchange's use case was called.
+    """
+    return bool(_state(scope).get(_REACHED_KEY))
+
+
 def _state(scope: Scope) -> dict[str, Any]:
     state: dict[str, Any] = cast("dict[str, Any]", scope).setdefault("state", {})
     return state
 
 
+#: Told of a request refused for its input whose caller the route admits (see
+#: `refuse_unknown_bearer`): the caller, the error and the exchange's scope.
+RefusedInput = Callable[[Principal, Exception, Scope], None]
+
+
 def refuse_unknown_bearer(
-    identity: IdentityService, check_caller: CallerCheck | None = None
+    identity: IdentityService,
+    check_caller: CallerCheck | None = None,
+    refused_input: RefusedInput | None = None,
 ) -> Callable[[Exception, Scope], Awaitable[None]]:
     """The ``after_exception`` hook that keeps 401 before 400 and 415 on every route.
 
@@ -317,6 +350,8 @@ def refuse_unknown_bearer(
     Args:
         identity: the token authentication.
         check_caller: the check of a route's `CallerRule` (None: not made here).
+        refused_input: told of a refusal whose caller is authenticated and admitted by
+            the route (None: nobody).
 
     Returns:
         The hook: when a request of an authenticated route (one whose handler takes
@@ -341,6 +376,9 @@ def refuse_unknown_bearer(
         # owner_required or agents_only, or 503 without a store.
         except Exception as failure:
             state[_REFUSED_KEY] = failure
+            return
+        if refused_input is not None:
+            refused_input(caller, exc, scope)
 
     return hook
 

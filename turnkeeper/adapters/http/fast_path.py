@@ -47,7 +47,7 @@ from litestar.types import HTTPScope, Receive, ReceiveMessage, Scope, Send, Seri
 
 from turnkeeper.adapters.http.body_guard import hostile_member, is_json_media_type
 from turnkeeper.adapters.http.correlation import Fallback
-from turnkeeper.adapters.http.dependencies import mark_unresolved, token_of_header
+from turnkeeper.adapters.http.dependencies import mark_reached, mark_unresolved, token_of_header
 from turnkeeper.adapters.http.problems import handle_exception
 from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.settings import Settings
@@ -225,6 +225,7 @@ class BearerPostFastPath:
         scope["path_params"] = {} if served.parameter is None else {served.parameter: str(found)}
         bearer = BearerToken.of(token)
         mark_unresolved(scope, bearer)
+        mark_reached(scope)
         try:
             answer = await served.route.call(bearer, found, data)
         except Exception as exc:
