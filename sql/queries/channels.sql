@@ -12,6 +12,11 @@ INSERT INTO channels (
 -- name: GetChannel :one
 SELECT * FROM channels WHERE id = sqlc.arg(id);
 
+-- An administrative change's read of the row it writes back whole: a change committed
+-- while it waited is read, not overwritten.
+-- name: LockChannel :one
+SELECT * FROM channels WHERE id = sqlc.arg(id) FOR UPDATE;
+
 -- name: UpdateChannel :execrows
 UPDATE channels
 SET name = sqlc.arg(name),

@@ -8,6 +8,10 @@ VALUES (
 -- name: GetGrant :one
 SELECT * FROM grants WHERE id = sqlc.arg(id);
 
+-- A revocation's read of its grant: of two revocations of one grant, the second finds none.
+-- name: LockGrant :one
+SELECT * FROM grants WHERE id = sqlc.arg(id) FOR UPDATE;
+
 -- name: DeleteGrant :execrows
 DELETE FROM grants WHERE id = sqlc.arg(id);
 

@@ -12,6 +12,11 @@ INSERT INTO principals (
 -- name: GetPrincipal :one
 SELECT * FROM principals WHERE id = sqlc.arg(id);
 
+-- An agent configuration's read of the row it writes back whole: a heartbeat's
+-- capability committed while it waited is read, not overwritten.
+-- name: LockPrincipal :one
+SELECT * FROM principals WHERE id = sqlc.arg(id) FOR UPDATE;
+
 -- name: GetPrincipals :many
 SELECT * FROM principals WHERE id = ANY(sqlc.arg(ids)::uuid[]) ORDER BY id;
 

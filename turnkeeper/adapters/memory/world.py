@@ -59,6 +59,10 @@ class MemoryPrincipalRepository:
         """The principal, or None."""
         return self._t.principals.get(principal_id)
 
+    async def lock(self, principal_id: uuid.UUID) -> Principal | None:
+        """The principal, or None (memory units run one at a time)."""
+        return self._t.principals.get(principal_id)
+
     async def prefetch(self, ids: Sequence[uuid.UUID]) -> None:
         """Nothing to start: every read is immediate."""
 
@@ -118,6 +122,10 @@ class MemoryChannelRepository:
 
     async def get(self, channel_id: uuid.UUID) -> Channel | None:
         """The channel, or None."""
+        return self._t.channels.get(channel_id)
+
+    async def lock(self, channel_id: uuid.UUID) -> Channel | None:
+        """The channel, or None (memory units run one at a time)."""
         return self._t.channels.get(channel_id)
 
     async def update(self, channel: Channel) -> None:
@@ -288,6 +296,10 @@ class MemoryGrantRepository:
 
     async def get(self, grant_id: uuid.UUID) -> Grant | None:
         """The grant, or None."""
+        return self._t.grants.get(grant_id)
+
+    async def lock(self, grant_id: uuid.UUID) -> Grant | None:
+        """The grant, or None (memory units run one at a time)."""
         return self._t.grants.get(grant_id)
 
     async def delete(self, grant_id: uuid.UUID) -> None:

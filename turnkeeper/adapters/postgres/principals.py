@@ -157,6 +157,22 @@ class PostgresPrincipalRepository(PostgresRepository):
         row = await q.get_principal(self._conn, id=principal_id)
         return None if row is None else self._remember(principal_of(row))
 
+    async def lock(self, principal_id: uuid.UUID) -> Principal | None:
+        """The principal under an update lock (``LockPrincipal``), or None.
+
+        Args:
+            principal_id: the id.
+
+        Returns:
+            The principal as committed when the lock was granted, or None.
+        """
+        await self._arrived()
+        row = await q.lock_principal(self._conn, id=principal_id)
+        if row is None:
+            self._seen.pop(principal_id, None)
+            return None
+        return self._remember(principal_of(row))
+
     async def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Principal]:
         """The principals among `ids` that exist.
 
@@ -305,6 +321,18 @@ class PostgresGrantRepository(PostgresRepository):
             The grant, or None.
         """
         row = await q.get_grant(self._conn, id=grant_id)
+        return None if row is None else grant_of(row)
+
+    async def lock(self, grant_id: uuid.UUID) -> Grant | None:
+        """The grant under an update lock (``LockGrant``), or None.
+
+        Args:
+            grant_id: the id.
+
+        Returns:
+            The grant, or None when there is none (or it was revoked while this waited).
+        """
+        row = await q.lock_grant(self._conn, id=grant_id)
         return None if row is None else grant_of(row)
 
     async def delete(self, grant_id: uuid.UUID) -> None:

@@ -987,6 +987,8 @@ _INSERT_CHANNEL = """INSERT INTO channels (
 
 _GET_CHANNEL = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = %(p1)s"""
 
+_LOCK_CHANNEL = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = %(p1)s FOR UPDATE"""
+
 _UPDATE_CHANNEL = """UPDATE channels
 SET name = %(p1)s,
     operator_mode = %(p2)s,
@@ -1146,6 +1148,8 @@ VALUES (
 )"""
 
 _GET_GRANT = """SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants WHERE id = %(p1)s"""
+
+_LOCK_GRANT = """SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants WHERE id = %(p1)s FOR UPDATE"""
 
 _DELETE_GRANT = """DELETE FROM grants WHERE id = %(p1)s"""
 
@@ -1354,6 +1358,8 @@ _INSERT_PRINCIPAL = """INSERT INTO principals (
 )"""
 
 _GET_PRINCIPAL = """SELECT id, kind, handle, display_name, is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups, created_at FROM principals WHERE id = %(p1)s"""
+
+_LOCK_PRINCIPAL = """SELECT id, kind, handle, display_name, is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups, created_at FROM principals WHERE id = %(p1)s FOR UPDATE"""
 
 _GET_PRINCIPALS = """SELECT id, kind, handle, display_name, is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups, created_at FROM principals WHERE id = ANY(%(p1)s::uuid[]) ORDER BY id"""
 
@@ -2086,6 +2092,28 @@ async def get_channel(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> C
     """
     async with conn.cursor(row_factory=args_row(ChannelRow)) as cur:
         await cur.execute(_GET_CHANNEL, {"p1": id})
+        return await cur.fetchone()
+
+
+async def lock_channel(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> ChannelRow | None:
+    """Run LockChannel (:one, sql/queries/channels.sql).
+
+    An administrative change's read of the row it writes back whole: a change committed
+    while it waited is read, not overwritten.
+
+    SQL::
+
+        SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = $1 FOR UPDATE
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(ChannelRow)) as cur:
+        await cur.execute(_LOCK_CHANNEL, {"p1": id})
         return await cur.fetchone()
 
 
@@ -3019,6 +3047,27 @@ async def get_grant(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> Gra
     """
     async with conn.cursor(row_factory=args_row(GrantRow)) as cur:
         await cur.execute(_GET_GRANT, {"p1": id})
+        return await cur.fetchone()
+
+
+async def lock_grant(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> GrantRow | None:
+    """Run LockGrant (:one, sql/queries/grants.sql).
+
+    A revocation's read of its grant: of two revocations of one grant, the second finds none.
+
+    SQL::
+
+        SELECT id, principal_id, resource_kind, resource_id, level, created_at FROM grants WHERE id = $1 FOR UPDATE
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(GrantRow)) as cur:
+        await cur.execute(_LOCK_GRANT, {"p1": id})
         return await cur.fetchone()
 
 
@@ -4114,6 +4163,30 @@ async def get_principal(
     """
     async with conn.cursor(row_factory=args_row(PrincipalRow)) as cur:
         await cur.execute(_GET_PRINCIPAL, {"p1": id})
+        return await cur.fetchone()
+
+
+async def lock_principal(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> PrincipalRow | None:
+    """Run LockPrincipal (:one, sql/queries/principals.sql).
+
+    An agent configuration's read of the row it writes back whole: a heartbeat's
+    capability committed while it waited is read, not overwritten.
+
+    SQL::
+
+        SELECT id, kind, handle, display_name, is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups, created_at FROM principals WHERE id = $1 FOR UPDATE
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(PrincipalRow)) as cur:
+        await cur.execute(_LOCK_PRINCIPAL, {"p1": id})
         return await cur.fetchone()
 
 
@@ -5640,6 +5713,7 @@ keep_statements(
         _LIST_AUDIT_CHANGES,
         _INSERT_CHANNEL,
         _GET_CHANNEL,
+        _LOCK_CHANNEL,
         _UPDATE_CHANNEL,
         _LIST_CHANNELS,
         _APPEND_EVENTS,
@@ -5660,6 +5734,7 @@ keep_statements(
         _NEWEST_VISIBLE_IN_WINDOW,
         _INSERT_GRANT,
         _GET_GRANT,
+        _LOCK_GRANT,
         _DELETE_GRANT,
         _LIST_GRANTS_FOR_PRINCIPAL,
         _LIST_GRANTS_FOR_PRINCIPALS,
@@ -5691,6 +5766,7 @@ keep_statements(
         _EVENT_SEQS_ALIGNED,
         _INSERT_PRINCIPAL,
         _GET_PRINCIPAL,
+        _LOCK_PRINCIPAL,
         _GET_PRINCIPALS,
         _UPDATE_PRINCIPAL,
         _GET_OWNER,

@@ -40,6 +40,14 @@ class PrincipalRepository(Protocol):
         """The principal, or None."""
         ...
 
+    async def lock(self, principal_id: uuid.UUID) -> Principal | None:
+        """The principal, read under an update lock held until the unit ends, or None.
+
+        For a change that writes the row back whole (`update`): another change of the
+        row waits, and one committed while this waited is read, not overwritten.
+        """
+        ...
+
     async def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Principal]:
         """The principals among `ids` that exist, by id."""
         ...
@@ -99,6 +107,14 @@ class ChannelRepository(Protocol):
 
     async def get(self, channel_id: uuid.UUID) -> Channel | None:
         """The channel, or None."""
+        ...
+
+    async def lock(self, channel_id: uuid.UUID) -> Channel | None:
+        """The channel, read under an update lock held until the unit ends, or None.
+
+        For a change that writes the row back whole (`update`): another change of the
+        row waits, and one committed while this waited is read, not overwritten.
+        """
         ...
 
     async def update(self, channel: Channel) -> None:
@@ -335,6 +351,13 @@ class GrantRepository(Protocol):
 
     async def get(self, grant_id: uuid.UUID) -> Grant | None:
         """The grant, or None."""
+        ...
+
+    async def lock(self, grant_id: uuid.UUID) -> Grant | None:
+        """The grant, read under an update lock held until the unit ends, or None.
+
+        Of two revocations of one grant, the second waits and then finds none.
+        """
         ...
 
     async def delete(self, grant_id: uuid.UUID) -> None:

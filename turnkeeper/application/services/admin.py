@@ -322,7 +322,8 @@ class AdminService:
         await self._require_owner(actor, action)
 
         async def work(uow: UnitOfWork) -> Channel:
-            channel = await uow.channels.get(channel_id)
+            # Locked: the change is written back whole, over any committed meanwhile.
+            channel = await uow.channels.lock(channel_id)
             if channel is None:
                 raise NotFound()
             changed = await change(uow, channel)
@@ -453,7 +454,8 @@ class AdminService:
         await self._require_owner(actor, AuditAction.AGENT_CONFIG)
 
         async def work(uow: UnitOfWork) -> Principal:
-            agent = await uow.principals.get(agent_id)
+            # Locked: the row is written back whole, over a heartbeat committed meanwhile.
+            agent = await uow.principals.lock(agent_id)
             if agent is None or not agent.is_agent:
                 raise NotFound()
             changed = attrs.evolve(

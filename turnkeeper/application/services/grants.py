@@ -187,7 +187,8 @@ class GrantService:
         await self._require_owner(actor, AuditAction.GRANT_DELETE)
 
         async def work(uow: UnitOfWork) -> None:
-            grant = await uow.grants.get(grant_id)
+            # Locked: of two revocations of one grant the second finds none (404).
+            grant = await uow.grants.lock(grant_id)
             if grant is None:
                 raise NotFound()
             await uow.grants.delete(grant_id)
