@@ -58,7 +58,9 @@ async def served_app(services: Services) -> AsyncIterator[Served]:
         log_config=None,
         lifespan="on",
     )
-    server = StreamClosingServer(config, services.live)
+    server = StreamClosingServer(
+        config, services.live, shutdown_timeout=services.settings.shutdown_timeout.total_seconds()
+    )
     task = asyncio.create_task(server.serve())
     url = f"http://127.0.0.1:{port}"
     async with asyncio.timeout(START_STOP_SECONDS), httpx.AsyncClient() as http:

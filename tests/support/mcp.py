@@ -108,7 +108,9 @@ async def served_recorded(services: Services) -> AsyncIterator[Served]:
     port = free_port()
     recorder = SendRecorder(create_app(services, services.settings))
     config = uvicorn.Config(recorder, host="127.0.0.1", port=port, log_config=None)
-    server = StreamClosingServer(config, services.live)
+    server = StreamClosingServer(
+        config, services.live, shutdown_timeout=services.settings.shutdown_timeout.total_seconds()
+    )
     task = asyncio.create_task(server.serve())
     url = f"http://127.0.0.1:{port}"
     await _until_up(f"{url}/healthz")

@@ -139,7 +139,9 @@ async def test_the_server_is_built_with_the_configured_shutdown_timeout(
         settings=settings,
         live=services.live,
     )
-    assert server.config.timeout_graceful_shutdown == SHUTDOWN_TIMEOUT_SECONDS
+    assert server.shutdown_timeout == SHUTDOWN_TIMEOUT_SECONDS
+    # uvicorn's own bound would cancel the answers of open connections (see below).
+    assert server.config.timeout_graceful_shutdown is None
 
 
 async def test_shutdown_ends_within_the_timeout_when_a_stream_client_stopped_reading(
@@ -183,3 +185,57 @@ async def test_shutdown_ends_within_the_timeout_when_a_stream_client_stopped_rea
         # Nothing is left: the stalled connection is closed and its stream has ended.
         await _until(lambda: not server.server_state.connections, BOUND_SECONDS)
         await _until(lambda: services.live.open_streams == 0, BOUND_SECONDS)
+
+
+async def _received_until_closed(client: socket.socket, bound: float) -> bytes:
+    """Everything the server sends until it closes the connection (bounded)."""
+    loop = asyncio.get_running_loop()
+    received = b""
+    async with asyncio.timeout(bound):
+        while chunk := await loop.sock_recv(client, CLIENT_RECEIVE_BUFFER):
+            received += chunk
+    return received
+
+
+async def test_an_answer_cut_by_the_shutdown_timeout_closes_its_connection_unanswered(
+    services: Services, world: DemoWorld, settings: Settings
+) -> None:
+    # uvicorn cancelled the answer and wrote its own text/plain 500, with no correlation
+    # id, to a client whose request was still running (found by a black-box audit).
+    port = free_port()
+    server = guarded_server(
+        create_app(services, settings),
+        host="127.0.0.1",
+        port=port,
+        settings=settings,
+        live=services.live,
+    )
+    loop = asyncio.get_running_loop()
+    thread_id = world.channels["allgemein"].main_thread_id
+    async with _serving(server) as task:
+        client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            client.setblocking(False)
+            await loop.sock_connect(client, ("127.0.0.1", port))
+            # The body never completes: the answer runs until the shutdown cuts it.
+            head = (
+                f"POST /v1/threads/{thread_id}/messages HTTP/1.1\r\n"
+                "Host: turnkeeper.example.com\r\n"
+                f"Authorization: Bearer {world.people['alex'].token}\r\n"
+                "Content-Type: application/json\r\n"
+                "Content-Length: 100\r\n"
+                "\r\n"
+                '{"client_msg_id"'
+            )
+            await loop.sock_sendall(client, head.encode())
+            await _until(lambda: bool(server.server_state.tasks), BOUND_SECONDS)
+            server.should_exit = True
+            received = await _received_until_closed(
+                client, SHUTDOWN_TIMEOUT_SECONDS + SLACK_SECONDS
+            )
+        finally:
+            client.close()
+        await asyncio.wait({task}, timeout=BOUND_SECONDS)
+        assert task.done()
+        assert task.exception() is None
+    assert received == b""

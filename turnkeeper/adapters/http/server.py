@@ -374,9 +374,9 @@ def guarded_server(
 
     It ends the process's event streams before it waits for open answers at shutdown
     (`StreamClosingServer`), so that clients reconnect with Last-Event-ID, and waits
-    for them at most ``http.shutdown_timeout`` (uvicorn's ``timeout_graceful_shutdown``,
-    whole seconds, a fraction rounded up): then the answers still running are cancelled
-    and their connections closed.
+    for them at most ``http.shutdown_timeout``: then the connections still open are
+    aborted and their answers cancelled (a client sees its connection closed, never an
+    answer the application did not write).
 
     Args:
         app: the ASGI application (a `CorrelatedApp` also counts the requests the
@@ -423,9 +423,10 @@ def guarded_server(
             # it would name the stack to every client for nothing.
             server_header=False,
             lifespan="on",
-            # uvicorn takes whole seconds; a fraction (only a program's own Settings can
-            # hold one) is rounded up so that the bound is never shorter than asked.
-            timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout.total_seconds()),
+            # No bound of uvicorn's: StreamClosingServer bounds the wait by
+            # http.shutdown_timeout itself, aborting connections before their answers
+            # are cancelled (uvicorn's own bound answered them with a text/plain 500).
+            timeout_graceful_shutdown=None,
             # An idle kept-alive connection is the guard's to close, after
             # http.header_timeout (uvicorn's own default closed it after 5 seconds).
             timeout_keep_alive=math.ceil(settings.header_timeout.total_seconds()),
@@ -433,5 +434,6 @@ def guarded_server(
             h11_max_incomplete_event_size=settings.max_header_bytes,
         ),
         live,
+        shutdown_timeout=settings.shutdown_timeout.total_seconds(),
         sock=sock,
     )

@@ -10,15 +10,18 @@ each stream's answer ends cleanly, and its client reconnects elsewhere with
 
 A stream whose client stopped reading cannot end that way: its last write waits in
 uvicorn's flow control until the client's receive window opens, which may be never.
-uvicorn's wait is therefore bounded (``timeout_graceful_shutdown``, set from
-``http.shutdown_timeout`` by `turnkeeper.adapters.http.server.guarded_server`): when it
-passes, uvicorn cancels the answers still running, and `StreamClosingServer` aborts the
-connections still open, whose unsent bytes would otherwise keep them until the client
-reads or the process ends.
+The wait is therefore bounded by ``http.shutdown_timeout`` (given by
+`turnkeeper.adapters.http.server.guarded_server`): when it passes, `StreamClosingServer`
+aborts the connections still open, whose unsent bytes would otherwise keep them until the
+client reads or the process ends, and then cancels the answers still running. Aborted
+first, a cancelled answer writes nothing: uvicorn's own bound
+(``timeout_graceful_shutdown``, unused here) cancelled the answers on open connections,
+and uvicorn answered each that had not started with a text/plain 500 of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
@@ -60,18 +63,26 @@ class StreamClosingServer(StoppingServer):
     """A uvicorn server that ends the process's streams before it waits for answers.
 
     Args:
-        config: the uvicorn configuration.
+        config: the uvicorn configuration (its ``timeout_graceful_shutdown`` unset).
         live: the live delivery service of the served application.
+        shutdown_timeout: ``http.shutdown_timeout`` in seconds, the bound of the wait
+            for open answers at shutdown.
         sock: a listening socket shared with other worker processes (None: uvicorn binds
             ``config.host`` and ``config.port`` itself).
     """
 
     def __init__(
-        self, config: uvicorn.Config, live: LiveDelivery, *, sock: socket.socket | None = None
+        self,
+        config: uvicorn.Config,
+        live: LiveDelivery,
+        *,
+        shutdown_timeout: float,
+        sock: socket.socket | None = None,
     ) -> None:
         super().__init__(config)
         self._live = live
         self._sock = sock
+        self.shutdown_timeout = shutdown_timeout
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve until a signal or ``should_exit``, on the shared socket if there is one.
@@ -84,18 +95,30 @@ class StreamClosingServer(StoppingServer):
         await super().serve(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """End every stream, shut down as uvicorn does, then abort what is still open.
+        """End every stream, shut down as uvicorn does, within ``shutdown_timeout``.
 
-        uvicorn returns with connections still open only when its graceful timeout
-        passed (or on a forced exit): their answers are cancelled by then, and what they
-        left unsent goes nowhere, so they are aborted (logged as
-        ``http_connections_aborted``) instead of waiting for their clients to read.
+        When the bound passes with answers still running, their connections are aborted
+        (logged as ``http_connections_aborted``) and then the answers cancelled: a client
+        sees its connection closed, never an answer the application did not write. After
+        a forced exit (a second SIGINT) the connections still open are aborted too.
 
         Args:
             sockets: the listening sockets (uvicorn's argument).
         """
         self._live.close()
-        await super().shutdown(sockets)
+        stopping = asyncio.ensure_future(super().shutdown(sockets))
+        done, _ = await asyncio.wait({stopping}, timeout=self.shutdown_timeout)
+        if not done:
+            self._abort_open_connections()
+            # The aborts' connection_lost callbacks run first, marking each answer's
+            # client gone, so that a cancelled answer writes nothing.
+            await asyncio.sleep(0)
+            for task in list(self.server_state.tasks):
+                task.cancel()
+        await stopping
+        self._abort_open_connections()
+
+    def _abort_open_connections(self) -> None:
         left = list(self.server_state.connections)
         if left:
             _log.warning("http_connections_aborted", connections=len(left))
