@@ -67,6 +67,17 @@ def settings(parser: str) -> Settings:
     )
 
 
+def _guarded(services: Services, settings: Settings, port: int) -> StreamClosingServer:
+    """The server of ``turnkeeper serve`` over `services` on a loopback `port`."""
+    return guarded_server(
+        create_app(services, settings),
+        host="127.0.0.1",
+        port=port,
+        settings=settings,
+        live=services.live,
+    )
+
+
 async def _until(condition: Callable[[], bool], bound: float) -> None:
     """Return once `condition` holds; TimeoutError after `bound` seconds.
 
@@ -132,13 +143,7 @@ async def _stalled_stream(port: int, token: str) -> AsyncIterator[socket.socket]
 async def test_the_server_is_built_with_the_configured_shutdown_timeout(
     services: Services, settings: Settings
 ) -> None:
-    server = guarded_server(
-        create_app(services, settings),
-        host="127.0.0.1",
-        port=free_port(),
-        settings=settings,
-        live=services.live,
-    )
+    server = _guarded(services, settings, free_port())
     assert server.shutdown_timeout == SHUTDOWN_TIMEOUT_SECONDS
     # uvicorn's own bound would cancel the answers of open connections (see below).
     assert server.config.timeout_graceful_shutdown is None
@@ -148,13 +153,7 @@ async def test_shutdown_ends_within_the_timeout_when_a_stream_client_stopped_rea
     services: Services, world: DemoWorld, settings: Settings
 ) -> None:
     port = free_port()
-    server = guarded_server(
-        create_app(services, settings),
-        host="127.0.0.1",
-        port=port,
-        settings=settings,
-        live=services.live,
-    )
+    server = _guarded(services, settings, port)
     opened = asyncio.Event()
     services.live.stream_count_hooks.append(lambda count: opened.set() if count else None)
     alex = world.principal("alex")
@@ -203,13 +202,7 @@ async def test_an_answer_cut_by_the_shutdown_timeout_closes_its_connection_unans
     # uvicorn cancelled the answer and wrote its own text/plain 500, with no correlation
     # id, to a client whose request was still running (found by a black-box audit).
     port = free_port()
-    server = guarded_server(
-        create_app(services, settings),
-        host="127.0.0.1",
-        port=port,
-        settings=settings,
-        live=services.live,
-    )
+    server = _guarded(services, settings, port)
     loop = asyncio.get_running_loop()
     thread_id = world.channels["allgemein"].main_thread_id
     async with _serving(server) as task:
