@@ -33,11 +33,14 @@ SELECT state, latest_seq, has_restricted FROM threads WHERE id = sqlc.arg(id) FO
 
 -- Closing records the frontier it closed at (under the row lock the UPDATE takes), so
 -- `turnkeeper check` can prove that no message followed a done state without a reopen.
--- name: SetThreadState :execrows
+-- The thread as the change left it: a post committed while the UPDATE waited for the
+-- row moved its frontier, which the close's answer must show.
+-- name: SetThreadState :one
 UPDATE threads
 SET state = sqlc.arg(state),
     closed_at_seq = CASE WHEN sqlc.arg(state) = 'done' THEN latest_seq ELSE closed_at_seq END
-WHERE id = sqlc.arg(id);
+WHERE id = sqlc.arg(id)
+RETURNING *;
 
 -- Reopens a done thread. The UPDATE takes the row lock, so of two concurrent posts into
 -- a done thread only the first changes a row (the second re-reads state = 'open' after

@@ -127,6 +127,28 @@ async def test_a_close_waits_for_a_post_holding_the_thread_lock(
     assert await check_database(pg_conninfo) == []
 
 
+async def test_a_close_answers_the_frontier_of_a_post_it_waited_for(
+    services: Services, world: DemoWorld, pg_uow_factory: UnitOfWorkFactory, pg_conninfo: str
+) -> None:
+    # Found by a black-box audit: the close answered the thread it read before it waited,
+    # so its latest_seq was behind the frontier it closed at.
+    thread_id = main_thread(world, "eskalation")
+    robin = world.principal("robin")
+    for _ in range(ROUNDS):
+        await services.conversation.create_message(
+            robin, thread_id, draft(f"open-{uuid.uuid4()}", "opens the thread again")
+        )
+        async with pg_uow_factory() as posting:
+            assert await posting.threads.lock_state(thread_id) is ThreadState.OPEN
+            posted_seq = await posting.threads.allocate_seq(thread_id)
+            close = asyncio.create_task(services.conversation.close_thread(robin, thread_id))
+            await wait_until_blocked(pg_conninfo, backend_pid(posting))
+            await posting.commit()
+        closed = await close
+        assert (closed.state, closed.latest_seq) == (ThreadState.DONE, posted_seq)
+        assert closed == await services.conversation.get_thread(robin, thread_id)
+
+
 async def test_a_free_race_of_closes_and_posts_keeps_every_invariant(
     services: Services, world: DemoWorld, pg_conninfo: str
 ) -> None:

@@ -305,8 +305,8 @@ class _TrackedThreads:
     async def lock_state(self, thread_id: uuid.UUID) -> ThreadState:
         return await self._inner.lock_state(thread_id)
 
-    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
-        await self._inner.set_state(thread_id, state)
+    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> Thread:
+        return await self._inner.set_state(thread_id, state)
 
     async def reopen(self, thread_id: uuid.UUID) -> bool:
         return await self._inner.reopen(thread_id)

@@ -195,9 +195,11 @@ class MemoryThreadRepository:
         # Units of the memory store run one at a time: the unit holds every lock.
         return self._t.threads[thread_id].state
 
-    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
-        """Open or close a thread."""
-        self._t.threads[thread_id] = attrs.evolve(self._t.threads[thread_id], state=state)
+    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> Thread:
+        """Open or close a thread; the thread as changed."""
+        changed = attrs.evolve(self._t.threads[thread_id], state=state)
+        self._t.threads[thread_id] = changed
+        return changed
 
     async def reopen(self, thread_id: uuid.UUID) -> bool:
         """Open a done thread; True when it was done."""

@@ -1581,7 +1581,8 @@ _LOCK_THREAD_STATE = (
 _SET_THREAD_STATE = """UPDATE threads
 SET state = %(p1)s,
     closed_at_seq = CASE WHEN %(p1)s = 'done' THEN latest_seq ELSE closed_at_seq END
-WHERE id = %(p2)s"""
+WHERE id = %(p2)s
+RETURNING id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at, closed_at_seq"""
 
 _REOPEN_THREAD = """UPDATE threads SET state = 'open' WHERE id = %(p1)s AND state = 'done'"""
 
@@ -5111,11 +5112,15 @@ async def lock_thread_state(
         return await cur.fetchone()
 
 
-async def set_thread_state(conn: psycopg.AsyncConnection[Any], *, state: str, id: uuid.UUID) -> int:
-    """Run SetThreadState (:execrows, sql/queries/threads.sql).
+async def set_thread_state(
+    conn: psycopg.AsyncConnection[Any], *, state: str, id: uuid.UUID
+) -> ThreadRow | None:
+    """Run SetThreadState (:one, sql/queries/threads.sql).
 
     Closing records the frontier it closed at (under the row lock the UPDATE takes), so
     `turnkeeper check` can prove that no message followed a done state without a reopen.
+    The thread as the change left it: a post committed while the UPDATE waited for the
+    row moved its frontier, which the close's answer must show.
 
     SQL::
 
@@ -5123,6 +5128,7 @@ async def set_thread_state(conn: psycopg.AsyncConnection[Any], *, state: str, id
         SET state = $1,
             closed_at_seq = CASE WHEN $1 = 'done' THEN latest_seq ELSE closed_at_seq END
         WHERE id = $2
+        RETURNING id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq, has_restricted, created_by, created_at, closed_at_seq
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -5130,12 +5136,11 @@ async def set_thread_state(conn: psycopg.AsyncConnection[Any], *, state: str, id
         id: ``$2`` (``uuid``).
 
     Returns:
-        The number of rows the statement affected.
+        The row, or None when no row matched.
     """
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=args_row(ThreadRow)) as cur:
         await cur.execute(_SET_THREAD_STATE, {"p1": state, "p2": id})
-        await settled(cur)
-        return cur.rowcount
+        return await cur.fetchone()
 
 
 async def reopen_thread(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> int:

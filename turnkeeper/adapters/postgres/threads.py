@@ -171,21 +171,26 @@ class PostgresThreadRepository(PostgresRepository):
         self._locked.remember(thread_id, row.latest_seq, row.has_restricted)
         return state
 
-    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
+    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> Thread:
         """Open or close a thread (a close records the frontier it closed at).
 
         Args:
             thread_id: the thread.
             state: the new state.
 
+        Returns:
+            The thread as the UPDATE left it (``RETURNING``, no round trip of its own).
+
         Raises:
             MissingRow: for an unknown thread.
         """
         await self._locked.write()
-        if await q.set_thread_state(self._conn, id=thread_id, state=state.value) != 1:
+        row = await q.set_thread_state(self._conn, id=thread_id, state=state.value)
+        if row is None:
             raise MissingRow(f"thread {thread_id}")
         # The UPDATE holds the row lock now: the unit knows the state until it ends.
         self._locked.remember_state(thread_id, state)
+        return _thread(row)
 
     async def reopen(self, thread_id: uuid.UUID) -> bool:
         """Open a done thread, taking its row lock.

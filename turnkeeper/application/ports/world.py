@@ -230,8 +230,13 @@ class ThreadRepository(Protocol):
         """
         ...
 
-    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> None:
-        """Open or close a thread (closing takes the row lock, as appends do)."""
+    async def set_state(self, thread_id: uuid.UUID, state: ThreadState) -> Thread:
+        """Open or close a thread (closing takes the row lock, as appends do).
+
+        Returns:
+            The thread as the change left it (a post committed while it waited for the
+            row moved the frontier).
+        """
         ...
 
     async def reopen(self, thread_id: uuid.UUID) -> bool:

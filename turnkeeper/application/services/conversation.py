@@ -365,8 +365,10 @@ class ConversationService:
 
         async def work(uow: UnitOfWork) -> Thread:
             target = await authorized_thread(uow, actor, Action.THREAD_CLOSE, thread_id)
-            await uow.threads.set_state(thread_id, ThreadState.DONE)
-            return attrs.evolve(thread_of(target), state=ThreadState.DONE)
+            thread_of(target)  # a channel is no thread (404)
+            # The thread as the close left it: a post committed while the close waited
+            # for the row moved the frontier the target was read at.
+            return await uow.threads.set_state(thread_id, ThreadState.DONE)
 
         return await self._tx.run(work)
 
