@@ -76,6 +76,8 @@ class FakeTurnkeeper:
     start_answers: list[httpx.Response | Exception] = attrs.Factory(list)
     #: Starts that commit and then lose their answer, taken one per call.
     lost_start_answers: list[Exception] = attrs.Factory(list)
+    #: Starts that another session wins first (the run is running, this one answers 409).
+    starts_won_elsewhere: int = 0
     #: Answers of POST /v1/agent/events/ack, taken one per call; an ack then succeeds.
     ack_answers: list[httpx.Response | Exception] = attrs.Factory(list)
     #: Answers of POST /v1/runs/{id}/resume, taken one per call; a resume then succeeds.
@@ -222,6 +224,9 @@ class FakeTurnkeeper:
             if isinstance(answer, Exception):
                 raise answer
             return answer
+        if self.starts_won_elsewhere:
+            self.starts_won_elsewhere -= 1
+            self.add_run("running")
         if RUN in self.runs and self.runs[RUN]["state"] != "queued":
             return problem(409, "invalid_state_transition")
         self.add_run("running")
@@ -427,6 +432,23 @@ async def test_a_start_whose_answer_is_lost_is_handed_over_at_the_next_wait(
     assert session.runs == {THREAD: RUN}
     assert server.acked == [1]
     assert await wait(handlers, session) == await wait(handlers, session)  # nothing more
+
+
+async def test_an_invocation_another_session_started_is_acknowledged_and_skipped(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    # Found by a black-box audit: two sessions (or two parallel waits of one) both got the
+    # invocation, and the one whose start lost took the running run over too, so one
+    # question got two answers in one run.
+    server.add_event("agent.invocation")
+    server.starts_won_elsewhere = 1
+    session = server.session()
+
+    answer = await wait(handlers, session)
+
+    assert (answer.is_error, answer.outcome) == (False, "idle")
+    assert server.acked == [1]
+    assert session.runs == {}
 
 
 @pytest.mark.parametrize(

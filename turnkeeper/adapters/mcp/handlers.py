@@ -341,14 +341,17 @@ class ToolHandlers:
         if event.run_id is None:
             return None
         if event.type == INVOCATION and event.invocation_token is not None:
-            return await self._invocation(session, event.run_id, event.invocation_token)
+            kept = event is session.unsettled_invocation
+            return await self._invocation(session, event.run_id, event.invocation_token, kept)
         if event.type == FOLLOWUP:
             return await self._followup(session, event)
         if event.type == CANCEL_REQUESTED:
             return await self._cancel(session, event.run_id)
         return None
 
-    async def _invocation(self, session: McpSession, run_id: str, token: str) -> ToolAnswer | None:
+    async def _invocation(
+        self, session: McpSession, run_id: str, token: str, kept: bool
+    ) -> ToolAnswer | None:
         client = session.client
         try:
             run = await client.start(run_id, token)
@@ -360,7 +363,12 @@ class ToolHandlers:
                 # A superseded or expired delivery: a newer one is on its way, if any.
                 _log().info("mcp_invocation_skipped", run_id=run_id, code=problem.code)
                 return None
-            # Not queued any more: started before this delivery was acknowledged.
+            if not kept:
+                # Another session (or a parallel wait of this one) started the run with
+                # its own delivery: the run is that one's work, not this one's.
+                _log().info("mcp_invocation_skipped", run_id=run_id, code=problem.code)
+                return None
+            # This session's own start, its answer lost: the run is running for it.
             run = await client.get_run(run_id)
             if run.state not in (RunState.RUNNING, RunState.WAITING_INPUT):
                 return None
