@@ -225,10 +225,12 @@ class BearerPostFastPath:
         scope["path_params"] = {} if served.parameter is None else {served.parameter: str(found)}
         bearer = BearerToken.of(token)
         mark_unresolved(scope, bearer)
-        mark_reached(scope)
         try:
             answer = await served.route.call(bearer, found, data)
         except Exception as exc:
+            # The use case was called (and recorded what it refused): only a refusal
+            # needs the mark, so an answered request does not pay for it.
+            mark_reached(scope)
             await self._refuse(scope, receive, send, served, exc)
             return
         content = encode_json(answer.content, served.serializer)
