@@ -3,11 +3,14 @@
 Whatever the text and the budget: no chunk is blank (the server refuses blank content,
 so a blank chunk could never be sent), every chunk fits the budget, the same input
 gives the same chunks (a retry must find its stored chunks under the same indexes), and
-the visible characters all come back in order. Where no whitespace has to be left out,
-joining the chunks gives the text back.
+the visible characters all come back in order. Where some split into non-blank chunks
+within the budget exists (found by a brute-force search here), joining the chunks gives
+the text back.
 """
 
 from __future__ import annotations
+
+from functools import cache
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -79,3 +82,44 @@ def test_chunks_join_to_the_content_when_no_whitespace_must_be_left_out(
 ) -> None:
     content, size = case
     assert "".join(split_content(content, size)) == content
+
+
+def some_split_joins(content: str, size: int) -> bool:
+    """Whether any split into non-blank chunks within the budget joins back to the content.
+
+    A search over every cut, independent of the split under test.
+    """
+
+    @cache
+    def rest_splits(start: int) -> bool:
+        if start == len(content):
+            return True
+        return any(
+            content[start:end].strip()
+            and utf8_size(content[start:end]) <= size
+            and rest_splits(end)
+            for end in range(start + 1, len(content) + 1)
+        )
+
+    return rest_splits(0)
+
+
+small_texts = st.text(alphabet=st.sampled_from("ab" + WHITESPACE + "ä😀"), max_size=24)
+
+
+@given(small_texts, st.integers(min_value=MAX_UTF8_CHAR_BYTES, max_value=10))
+def test_chunks_join_to_the_content_whenever_some_split_can(content: str, size: int) -> None:
+    chunks = split_content(content, size)
+    if some_split_joins(content, size):
+        assert "".join(chunks) == content
+    else:
+        assert "".join(chunks) != content
+
+
+@given(
+    st.text(alphabet=st.sampled_from("ab \n"), max_size=24), st.integers(min_value=1, max_value=3)
+)
+def test_a_budget_below_four_bytes_splits_ascii(content: str, size: int) -> None:
+    chunks = split_content(content, size)
+    assert all(chunk.strip() and utf8_size(chunk) <= size for chunk in chunks)
+    assert visible("".join(chunks)) == visible(content)

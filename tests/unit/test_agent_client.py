@@ -559,6 +559,72 @@ async def test_a_send_answer_that_breaks_the_contract_is_answer_invalid(
             await agent.send(THREAD, "Hi", "reply-1")
 
 
+SENT = {
+    "state": "sent",
+    "target_key": KEY,
+    "client_message_id": "reply-1",
+    "message_id": "msg-2",
+    "seen_up_to_seq": 1,
+    "accepted_seq": 2,
+    "latest_seq": 2,
+}
+HELD = {
+    "state": "held",
+    "target_key": KEY,
+    "client_message_id": "reply-1",
+    "seen_up_to_seq": 1,
+    "latest_seq": 3,
+    "needs_refresh_until_seq": 3,
+}
+FORGED_ANSWERS = [
+    ("a negative seq", {**SENT, "accepted_seq": -5}),
+    ("a null member", {**SENT, "needs_refresh_until_seq": None}),
+    ("another target key", {**SENT, "target_key": "thr:0190a000-0000-7000-8000-0000000000f2"}),
+    ("another client message id", {**SENT, "client_message_id": "reply-9"}),
+    ("another claimed frontier", {**SENT, "seen_up_to_seq": 0}),
+    ("sent at the claimed frontier", {**SENT, "accepted_seq": 1}),
+    ("accepted past the latest", {**SENT, "accepted_seq": 3}),
+    ("held below the claimed frontier", {**HELD, "latest_seq": 0}),
+    ("held at the claimed frontier", {**HELD, "latest_seq": 1}),
+]
+
+
+@pytest.mark.parametrize(
+    "answer", [case[1] for case in FORGED_ANSWERS], ids=[case[0] for case in FORGED_ANSWERS]
+)
+async def test_a_send_answer_contradicting_its_request_changes_no_frontier(
+    server: FakeServer, answer: dict[str, Any]
+) -> None:
+    def forged(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/agent/send":
+            return httpx.Response(200, json=answer)
+        return server.handle(request)
+
+    server.post(THREAD, SAM, "Can you check the invoice?")
+    async with AgentRuntimeClient(BASE_URL, TOKEN, transport=httpx.MockTransport(forged)) as agent:
+        await agent.read_history(THREAD)
+        before = seqs(agent)
+        with pytest.raises(AnswerInvalid):
+            await agent.send(THREAD, "Checked, Sam: it is paid.", "reply-1")
+        assert seqs(agent) == before
+
+
+@pytest.mark.parametrize("answer", [SENT, HELD], ids=["sent", "held"])
+async def test_the_unforged_answers_are_accepted(
+    server: FakeServer, answer: dict[str, Any]
+) -> None:
+    def fixed(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/agent/send":
+            return httpx.Response(200, json=answer)
+        return server.handle(request)
+
+    server.post(THREAD, SAM, "Can you check the invoice?")
+    async with AgentRuntimeClient(BASE_URL, TOKEN, transport=httpx.MockTransport(fixed)) as agent:
+        await agent.read_history(THREAD)
+        result = await agent.send(THREAD, "Checked, Sam: it is paid.", "reply-1")
+    assert result.state.value == answer["state"]
+
+
 # -- events and heartbeat -----------------------------------------------------------------
 
 

@@ -273,9 +273,13 @@ def test_split_content(content: str, size: int, chunks: tuple[str, ...]) -> None
     assert split_content(content, size) == chunks
 
 
-def test_split_content_needs_room_for_one_character() -> None:
-    with pytest.raises(ValueError, match="at least 4"):
-        split_content("Alex", 3)
+def test_split_content_needs_room_for_each_visible_character() -> None:
+    assert split_content("Alex", 1) == ("A", "l", "e", "x")
+    assert split_content("Sam ä", 2) == ("Sa", "m ", "ä")
+    with pytest.raises(ValueError, match="cannot hold a character of 4 bytes"):
+        split_content("Robin 😀", 3)
+    with pytest.raises(ValueError, match="holds no character"):
+        split_content("Alex", 0)
 
 
 def accepted(index: int, seq: int, *, replayed: bool = False) -> AcceptedChunk:

@@ -709,8 +709,7 @@ async def test_a_held_send_absorbs_nothing(server: FakeTurnkeeper, handlers: Too
     session = await _handed_over(server, handlers)
 
     async def held(request: httpx.Request) -> httpx.Response | None:
-        body = {"state": "held", "target_key": KEY, "latest_seq": 9}
-        return httpx.Response(200, json=body | {"client_message_id": "x"})
+        return httpx.Response(200, json={"state": "held", "target_key": KEY, "latest_seq": 9})
 
     server.send_hook = held
     answer = await send(handlers, session, "Invoice 7 is paid.")

@@ -10,7 +10,9 @@ Pure rules: values in, values out.
 
 from __future__ import annotations
 
+import bisect
 import enum
+import itertools
 
 import attrs
 
@@ -77,38 +79,120 @@ def chunk_client_message_id(logical_id: str, index: int) -> str:
     return f"{logical_id}{CHUNK_ID_SEPARATOR}{index}"
 
 
-def _fitting_end(content: str, start: int, max_chunk_bytes: int) -> int:
-    """The largest end such that ``content[start:end]`` fits into the byte budget."""
-    budget = max_chunk_bytes
-    end = start
-    while end < len(content):
-        size = len(content[end].encode("utf-8", "surrogatepass"))
-        if size > budget:
-            break
-        budget -= size
-        end += 1
-    return end
+def _char_bytes(character: str) -> int:
+    """The UTF-8 size of one character (a lone surrogate counts 3, as surrogatepass)."""
+    code = ord(character)
+    if code < 0x80:
+        return 1
+    if code < 0x800:
+        return 2
+    return 3 if code < 0x10000 else 4
 
 
-def _next_visible(content: str, start: int) -> int:
-    """The index of the first character from ``start`` on that is not whitespace."""
-    index = start
-    while index < len(content) and content[index].isspace():
-        index += 1
-    return index
+@attrs.frozen
+class _Layout:
+    """What a split needs to know of every position of the content.
+
+    Attributes:
+        offsets: ``offsets[i]`` is the UTF-8 size of ``content[:i]``.
+        next_visible: ``next_visible[i]`` is the first index from ``i`` on that is not
+            whitespace (the content's length when there is none).
+        budget: the byte budget of one chunk.
+    """
+
+    offsets: list[int]
+    next_visible: list[int]
+    budget: int
+
+    @classmethod
+    def of(cls, content: str, budget: int) -> _Layout:
+        """Measure the content for a budget."""
+        offsets = list(itertools.accumulate(map(_char_bytes, content), initial=0))
+        next_visible = [len(content)] * (len(content) + 1)
+        for index in range(len(content) - 1, -1, -1):
+            next_visible[index] = next_visible[index + 1] if content[index].isspace() else index
+        return cls(offsets, next_visible, budget)
+
+    def fitting_end(self, start: int) -> int:
+        """The largest end such that ``content[start:end]`` fits into the budget."""
+        return bisect.bisect_right(self.offsets, self.offsets[start] + self.budget) - 1
+
+    def ends(self, start: int) -> range:
+        """The ends of the non-blank chunks that start at ``start`` and fit the budget."""
+        return range(self.next_visible[start] + 1, self.fitting_end(start) + 1)
+
+
+def _joinable_from(layout: _Layout) -> list[bool]:
+    """Which positions start a rest of the content that splits without a loss.
+
+    ``joinable[i]`` is True when ``content[i:]`` splits into non-blank chunks within the
+    budget that join back to it; computed from the end, in linear time apart from one
+    bisection per position.
+    """
+    size = len(layout.offsets) - 1
+    joinable = [False] * (size + 1)
+    joinable[size] = True
+    # counts[i]: how many positions from i on are joinable, to test a range at once.
+    counts = [0] * (size + 2)
+    counts[size] = 1
+    for start in range(size - 1, -1, -1):
+        ends = layout.ends(start)
+        joinable[start] = bool(ends) and counts[ends.start] > counts[ends.stop]
+        counts[start] = counts[start + 1] + joinable[start]
+    return joinable
+
+
+def _split_joinably(content: str, layout: _Layout, joinable: list[bool]) -> tuple[str, ...]:
+    """Split content that has a lossless split.
+
+    Each chunk ends after whitespace where it can (words stay whole), else as late as the
+    budget and the rest of the content allow.
+    """
+    chunks: list[str] = []
+    start = 0
+    while start < len(content):
+        ends = [end for end in reversed(layout.ends(start)) if joinable[end]]
+        end = next((e for e in ends if e == len(content) or content[e - 1].isspace()), ends[0])
+        chunks.append(content[start:end])
+        start = end
+    return tuple(chunks)
+
+
+def _split_leaving_whitespace_out(content: str, layout: _Layout) -> tuple[str, ...]:
+    """Split content that has no lossless split.
+
+    Whitespace that cannot share a chunk with a visible character is left out.
+    """
+    chunks: list[str] = []
+    start = 0
+    while start < len(content):
+        end = layout.fitting_end(start)
+        window = content[start:end]
+        if not window.strip():
+            # Only whitespace fits: skip to the next visible character (or the end).
+            start = layout.next_visible[end]
+            continue
+        if end < len(content):
+            # Break after the last whitespace that still leaves a non-blank chunk.
+            cut = max(window.rfind(" "), window.rfind("\n"), window.rfind("\t"))
+            if cut > 0 and window[:cut].strip():
+                end = start + cut + 1
+        chunks.append(content[start:end])
+        start = end
+    return tuple(chunks)
 
 
 def split_content(content: str, max_chunk_bytes: int) -> tuple[str, ...]:
     """Split content into chunks of at most ``max_chunk_bytes`` UTF-8 bytes each.
 
-    A chunk ends after the last whitespace that fits, so that words stay whole where the
-    budget allows; a word longer than the budget is cut. No chunk is blank: the server
-    refuses blank content, so a blank chunk could never be sent and its logical send
-    never completed. Whitespace that cannot share a chunk with a visible character (a
-    run that fills the budget on its own, or trailing whitespace after a full chunk) is
-    left out, as the boundary between two messages stands in for it; the visible
-    characters are all kept, in order. Joining the chunks gives the content back
-    whenever nothing had to be left out.
+    No chunk is blank: the server refuses blank content, so a blank chunk could never be
+    sent and its logical send never completed. The chunks join back to the content
+    whenever some split into non-blank chunks within the budget can; each then ends
+    after whitespace where it can, so that words stay whole where the budget allows.
+    Only when no split can (a run of whitespace too long to share chunks with the
+    visible characters around it) is whitespace that cannot share a chunk with a visible
+    character left out, as the boundary between two messages stands in for it; the
+    visible characters are all kept, in order.
 
     The split is a pure function of its arguments: a retry of a logical send gets the
     same chunks under the same indexes, so the server can replay the stored ones.
@@ -122,33 +206,31 @@ def split_content(content: str, max_chunk_bytes: int) -> tuple[str, ...]:
         The chunks in order; empty for empty or whitespace-only content.
 
     Raises:
-        ValueError: when the budget cannot hold one character (below 4 bytes).
+        ValueError: when the budget cannot hold one of the content's visible characters
+            (a budget of 4 bytes holds any).
 
     Example:
         >>> split_content("Hello Alex and Sam", 8)
         ('Hello ', 'Alex ', 'and Sam')
+        >>> split_content("Sam" + " " * 3 + "Alex", 4)
+        ('Sam ', '  Al', 'ex')
         >>> split_content("Hi" + " " * 9 + "Sam", 4)
         ('Hi  ', 'Sam')
     """
-    if max_chunk_bytes < MAX_UTF8_CHAR_BYTES:
-        raise ValueError(f"max_chunk_bytes must be at least {MAX_UTF8_CHAR_BYTES}")
-    chunks: list[str] = []
-    start = 0
-    while start < len(content):
-        end = _fitting_end(content, start, max_chunk_bytes)
-        window = content[start:end]
-        if not window.strip():
-            # Only whitespace fits: skip to the next visible character (or the end).
-            start = _next_visible(content, end)
-            continue
-        if end < len(content):
-            # Break after the last whitespace that still leaves a non-blank chunk.
-            cut = max(window.rfind(" "), window.rfind("\n"), window.rfind("\t"))
-            if cut > 0 and window[:cut].strip():
-                end = start + cut + 1
-        chunks.append(content[start:end])
-        start = end
-    return tuple(chunks)
+    if max_chunk_bytes < 1:
+        raise ValueError(f"a chunk budget of {max_chunk_bytes} bytes holds no character")
+    widest = max((_char_bytes(ch) for ch in content if not ch.isspace()), default=0)
+    if widest > max_chunk_bytes:
+        raise ValueError(
+            f"a chunk budget of {max_chunk_bytes} bytes cannot hold a character of {widest} bytes"
+        )
+    layout = _Layout.of(content, max_chunk_bytes)
+    if layout.next_visible[0] == len(content):
+        return ()
+    joinable = _joinable_from(layout)
+    if joinable[0]:
+        return _split_joinably(content, layout, joinable)
+    return _split_leaving_whitespace_out(content, layout)
 
 
 def resume_seen(refreshed_observed_seq: int, last_accepted_seq: int) -> int:

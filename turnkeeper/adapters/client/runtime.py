@@ -420,7 +420,8 @@ class AgentRuntimeClient(RunCalls, EventStreamCalls):
             `LogicalSendResult.guidance` is the runtime's refresh instruction.
 
         Raises:
-            ValueError: for empty content or a chunk size below one character.
+            ValueError: for blank content or a chunk size too small for one of its
+                visible characters.
             ClientProblem: on an error answer (idempotency_conflict when a retry changed
                 the content of a stored chunk ...).
             ClientUnavailable: when the server cannot be reached; retry with the same

@@ -133,7 +133,12 @@ class SendGate:
                 seen_up_to_seq=local.seen_up_to_seq,
             )
             raise
-        answer = wire.send_answer(response)
+        answer = wire.send_answer(
+            response,
+            target_key=target_key,
+            client_message_id=client_message_id,
+            seen_up_to_seq=local.seen_up_to_seq,
+        )
         state = SendState(answer.state)
         self._targets.remember(thread_id, answer.target_key)
         self._freshness.record_answer(

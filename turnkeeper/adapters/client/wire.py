@@ -8,8 +8,9 @@ then turned into the frozen values of `turnkeeper.adapters.client.models`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
+import attrs
 import httpx
 import msgspec
 
@@ -115,8 +116,26 @@ class _MessagePage(_Wire):
     target_key: str | None = None
 
 
-class SendAnswer(_Wire):
-    """The answer of POST /v1/agent/send."""
+#: A seq: an integer of 0 or more (a negative one breaks the contract).
+_Seq = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _SendAnswer(_Wire):
+    """The wire form of the send answer: a member may be absent but never null."""
+
+    state: Literal["sent", "already_sent", "held"]
+    target_key: str
+    latest_seq: _Seq
+    client_message_id: str | msgspec.UnsetType = msgspec.UNSET
+    message_id: str | msgspec.UnsetType = msgspec.UNSET
+    seen_up_to_seq: _Seq | msgspec.UnsetType = msgspec.UNSET
+    accepted_seq: _Seq | msgspec.UnsetType = msgspec.UNSET
+    needs_refresh_until_seq: _Seq | msgspec.UnsetType = msgspec.UNSET
+
+
+@attrs.frozen(kw_only=True)
+class SendAnswer:
+    """The answer of POST /v1/agent/send, absent members as None."""
 
     state: Literal["sent", "already_sent", "held"]
     target_key: str
@@ -305,19 +324,72 @@ def posted_message(response: httpx.Response) -> PostedMessage:
     )
 
 
-def send_answer(response: httpx.Response) -> SendAnswer:
-    """Decode the answer of POST /v1/agent/send and check the members its state needs.
+def _present(value: T | msgspec.UnsetType) -> T | None:
+    return None if isinstance(value, msgspec.UnsetType) else value
+
+
+def _send_answer_faults(
+    answer: SendAnswer, *, target_key: str, client_message_id: str, seen_up_to_seq: int
+) -> list[str]:
+    """What in a decoded send answer contradicts the request it answers."""
+    faults: list[str] = []
+    if answer.target_key != target_key:
+        faults.append("names another target_key")
+    if answer.client_message_id not in (None, client_message_id):
+        faults.append("names another client_message_id")
+    if answer.seen_up_to_seq not in (None, seen_up_to_seq):
+        faults.append("names another seen_up_to_seq")
+    if answer.state == "held":
+        # Held means messages after the claimed frontier: the thread is past it.
+        if answer.latest_seq <= seen_up_to_seq:
+            faults.append("is held at a latest_seq not past the seen_up_to_seq it was sent")
+        return faults
+    if answer.message_id is None or answer.accepted_seq is None:
+        faults.append("lacks message_id or accepted_seq")
+    elif answer.accepted_seq > answer.latest_seq:
+        faults.append("has an accepted_seq past its latest_seq")
+    elif answer.state == "sent" and answer.accepted_seq <= seen_up_to_seq:
+        # A new message comes after every message its sender had seen.
+        faults.append("has an accepted_seq not past the seen_up_to_seq it was sent")
+    return faults
+
+
+def send_answer(
+    response: httpx.Response, *, target_key: str, client_message_id: str, seen_up_to_seq: int
+) -> SendAnswer:
+    """Decode the answer of POST /v1/agent/send and check it against its request.
 
     Args:
         response: the 200 answer.
+        target_key: the target key the request carried.
+        client_message_id: the request's idempotency key.
+        seen_up_to_seq: the frontier the request claimed.
 
     Returns:
         The answer.
 
     Raises:
-        AnswerInvalid: when sent or already_sent lacks message_id or accepted_seq.
+        AnswerInvalid: when the answer has a null, a negative seq or a missing member, or
+            contradicts the request (another target key or client message id, a sent
+            message not after the claimed frontier, a hold at a thread not past it).
     """
-    answer = decode(response, SendAnswer)
-    if answer.state != "held" and (answer.message_id is None or answer.accepted_seq is None):
-        raise AnswerInvalid(f"a {answer.state} answer lacks message_id or accepted_seq")
+    wire = decode(response, _SendAnswer)
+    answer = SendAnswer(
+        state=wire.state,
+        target_key=wire.target_key,
+        latest_seq=wire.latest_seq,
+        client_message_id=_present(wire.client_message_id),
+        message_id=_present(wire.message_id),
+        seen_up_to_seq=_present(wire.seen_up_to_seq),
+        accepted_seq=_present(wire.accepted_seq),
+        needs_refresh_until_seq=_present(wire.needs_refresh_until_seq),
+    )
+    faults = _send_answer_faults(
+        answer,
+        target_key=target_key,
+        client_message_id=client_message_id,
+        seen_up_to_seq=seen_up_to_seq,
+    )
+    if faults:
+        raise AnswerInvalid(f"a {answer.state} answer " + "; ".join(faults))
     return answer
