@@ -3,8 +3,9 @@
 A read-only unit runs its statements on the connection's link, as a write unit does,
 but sends no BEGIN: each statement runs in an implicit transaction of its own (no
 transaction is open between two of them), a failed statement leaves the connection fit
-for the next unit, and a read cut short (cancelled while it waits for a lock) closes
-the connection instead of giving it back in an unknown state.
+for the next unit, and a read cut short (cancelled while it waits, as when its reader's
+client leaves) collects its statements' answers before it ends, so that its connection
+goes back to the pool fit for the next unit instead of being closed and replaced.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
+import anyio
 import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
@@ -20,15 +23,20 @@ from psycopg_pool import AsyncConnectionPool
 from tests.support.locks import backend_pid, wait_until_blocked
 from turnkeeper.adapters.postgres.base import Conn
 from turnkeeper.adapters.postgres.observers import StatementDone, observe_statements
+from turnkeeper.adapters.postgres.pool import PoolPolicy
 from turnkeeper.adapters.postgres.uow import (
     PostgresUnitOfWork,
     PostgresUnitOfWorkFactory,
     create_pool,
 )
-from turnkeeper.application.errors import StoreUnavailable
 
 #: Rounds of the failure and cancellation scenarios on one connection.
 ROUNDS = 3
+#: Turns of the event loop a cancelled unit is watched for (each one delivers anyio's
+#: cancellation again).
+LOOP_TURNS = 20
+#: database.request_timeout of the pool whose blocked read runs into its deadline.
+SHORT_TIMEOUT_SECONDS = 1.0
 #: Text of the statement `uow.spaces.get` runs.
 SPACE_TEXT = "%FROM spaces%"
 
@@ -108,26 +116,95 @@ async def test_a_failed_read_leaves_the_connection_fit(
             await uow.commit()
 
 
-async def test_a_read_cancelled_while_it_waits_closes_its_connection(
-    one_pool: AsyncConnectionPool[Conn], pg_conninfo: str
-) -> None:
-    factory = PostgresUnitOfWorkFactory(one_pool)
+async def _blocked_read(
+    factory: PostgresUnitOfWorkFactory,
+    pg_conninfo: str,
+    holder: psycopg.AsyncConnection[Any],
+    *,
+    read_only: bool = True,
+) -> tuple[asyncio.Task[None], list[int]]:
+    """A unit reading behind the holder's table lock, its backend pid recorded."""
 
     async def read(pids: list[int]) -> None:
-        async with factory.read_only() as uow:
+        async with factory.read_only() if read_only else factory() as uow:
             pids.append(backend_pid(uow))
             await uow.spaces.get(uuid.uuid4())
 
+    pids: list[int] = []
+    reading = asyncio.create_task(read(pids))
+    await wait_until_blocked(pg_conninfo, holder.info.backend_pid)
+    return reading, pids
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read unit", "write unit"])
+async def test_a_unit_cancelled_while_it_waits_keeps_its_connection(
+    one_pool: AsyncConnectionPool[Conn], pg_conninfo: str, read_only: bool
+) -> None:
+    factory = PostgresUnitOfWorkFactory(one_pool)
     for _ in range(ROUNDS):
         async with await psycopg.AsyncConnection.connect(pg_conninfo) as holder:
             await holder.execute("LOCK TABLE spaces IN ACCESS EXCLUSIVE MODE")
-            pids: list[int] = []
-            reading = asyncio.create_task(read(pids))
-            await wait_until_blocked(pg_conninfo, holder.info.backend_pid)
+            reading, pids = await _blocked_read(factory, pg_conninfo, holder, read_only=read_only)
             reading.cancel()
-            with pytest.raises((asyncio.CancelledError, StoreUnavailable)):
+            await asyncio.sleep(0)  # one turn of the loop: the task takes its cancellation
+            assert not reading.done(), "the cancelled read collects its statement's answer"
+            await holder.rollback()
+            with pytest.raises(asyncio.CancelledError):
+                await reading
+        async with factory() as uow:
+            assert backend_pid(uow) == pids[0], "the pool kept the connection"
+            assert await uow.spaces.get(uuid.uuid4()) is None
+            await uow.commit()
+
+
+async def test_a_unit_in_a_cancelled_anyio_scope_keeps_its_connection(
+    one_pool: AsyncConnectionPool[Conn], pg_conninfo: str
+) -> None:
+    """Litestar streams answers in an anyio task group, whose cancellation is delivered
+    again at every wait of its tasks until they end."""
+    factory = PostgresUnitOfWorkFactory(one_pool)
+    scopes: list[anyio.CancelScope] = []
+    pids: list[int] = []
+
+    async def read_in_a_task_group() -> None:
+        async with anyio.create_task_group() as group:
+            scopes.append(group.cancel_scope)
+            async with factory.read_only() as uow:
+                pids.append(backend_pid(uow))
+                await uow.spaces.get(uuid.uuid4())
+
+    async with await psycopg.AsyncConnection.connect(pg_conninfo) as holder:
+        await holder.execute("LOCK TABLE spaces IN ACCESS EXCLUSIVE MODE")
+        reading = asyncio.create_task(read_in_a_task_group())
+        await wait_until_blocked(pg_conninfo, holder.info.backend_pid)
+        scopes[0].cancel()
+        for _ in range(LOOP_TURNS):
+            await asyncio.sleep(0)  # turns of the loop: anyio cancels again in each
+        assert not reading.done(), "the cancelled read collects its statement's answer"
+        await holder.rollback()
+        await reading  # the task group's own cancellation ends in the group
+    async with factory.read_only() as uow:
+        assert backend_pid(uow) == pids[0], "the pool kept the connection"
+
+
+async def test_a_cancelled_read_still_blocked_ends_at_its_deadline(
+    pg_conninfo: str,
+) -> None:
+    policy = PoolPolicy(request_timeout=SHORT_TIMEOUT_SECONDS, reconnect_max_wait=1, retry_after=1)
+    pool = await create_pool(pg_conninfo, min_size=1, max_size=1, policy=policy)
+    try:
+        factory = PostgresUnitOfWorkFactory(pool, policy=policy)
+        async with await psycopg.AsyncConnection.connect(pg_conninfo) as holder:
+            await holder.execute("LOCK TABLE spaces IN ACCESS EXCLUSIVE MODE")
+            reading, pids = await _blocked_read(factory, pg_conninfo, holder)
+            reading.cancel()
+            # The lock is never released while the read waits: the unit's deadline
+            # (database.request_timeout) severs the connection, which ends the wait.
+            with pytest.raises(asyncio.CancelledError):
                 await reading
             await holder.rollback()
         async with factory.read_only() as uow:
-            assert backend_pid(uow) != pids[0], "the pool replaced the connection"
+            assert backend_pid(uow) != pids[0], "the severed connection was replaced"
             assert await uow.spaces.get(uuid.uuid4()) is None
+    finally:
+        await pool.close()

@@ -238,10 +238,16 @@ class PipelineLink:
 
     Args:
         conn: an idle connection (autocommit: the unit sends its own BEGIN and COMMIT).
+        settle_on_cancel: when a wait for results is cancelled, collect the results
+            still due before the cancellation goes on, and keep the connection; only
+            for a connection whose use has a deadline that severs it (`connection_within`),
+            which then bounds that collection. Otherwise a cancelled wait closes the
+            connection.
     """
 
-    def __init__(self, conn: Conn) -> None:
+    def __init__(self, conn: Conn, *, settle_on_cancel: bool = False) -> None:
         self._conn = conn
+        self._settle_on_cancel = settle_on_cancel
         self._pg = conn.pgconn
         self.transformer = Transformer(conn)
         self._queue: deque[PipelineCursor | _Prepare | None] = deque()
@@ -344,12 +350,34 @@ class PipelineLink:
         """
         try:
             first = await self._sync()
+        except asyncio.CancelledError:
+            # The unit's caller went away (a reader whose client left, a stopping
+            # server) while the server answers: collect the answers, as a new
+            # connection would cost the pool far more, unless nothing bounds that wait.
+            if not (self._settle_on_cancel and await self._settled()):
+                await self._break()
+            raise
         except BaseException:
-            # Cancelled, timed out or disconnected mid-batch: the protocol state is unknown.
+            # Timed out or disconnected mid-batch: the protocol state is unknown.
             await self._break()
             raise
         if first is not None:
             raise first
+
+    async def _settled(self) -> bool:
+        """Collect the results of a batch whose wait was cancelled; False if that failed.
+
+        The collection runs in a task of its own and is waited for through further
+        cancellations: a cancel scope of anyio (Litestar's streamed answers run in one)
+        cancels its tasks again at every wait until they end, and the connection must
+        not go back to the pool with answers still due. The deadline of the unit's
+        connection (`connection_within`) bounds the wait: it severs the connection.
+        """
+        collecting = asyncio.ensure_future(self._collect())
+        while not collecting.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait((collecting,))
+        return not collecting.cancelled() and collecting.exception() is None
 
     async def leave(self) -> None:
         """Wait for what is queued and leave pipeline mode (a broken link is closed)."""
@@ -393,9 +421,17 @@ class PipelineLink:
             return
 
     async def _sync(self) -> psycopg.Error | None:
-        pg = self._pg
-        pg.pipeline_sync()
+        self._pg.pipeline_sync()
         self._queue.append(None)  # the Sync's own result
+        return await self._collect()
+
+    async def _collect(self) -> psycopg.Error | None:
+        """Send what is buffered and take results until the queue is empty.
+
+        It may be called again after a cancellation: it waits only at its two
+        ``socket_ready`` calls, where nothing is half taken.
+        """
+        pg = self._pg
         loop = asyncio.get_running_loop()
         while pg.flush():
             await socket_ready(loop.add_writer, loop.remove_writer, pg.socket)

@@ -247,7 +247,10 @@ class PostgresUnitOfWorkFactory:
                 async with connection_within(self._pool, self._policy.request_timeout) as conn:
                     if not conn.autocommit:
                         await conn.set_autocommit(True)
-                    link = PipelineLink(conn)
+                    # A unit cancelled mid-statement (its client left, the server
+                    # stops) collects the answers and keeps the connection; the
+                    # deadline of `connection_within` bounds that wait.
+                    link = PipelineLink(conn, settle_on_cancel=True)
                     link.enter()
                     if read_only:
                         async with _reading(link):
