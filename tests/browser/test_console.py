@@ -7,7 +7,9 @@ change within `LIVE_MS` without a reload. Screenshots go to build/console-screen
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -34,6 +36,8 @@ MARKER = "window.__consoleTestMarker"
 FOCUSED_THREAD = "document.activeElement && document.activeElement.dataset.threadId || null"
 #: Tab presses that must reach the first thread from the top of the page.
 TAB_BOUND = 12
+#: The path of one thread's read (GET /v1/threads/{id}), not of its messages.
+THREAD_READ = re.compile(r"^/v1/threads/([0-9a-f-]{36})$")
 
 
 def _record_requests(page: Page) -> list[Request]:
@@ -328,6 +332,87 @@ async def test_the_thread_list_grows_live_grouped_by_space_and_channel(
     assert heads == [f"Space {str(space)[-8:]}", f"Channel {str(channel)[-8:]}"]
     await expect(page.locator(f'[data-thread-id="{hidden}"]')).to_have_count(0)
     await expect(page.locator("#thread-tree .thread-link")).to_have_count(1)
+
+
+def _thread_reads(page: Page) -> list[str]:
+    """The thread ids the page reads with GET /v1/threads/{id}, in order."""
+    reads: list[str] = []
+
+    def record(request: Request) -> None:
+        found = THREAD_READ.match(urlsplit(request.url).path)
+        if request.method == "GET" and found:
+            reads.append(found.group(1))
+
+    page.on("request", record)
+    return reads
+
+
+async def test_main_threads_are_listed_by_their_titles_each_read_once(
+    served: ServedWorld, context: BrowserContext
+) -> None:
+    from playwright.async_api import expect
+
+    allgemein, kampagnen = served.main_thread("allgemein"), served.main_thread("kampagnen")
+    await served.post("alex", allgemein, "Hello Support.")
+    page = await context.new_page()
+    reads = _thread_reads(page)
+    await sign_in(page, served.url, served.token("sam"))
+    # A main thread has no thread.created: its title comes from reading the thread.
+    listed = page.locator(f'[data-thread-id="{allgemein}"]')
+    await expect(listed.locator(".thread-name")).to_have_text("Allgemein", timeout=LIVE_MS)
+    await expect(listed.locator(".badge")).to_have_text("open")
+    # A main thread that gets its first event while the page is open, too.
+    await served.post("sam", kampagnen, "Hello Marketing.")
+    live = page.locator(f'[data-thread-id="{kampagnen}"]')
+    await expect(live.locator(".thread-name")).to_have_text("Kampagnen", timeout=LIVE_MS)
+    # More events of the same threads read nothing again; a new thread brings its own.
+    await served.post("alex", allgemein, "Hello again.")
+    await served.post("sam", kampagnen, "Hello again, Marketing.")
+    created = await _new_thread(served, "sam", "kampagnen", "Summer launch")
+    await expect(page.locator(f'[data-thread-id="{created}"] .thread-name')).to_have_text(
+        "Summer launch", timeout=LIVE_MS
+    )
+    assert sorted(reads) == sorted([allgemein, kampagnen])
+
+
+async def test_a_thread_opened_by_id_is_listed_under_its_channels_known_space(
+    served: ServedWorld, context: BrowserContext
+) -> None:
+    from playwright.async_api import expect
+
+    page = await context.new_page()
+    await sign_in(page, served.url, served.token("sam"))
+    created = await _new_thread(served, "sam", "kampagnen", "Spring launch")
+    await expect(page.locator(f'[data-thread-id="{created}"]')).to_be_visible(timeout=LIVE_MS)
+    # Opened by id: a fresh main thread has no events, its channel's space is known.
+    main = served.main_thread("kampagnen")
+    await open_thread(page, main)
+    opened = page.locator(f'[data-thread-id="{main}"]')
+    await expect(opened.locator(".thread-name")).to_have_text("Kampagnen")
+    space = str(served.world.spaces["marketing"].id)
+    channel = str(served.world.channels["kampagnen"].id)
+    await expect(page.locator("#thread-tree h4")).to_have_text([f"Channel {channel[-8:]}"])
+    await expect(page.locator("#thread-tree h3")).to_have_text([f"Space {space[-8:]}"])
+    await expect(page.locator("#thread-tree .thread-list")).to_have_count(1)
+    await expect(page.locator("#thread-tree .thread-link")).to_have_count(2)
+
+
+async def test_a_channel_opened_first_by_id_joins_its_space_once_known(
+    served: ServedWorld, context: BrowserContext
+) -> None:
+    from playwright.async_api import expect
+
+    page = await context.new_page()
+    await sign_in(page, served.url, served.token("sam"))
+    main = served.main_thread("kampagnen")
+    await open_thread(page, main)
+    await expect(page.locator("#thread-tree h3")).to_have_text(["Space not yet known"])
+    created = await _new_thread(served, "sam", "kampagnen", "Autumn launch")
+    await expect(page.locator(f'[data-thread-id="{created}"]')).to_be_visible(timeout=LIVE_MS)
+    space = str(served.world.spaces["marketing"].id)
+    await expect(page.locator("#thread-tree h3")).to_have_text([f"Space {space[-8:]}"])
+    await expect(page.locator("#thread-tree h4")).to_have_count(1)
+    await expect(page.locator("#thread-tree .thread-link")).to_have_count(2)
 
 
 async def test_the_owner_sees_a_held_agent_send_live_and_a_person_never_does(

@@ -15,7 +15,7 @@ from turnkeeper.adapters.http.agent_send import (
     send_fast_route,
 )
 from turnkeeper.adapters.http.body_guard import body_guard
-from turnkeeper.adapters.http.console import console_router
+from turnkeeper.adapters.http.console import CONSOLE_PATH, console_headers, console_router
 from turnkeeper.adapters.http.conversation import conversation_router, message_fast_route
 from turnkeeper.adapters.http.correlation import CorrelatedApp
 from turnkeeper.adapters.http.dependencies import (
@@ -153,7 +153,11 @@ def create_app(
     resolve_one_by_one(app.routes)
     queries.learn(app.routes)
     # Litestar's documentation router answers an unknown page below /docs in HTML.
-    app.send_filters = ((f"{openapi.path}/", not_found_as_problem),)
+    app.send_filters = (
+        (f"{openapi.path}/", not_found_as_problem),
+        # Every answer of the console's paths carries its security headers (ADR 0019).
+        (CONSOLE_PATH, console_headers),
+    )
     # The hottest routes' plain requests skip Litestar's pipeline (ADR 0032).
     app.fast_path = BearerPostFastPath(
         app,

@@ -4,8 +4,10 @@ The page and its script and style are pinned files of the package
 (``turnkeeper/adapters/http/console/``): no CDN, no build step, no external font. The
 server only hands them out; the page reads and acts with the token a person enters
 (kept in the tab's ``sessionStorage``, sent as ``Authorization: Bearer``), so the
-console has no powers of its own (ADR 0019). Every answer carries a Content Security
-Policy that allows the page's own origin only.
+console has no powers of its own (ADR 0019). Every answer under ``/console`` carries a
+Content Security Policy that allows the page's own origin only, ``nosniff`` and
+``no-referrer``: the files, and the 404, 405 and OPTIONS answers alike
+(`console_headers`).
 
 Example:
     >>> app = Litestar(route_handlers=[console_router()])  # doctest: +SKIP
@@ -20,6 +22,7 @@ from importlib import resources
 from litestar import Response, Router, get
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
+from litestar.types import Message, Scope, Send
 
 #: The path of the page.
 CONSOLE_PATH = "/console"
@@ -38,7 +41,17 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+#: What every answer under /console carries, errors and OPTIONS included (ADR 0019).
+SECURITY_HEADERS: dict[str, str] = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 _HTML = "text/html"
+_ENCODED_HEADERS = tuple(
+    (name.lower().encode("latin-1"), value.encode("latin-1"))
+    for name, value in SECURITY_HEADERS.items()
+)
 
 
 @functools.cache
@@ -64,11 +77,9 @@ def _answer(name: str, media_type: str) -> Response[bytes]:
         content=body,
         media_type=media_type,
         headers={
-            "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
-            # Revalidated on every load, so that an upgraded server is never paired
-            # with a cached script of the previous version.
+            # The security headers come from `console_headers`, as for every answer
+            # under /console. Revalidated on every load, so that an upgraded server is
+            # never paired with a cached script of the previous version.
             "Cache-Control": "no-cache",
             "ETag": '"' + hashlib.sha256(body).hexdigest()[:32] + '"',
         },
@@ -92,6 +103,34 @@ async def console_asset(name: FromPath[str]) -> Response[bytes]:
     if media_type is None:
         raise NotFoundException()
     return _answer(name, media_type)
+
+
+def console_headers(scope: Scope, send: Send) -> Send:
+    """`send` with `SECURITY_HEADERS` on the answer, for a request under ``/console``.
+
+    A send filter of the application (`CorrelatedApp.send_filters`) rather than the
+    routes' own headers: Litestar answers a 404 below the console, a method the routes do
+    not have (405) and OPTIONS before or beside the routes, and ADR 0019 wants the
+    headers on every answer of the console's paths.
+
+    Args:
+        scope: the exchange's ASGI scope.
+        send: the ASGI send callable.
+
+    Returns:
+        The send to give the application; `send` itself for a path that only begins
+        like the console's (``/consolex``).
+    """
+    path = scope["path"]
+    if path != CONSOLE_PATH and not path.startswith(CONSOLE_PATH + "/"):
+        return send
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *_ENCODED_HEADERS]}
+        await send(message)
+
+    return send_with_headers
 
 
 def console_router() -> Router:

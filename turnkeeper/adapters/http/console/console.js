@@ -57,6 +57,8 @@
     cursor: 0,
     controller: null,
     threads: new Map(),
+    /* Listed threads waiting for their one read of GET /v1/threads/{id}. */
+    undescribed: [],
     runs: new Map(),
     principals: new Map(),
     selected: null,
@@ -154,7 +156,7 @@
   function threadEntry(id, scope) {
     let entry = state.threads.get(id);
     if (!entry) {
-      entry = { id: id, spaceId: null, channelId: null, doc: null, messages: new Map(), held: new Map() };
+      entry = { id: id, spaceId: null, channelId: null, doc: null, described: false, messages: new Map(), held: new Map() };
       state.threads.set(id, entry);
     }
     if (scope && scope.space_id) entry.spaceId = scope.space_id;
@@ -226,7 +228,35 @@
       }
       if (state.selected === entry.id) fetchRun(run.id);
     }
+    describeLater(entry);
     schedule();
+  }
+
+  /* A listed thread without its Thread (a main thread has no thread.created event) is
+   * read once for its title and state, one thread at a time, so a long event log does
+   * not become a burst of reads. */
+  function describeLater(entry) {
+    if (entry.doc || entry.described) return;
+    entry.described = true;
+    state.undescribed.push(entry);
+    if (state.undescribed.length === 1) describeQueued(state.generation, state.undescribed);
+  }
+
+  async function describeQueued(generation, queue) {
+    while (queue.length && generation === state.generation) {
+      const entry = queue[0];
+      if (!entry.doc) {
+        try {
+          const doc = await api("GET", "/v1/threads/" + encodeURIComponent(entry.id));
+          if (generation !== state.generation) return;
+          if (!entry.doc) setThreadDoc(entry, doc);
+          schedule();
+        } catch (ignored) {
+          /* Listed as "Thread <id end>"; opening it reads it again and says why. */
+        }
+      }
+      queue.shift();
+    }
   }
 
   async function fetchRun(id) {
@@ -407,6 +437,7 @@
     state.me = null;
     state.cursor = 0;
     state.threads.clear();
+    state.undescribed = [];
     state.runs.clear();
     state.principals.clear();
     state.selected = null;
@@ -455,6 +486,8 @@
     state.selected = id;
     const known = state.threads.has(id) && !state.threads.get(id).unreadable;
     const entry = threadEntry(id);
+    /* Read here: no second read of it from the list. */
+    entry.described = true;
     if (location.hash !== "#thread=" + id) history.replaceState(null, "", "#thread=" + id);
     threadStatus("");
     render();
@@ -466,6 +499,8 @@
       ]);
       setThreadDoc(entry, docs[0]);
     } catch (error) {
+      /* Not read after all: the list may read it on its next event. */
+      entry.described = false;
       /* Opened by id and not readable: not listed (the list holds readable threads). */
       if (!known && !entry.doc && !entry.messages.size) {
         entry.unreadable = true;
@@ -649,10 +684,16 @@
   }
 
   function renderTree() {
+    /* A thread opened by id knows its channel (the Thread names no space): it goes under
+     * the space that any event named for that channel, so a channel is listed once. */
+    const spaceOfChannel = new Map();
+    for (const entry of state.threads.values()) {
+      if (entry.spaceId && entry.channelId) spaceOfChannel.set(entry.channelId, entry.spaceId);
+    }
     const spaces = new Map();
     for (const entry of state.threads.values()) {
       if (entry.unreadable) continue;
-      const space = entry.spaceId || "";
+      const space = entry.spaceId || spaceOfChannel.get(entry.channelId) || "";
       const channel = entry.channelId || "";
       if (!spaces.has(space)) spaces.set(space, new Map());
       const channels = spaces.get(space);
