@@ -121,7 +121,12 @@ async def test_a_full_scenario_logs_no_content_and_no_token(
             headers=lotse,
         )
         assert report.status_code == 201
-        await client.post(f"/v1/runs/{run_id}/finish", json={"state": "completed"}, headers=lotse)
+        finished = await client.post(
+            f"/v1/runs/{run_id}/finish",
+            json={"state": "failed", "reason": say("Secret reason: card of Sam declined")},
+            headers=lotse,
+        )
+        assert finished.status_code == 200, finished.json()
     text = captured.getvalue()
     assert text, "the scenario wrote log lines"
     for content in contents:
@@ -141,5 +146,8 @@ async def test_a_full_scenario_logs_no_content_and_no_token(
     for line in answered:
         assert set(line) >= SEND_FIELDS, SEND_FIELDS - set(line)
         assert line["correlation_id"]
+    # The agent's own end reason is free text: the line names only that it gave one.
+    ended = [r for r in lines if r.get("event") == "run_ended"]
+    assert [(r["state"], r["reason"]) for r in ended] == [("failed", "agent")]
     assert answered[0]["accepted_seq"] == latest + 1
     assert answered[1]["needs_refresh_until_seq"] == latest + 2

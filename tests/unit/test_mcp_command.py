@@ -224,3 +224,35 @@ def test_a_taken_metrics_port_is_the_documented_line(
     assert line == f"turnkeeper: cannot listen on 127.0.0.1:{port}: Address already in use"
     page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
     assert "`turnkeeper: cannot listen on 127.0.0.1:8765: Address already in use`" in page
+
+
+@pytest.mark.parametrize(
+    ("environment", "line"),
+    [
+        (
+            {
+                "TURNKEEPER_MCP__CHUNK_BYTES": "5000",
+                "TURNKEEPER_MESSAGE__MAX_CONTENT_BYTES": "4096",
+            },
+            "invalid configuration: mcp.chunk_bytes must not exceed "
+            "message.max_content_bytes (4096), got 5000",
+        ),
+        (
+            {"TURNKEEPER_MCP__WAIT_SECONDS": "301"},
+            "invalid configuration: mcp.wait_seconds must not exceed "
+            "mcp.max_wait_seconds (300), got 301",
+        ),
+    ],
+)
+def test_limits_that_contradict_each_other_exit_2_before_anything_is_served(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    environment: dict[str, str],
+    line: str,
+) -> None:
+    monkeypatch.setenv(ENV_URL, BASE_URL)
+    monkeypatch.setenv(ENV_AGENT_TOKEN, "tk_example")
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert main(["mcp"]) == EXIT_USAGE
+    assert capsys.readouterr().err.splitlines() == [line]

@@ -47,6 +47,11 @@ def finish(run: Run, state: RunState, reason: str | None, at: datetime) -> Run |
 _END_REASONS = frozenset(reason.value for reason in EndReason)
 #: The server's words for an invocation refused at delivery (it ends the run failed).
 _DELIVERY_REASONS = frozenset(reason.value for reason in DeliveryReason)
+#: How a run ended without a reason is named where its reason is shown bounded.
+REASON_NONE = "none"
+#: How a reason of the agent's own (free text, or a delivery reason it cancelled for) is
+#: named where its reason is shown bounded.
+REASON_AGENT = "agent"
 
 
 def server_reason(state: RunState, reason: str | None) -> bool:
@@ -76,6 +81,31 @@ def server_reason(state: RunState, reason: str | None) -> bool:
     if reason in _END_REASONS:
         return True
     return reason in _DELIVERY_REASONS and state is not RunState.CANCELLED
+
+
+def bounded_reason(state: RunState, reason: str | None) -> str:
+    """A run's end reason for a metric label or a log line: never the agent's own words.
+
+    The agent's reason is free text, which may hold what the run was about; what it
+    wrote is shown in the thread and the run, and nowhere that operators collect.
+
+    Args:
+        state: the run's end state.
+        reason: the run's ``state_reason``.
+
+    Returns:
+        The reason itself when the server gave it (`server_reason`), ``none`` without
+        one, ``agent`` for any reason the agent gave.
+
+    Example:
+        >>> bounded_reason(RunState.FAILED, "access_revoked")
+        'access_revoked'
+        >>> bounded_reason(RunState.CANCELLED, "access_revoked")
+        'agent'
+    """
+    if reason is None:
+        return REASON_NONE
+    return reason if server_reason(state, reason) else REASON_AGENT
 
 
 def finish_reason(run: Run, state: RunState, reason: str | None) -> str | None:

@@ -33,6 +33,7 @@ from turnkeeper.adapters.mcp.handlers import ToolHandlers
 from turnkeeper.adapters.mcp.session import McpSession, SessionRegistry
 from turnkeeper.adapters.observability.client import ClientMetrics
 from turnkeeper.adapters.system import package_version
+from turnkeeper.application.settings import Settings
 
 #: The turnkeeper server the tools talk to.
 ENV_URL = "TURNKEEPER_URL"
@@ -175,6 +176,9 @@ async def run_mcp(
         )
     if not token:
         return _usage(f"turnkeeper mcp needs {ENV_AGENT_TOKEN}, the agent's API token")
+    conflict = limits_conflict(config.settings)
+    if conflict is not None:
+        return _usage(f"invalid configuration: {conflict}")
     # Imported here: the SDK is an extra.
     from turnkeeper.adapters.mcp.server import build_server, serve_http, serve_stdio
 
@@ -220,6 +224,30 @@ async def run_mcp(
     return EXIT_OK
 
 
+def limits_conflict(settings: Settings) -> str | None:
+    """What in the settings ``turnkeeper mcp`` cannot work with, though each key is in range.
+
+    A part of a long send larger than ``message.max_content_bytes`` would be refused by
+    the server (413 or 400) at every attempt, and a default wait above the longest one
+    allowed would make every ``wait_for_work`` call without a timeout a tool error.
+
+    Args:
+        settings: the process's settings.
+
+    Returns:
+        The key, the bound and the value, or None when they agree.
+    """
+    if settings.mcp_chunk_bytes > settings.max_content_bytes:
+        return (
+            f"mcp.chunk_bytes must not exceed message.max_content_bytes "
+            f"({settings.max_content_bytes}), got {settings.mcp_chunk_bytes}"
+        )
+    if settings.mcp_wait > settings.mcp_max_wait:
+        bound, wait = settings.mcp_max_wait.total_seconds(), settings.mcp_wait.total_seconds()
+        return f"mcp.wait_seconds must not exceed mcp.max_wait_seconds ({bound:g}), got {wait:g}"
+    return None
+
+
 def _usage(line: str) -> int:
     print(line, file=sys.stderr)
     return EXIT_USAGE
@@ -234,6 +262,7 @@ __all__ = [
     "MISSING_EXTRA",
     "QUIET_LOGGERS",
     "add_command",
+    "limits_conflict",
     "mcp_available",
     "port_number",
     "run_mcp",

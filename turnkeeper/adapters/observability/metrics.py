@@ -43,7 +43,7 @@ from turnkeeper.application.telemetry import (
 )
 from turnkeeper.domain.delivery import DeliveryReason
 from turnkeeper.domain.events import EventType
-from turnkeeper.domain.finish import server_reason
+from turnkeeper.domain.finish import REASON_AGENT, REASON_NONE, bounded_reason
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.freshness import SendState
 from turnkeeper.domain.messaging import Origin
@@ -53,11 +53,6 @@ from turnkeeper.domain.runs import END_STATES, EndReason, FailReason, RunState
 TARGET_TYPE_THREAD = "thread"
 #: Actions whose in-unit denials are invocation denials.
 INVOCATION_ACTIONS = frozenset({"agent.invoke", "run.followup.create"})
-#: Reason label of a run ended without a reason.
-REASON_NONE = "none"
-#: Reason label of a run an agent ended with a reason of its own (free text, or a
-#: delivery reason it cancelled for).
-REASON_AGENT = "agent"
 #: Label of any value outside a bounded vocabulary (it never becomes a label itself).
 OTHER = "other"
 #: Route label of a request no route matched (unknown path or method).
@@ -91,26 +86,16 @@ PoolStats = Callable[[], Mapping[str, int]]
 
 
 def run_end_reason(state: RunState, reason: str | None) -> str:
-    """The ``reason`` label of an ended run.
+    """The ``reason`` label of an ended run (`turnkeeper.domain.finish.bounded_reason`).
 
     Args:
         state: the run's end state.
         reason: the run's ``state_reason``.
 
     Returns:
-        The reason itself when the server gave it (`server_reason`: an `EndReason`, or
-        the `DeliveryReason` of an invocation refused at delivery), ``none`` without
-        one, ``agent`` for any reason the agent gave.
-
-    Example:
-        >>> run_end_reason(RunState.FAILED, "access_revoked")
-        'access_revoked'
-        >>> run_end_reason(RunState.CANCELLED, "access_revoked")
-        'agent'
+        The server's reason, ``none`` or ``agent``.
     """
-    if reason is None:
-        return REASON_NONE
-    return reason if server_reason(state, reason) else REASON_AGENT
+    return bounded_reason(state, reason)
 
 
 def _bounded(value: str, allowed: frozenset[str]) -> str:

@@ -22,6 +22,7 @@ from turnkeeper.application.services.runs.invoke import followup_mode, invoke_fa
 from turnkeeper.application.services.runs.opening import RunOpener
 from turnkeeper.domain.authorization import AccessTarget, effective_level
 from turnkeeper.domain.delivery import delivery_reason
+from turnkeeper.domain.finish import bounded_reason
 from turnkeeper.domain.followups import (
     FollowupState,
     RunEnd,
@@ -110,7 +111,13 @@ class RunEnder:
                 uow, target, [message.id], TRIGGER_STATE_OF[state], reason
             )
         await self._settle_followups(uow, ended, target, agent)
-        _log.info("run_ended", run_id=str(run.id), state=state.value, reason=reason)
+        # The agent's own reason is free text: the line names only that it gave one.
+        _log.info(
+            "run_ended",
+            run_id=str(run.id),
+            state=state.value,
+            reason=bounded_reason(state, reason),
+        )
         return ended
 
     async def _settle_followups(
