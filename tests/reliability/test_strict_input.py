@@ -117,15 +117,18 @@ async def test_a_member_of_another_json_type_is_refused_at_its_pointer(
     assert accepted.status_code == case.ok, accepted.text
 
 
-#: A number RFC 8259 allows that no float holds, written in place of a placeholder.
-HUGE_NUMBER = "1e400"
+#: Numbers RFC 8259 allows, written in place of a placeholder: one no float holds, and
+#: an integer longer than Python's int conversion takes (4,300 digits).
+HUGE_NUMBERS = ["1e400", "1" + "0" * 4400]
 _PLACEHOLDER = "huge-number-here"
 
 
+@pytest.mark.parametrize("huge", HUGE_NUMBERS, ids=["beyond floats", "4401 digits"])
 @pytest.mark.parametrize("name", ["ack", "patch", "send"])
 async def test_a_number_beyond_any_float_is_out_of_range_at_its_pointer(
     adapter_world: AdapterWorld,  # noqa: F811 (the imported fixture)
     name: str,
+    huge: str,
 ) -> None:
     # It answered malformed_json at "", as for a body that is no JSON at all.
     hw = adapter_world.hw
@@ -136,13 +139,40 @@ async def test_a_number_beyond_any_float_is_out_of_range_at_its_pointer(
     refused = await hw.client.request(
         case.method,
         case.path,
-        content=body.replace(f'"{_PLACEHOLDER}"', HUGE_NUMBER),
+        content=body.replace(f'"{_PLACEHOLDER}"', huge),
         headers={**hw.headers(case.caller), "Content-Type": "application/json"},
     )
 
     assert refused.status_code == 400, refused.text
     assert [(e["pointer"], e["code"]) for e in refused.json()["errors"]] == [
         (case.pointer, "out_of_range")
+    ]
+    assert await adapter_world.snapshot() == before
+
+
+@pytest.mark.parametrize("huge", HUGE_NUMBERS, ids=["beyond floats", "4401 digits"])
+@pytest.mark.parametrize("name", ["ack", "patch", "send"])
+async def test_an_unknown_member_holding_a_huge_number_is_an_unknown_member(
+    adapter_world: AdapterWorld,  # noqa: F811 (the imported fixture)
+    name: str,
+    huge: str,
+) -> None:
+    # It answered malformed_json at "": the number failed a decode before the member did.
+    hw = adapter_world.hw
+    case = next(c for c in await typed_routes(hw, await started_run(hw)) if c.name == name)
+    body = json.dumps({**case.body, "extra": _PLACEHOLDER})
+    before = await adapter_world.snapshot()
+
+    refused = await hw.client.request(
+        case.method,
+        case.path,
+        content=body.replace(f'"{_PLACEHOLDER}"', huge),
+        headers={**hw.headers(case.caller), "Content-Type": "application/json"},
+    )
+
+    assert refused.status_code == 400, refused.text
+    assert [(e["pointer"], e["code"]) for e in refused.json()["errors"]] == [
+        ("/extra", "unknown_member")
     ]
     assert await adapter_world.snapshot() == before
 

@@ -54,8 +54,16 @@ _FIELD_CODES = {"contains unknown": "unknown_member", "missing required": "requi
 _BOUND = re.compile(r"^Expected `(?:int|float)` [<>]=? ")
 # Where msgspec's own message places an error (``... - at `$.ops[0].value```).
 _AT = re.compile(r" - at `\$(?P<path>[^`]*)`$", re.DOTALL)
-#: msgspec's error for a number no float holds.
-_HUGE_NUMBER = "Number out of range"
+# msgspec's own message for a member named wrongly, anywhere in a body it decodes.
+# (At the root it names no place: ``Object contains unknown field `extra```.)
+_RAW_FIELD = re.compile(
+    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*?)`"
+    r"(?: - at `\$(?P<path>[^`]*)`)?$",
+    re.DOTALL,
+)
+#: msgspec's errors for a number no float holds, and for an integer of more digits than
+#: Python converts (``sys.get_int_max_str_digits``): both are JSON, beyond any bound.
+_HUGE_NUMBERS = ("Number out of range", "Integer value out of range")
 
 
 def pointer_token(name: str) -> str:
@@ -282,7 +290,8 @@ def loose_member(body: bytes, kind: type[Any]) -> FieldError | None:
 
     A string where a number or boolean is due (``"1"``, ``"false"``), or a float with no
     fraction where an integer is due: JSON has the types, a client must use them. A
-    number beyond any float (``1e400``) is named here too, as ``out_of_range``: the
+    number beyond any float (``1e400``), or an integer of more digits than Python
+    converts, is named here too, as ``out_of_range``: the
     typed decoder's refusal of it would read as a body that is no JSON at all
     (``malformed_json``), though RFC 8259 allows it.
 
@@ -291,9 +300,10 @@ def loose_member(body: bytes, kind: type[Any]) -> FieldError | None:
         kind: the route's body struct.
 
     Returns:
-        ``invalid_type`` (or ``out_of_range``) at the member's pointer, or None when the
-        body decodes strictly or fails for another reason too (the typed decoder
-        answers it).
+        ``invalid_type`` (or ``out_of_range``) at the member's pointer, the
+        ``unknown_member`` or ``required`` of the first member named wrongly, or None
+        when the body decodes strictly or fails for another reason too (the typed
+        decoder answers it).
     """
     try:
         msgspec.json.decode(body, type=kind, strict=True)
@@ -301,8 +311,16 @@ def loose_member(body: bytes, kind: type[Any]) -> FieldError | None:
         message = str(strict)
         found = _AT.search(message)
         at = "" if found is None else _path_pointer(found["path"])
-        if message.startswith(_HUGE_NUMBER):
+        if message.startswith(_HUGE_NUMBERS):
             return FieldError(pointer=at, code="out_of_range")
+        named = _RAW_FIELD.match(message)
+        if named is not None:
+            # The typed decoder would name it too, but Litestar decodes the body without
+            # its type first, which fails on a huge number in an unknown member.
+            return FieldError(
+                pointer=f"{_path_pointer(named['path'] or '')}/{pointer_token(named['name'])}",
+                code=_FIELD_CODES[named["what"]],
+            )
         try:
             msgspec.json.decode(body, type=kind, strict=False)
         except (msgspec.ValidationError, msgspec.DecodeError):
