@@ -398,6 +398,56 @@ class TestLifecycle:
             ("agent.invoke", "channel_archived", 1)
         ]
 
+    async def test_a_token_delivered_before_the_archive_starts_nothing(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        lotse, robin = world.principal("lotse"), world.principal("robin")
+        thread_id = main_thread(world, "allgemein")
+        await post(services, world, "alex", thread_id, "r1")
+        (delivery,) = (await services.runs.poll(lotse)).deliveries
+        assert delivery.invocation_token is not None
+        await services.admin.archive_channel(robin, world.channels["allgemein"].id)
+        (run,) = await runs_of(services, thread_id)
+
+        with pytest.raises(AccessDenied) as refused:
+            await services.runs.start(lotse, run.id, delivery.invocation_token)
+
+        assert (refused.value.code, refused.value.reason) == (
+            "channel_read_only",
+            "channel_archived",
+        )
+        after = await services.runs.get(robin, run.id)
+        assert (after.run.state, after.run.version) == (run.state, run.version)
+
+    async def test_in_an_archived_channel_a_started_run_can_only_end(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        lotse, robin = world.principal("lotse"), world.principal("robin")
+        run, _token = await started_run(services, world)
+        answer = await post(services, world, "alex", run.thread_id, "more", content="also this")
+        version = (await services.runs.get(robin, run.id)).run.version
+        await services.admin.archive_channel(robin, world.channels["allgemein"].id)
+        moves = {
+            "await_input": lambda: services.runs.await_input(lotse, run.id),
+            "patch": lambda: services.runs.patch(
+                lotse,
+                run.id,
+                version,
+                [FollowupOp(message_id=answer.id, value=FollowupState.ABSORBED)],
+            ),
+        }
+        for name, moved in moves.items():
+            with pytest.raises(AccessDenied) as refused:
+                await moved()
+            assert (refused.value.code, refused.value.reason) == (
+                "channel_read_only",
+                "channel_archived",
+            ), name
+        after = await services.runs.get(robin, run.id)
+        assert (after.run.state, after.run.version) == (RunState.RUNNING, version)
+        ended = await services.runs.finish(lotse, run.id, RunState.COMPLETED, None)
+        assert ended.run.state is RunState.COMPLETED
+
     async def test_delivery_denied_after_a_revoked_grant_fails_access_revoked(
         self, services: Services, world: DemoWorld
     ) -> None:

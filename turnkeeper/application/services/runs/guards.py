@@ -15,11 +15,11 @@ import attrs
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import Clock, ResolvedToken, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
-from turnkeeper.application.services.access import authorized_thread
+from turnkeeper.application.services.access import authorized_thread, thread_target
 from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.runs.views import RunView
 from turnkeeper.application.transactions import AccessDenied, Later, Transactor
-from turnkeeper.domain.authorization import AccessTarget, Action
+from turnkeeper.domain.authorization import AccessTarget, Action, DenyReason
 from turnkeeper.domain.errors import NotFound
 from turnkeeper.domain.runs import Run
 from turnkeeper.domain.world import Principal
@@ -135,6 +135,39 @@ async def own_run(uow: UnitOfWork, actor: Principal | BearerToken, run_id: uuid.
     return OwnedRun(agent=agent, run=run, token=token)
 
 
+async def run_target(uow: UnitOfWork, agent: Principal, run: Run) -> AccessTarget:
+    """The access target of a run its agent goes on with: refused in an archived channel.
+
+    An archived channel is read-only for everyone (docs/rights.md): a delivery there is
+    refused, and so is every move of a run by its agent but its end (start, also with an
+    invocation token delivered before the archive, which would otherwise make the start
+    depend on when the agent last polled; await-input, resume, a run patch). The end
+    stays open to it, so that a run there ends rather than wait for the jobs; its
+    follow-ups then fail ``channel_read_only``. A move that changes nothing (a start
+    repeated) reads no target.
+
+    Args:
+        uow: the unit of work.
+        agent: the run's agent.
+        run: the run.
+
+    Returns:
+        The thread's access target, for the change's events.
+
+    Raises:
+        AccessDenied: channel_read_only / channel_archived.
+    """
+    target = await thread_target(uow, run.thread_id)
+    if target.channel.archived:
+        raise AccessDenied(
+            code="channel_read_only",
+            reason=DenyReason.CHANNEL_ARCHIVED.value,
+            principal_id=agent.id,
+            action=AuditAction.RUN_UPDATE,
+        )
+    return target
+
+
 #: An agent's move of its run, given the unit, the agent and the run locked for it: what
 #: reads the run's view once the unit committed.
 MoveStep = Callable[[UnitOfWork, Principal, Run], Awaitable[Later[RunView]]]
@@ -195,4 +228,5 @@ __all__ = [
     "readable_target",
     "refuse_non_agent",
     "require_agent",
+    "run_target",
 ]

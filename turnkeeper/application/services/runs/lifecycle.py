@@ -27,6 +27,7 @@ from turnkeeper.application.services.runs.guards import (
     MoveStep,
     move_own_run,
     readable_target,
+    run_target,
 )
 from turnkeeper.application.services.runs.run_end import RunEnder
 from turnkeeper.application.services.runs.views import RunView, agent_view_later, run_view
@@ -228,6 +229,7 @@ class RunLifecycleService:
             # (the settlement's follow-on choice) arrive with the thread.
             await uow.principals.prefetch([run.triggered_by, run.agent_id])
             await uow.messages.prefetch(run.triggering_message_id)
+            # In an archived channel too: its agent may end a run there, never go on with it.
             target = await thread_target(uow, run.thread_id)
             # The caller's principal is the one it authenticated with: the settlement
             # reads the agent as stored now (its reported follow-up mode, its status).
@@ -301,7 +303,7 @@ class RunLifecycleService:
         self, uow: UnitOfWork, run: Run, changed: Run, agent: Principal
     ) -> Later[RunView]:
         """Store an agent's move of its run (the target is read once, here)."""
-        target = await thread_target(uow, run.thread_id)
+        target = await run_target(uow, agent, run)
         await self._changes.store(uow, run, changed, agent, target)
         return await agent_view_later(uow, changed)
 

@@ -14,10 +14,9 @@ import attrs
 
 from turnkeeper.application.errors import BaseVersionConflict
 from turnkeeper.application.ports import Clock, UnitOfWork
-from turnkeeper.application.services.access import thread_target
 from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.services.runs.changes import RunChanges
-from turnkeeper.application.services.runs.guards import move_own_run
+from turnkeeper.application.services.runs.guards import move_own_run, run_target
 from turnkeeper.application.services.runs.views import (
     RunView,
     agent_view_later,
@@ -116,7 +115,7 @@ class RunPatchService:
             # trigger states change, which would make them read again.
             for message_id in changed_ids:
                 await uow.messages.prefetch(message_id)
-            target = await thread_target(uow, run.thread_id)
+            target = await run_target(uow, agent, run)
             messages = [await uow.messages.get(message_id) for message_id in changed_ids]
             audience = audience_of([m for m in messages if m is not None])
             for value in dict.fromkeys(states[m] for m in changed_ids):
