@@ -589,19 +589,25 @@ FORGED_ANSWERS = [
 ]
 
 
+def answering(server: FakeServer, answer: dict[str, Any]) -> httpx.MockTransport:
+    """The fake server, with every send answered by `answer` (after one message of Sam)."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/agent/send":
+            return httpx.Response(200, json=answer)
+        return server.handle(request)
+
+    server.post(THREAD, SAM, "Can you check the invoice?")
+    return httpx.MockTransport(handle)
+
+
 @pytest.mark.parametrize(
     "answer", [case[1] for case in FORGED_ANSWERS], ids=[case[0] for case in FORGED_ANSWERS]
 )
 async def test_a_send_answer_contradicting_its_request_changes_no_frontier(
     server: FakeServer, answer: dict[str, Any]
 ) -> None:
-    def forged(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/v1/agent/send":
-            return httpx.Response(200, json=answer)
-        return server.handle(request)
-
-    server.post(THREAD, SAM, "Can you check the invoice?")
-    async with AgentRuntimeClient(BASE_URL, TOKEN, transport=httpx.MockTransport(forged)) as agent:
+    async with AgentRuntimeClient(BASE_URL, TOKEN, transport=answering(server, answer)) as agent:
         await agent.read_history(THREAD)
         before = seqs(agent)
         with pytest.raises(AnswerInvalid):
@@ -613,13 +619,7 @@ async def test_a_send_answer_contradicting_its_request_changes_no_frontier(
 async def test_the_unforged_answers_are_accepted(
     server: FakeServer, answer: dict[str, Any]
 ) -> None:
-    def fixed(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/v1/agent/send":
-            return httpx.Response(200, json=answer)
-        return server.handle(request)
-
-    server.post(THREAD, SAM, "Can you check the invoice?")
-    async with AgentRuntimeClient(BASE_URL, TOKEN, transport=httpx.MockTransport(fixed)) as agent:
+    async with AgentRuntimeClient(BASE_URL, TOKEN, transport=answering(server, answer)) as agent:
         await agent.read_history(THREAD)
         result = await agent.send(THREAD, "Checked, Sam: it is paid.", "reply-1")
     assert result.state.value == answer["state"]
