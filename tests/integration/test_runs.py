@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import pytest
@@ -427,7 +428,7 @@ class TestLifecycle:
         answer = await post(services, world, "alex", run.thread_id, "more", content="also this")
         version = (await services.runs.get(robin, run.id)).run.version
         await services.admin.archive_channel(robin, world.channels["allgemein"].id)
-        moves = {
+        moves: dict[str, Callable[[], Awaitable[object]]] = {
             "await_input": lambda: services.runs.await_input(lotse, run.id),
             "patch": lambda: services.runs.patch(
                 lotse,
