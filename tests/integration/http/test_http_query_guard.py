@@ -8,6 +8,8 @@ one was decoded from its last value, while a repeated body member is refused.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -143,6 +145,69 @@ async def test_an_integer_cursor_is_read_exactly(client: ContractClient, world: 
     assert page.json()["next_after"] == big
     # The header of a reconnecting stream follows the query's rule.
     refused = await client.get("/v1/events/stream", headers={**alex, "Last-Event-ID": "050"})
+    assert _errors(assert_problem(refused, 400, "validation_failed")) == [
+        ("/Last-Event-ID", "invalid_type")
+    ]
+
+
+async def _answer_status(app: Any, path: str, headers: list[tuple[str, str]]) -> int:
+    """The status of the application's answer to a GET, its answer then cut.
+
+    Driven as a server drives it, so that two header lines stay two (the test client
+    joins them into one, "1, 2"); a stream that opens is cancelled once it has started.
+    """
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(name.lower().encode(), value.encode()) for name, value in headers],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
+    }
+    started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    client_left = asyncio.Event()
+    sent_body = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent_body
+        if not sent_body:
+            sent_body = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await client_left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start" and not started.done():
+            started.set_result(message["status"])
+
+    serving = asyncio.create_task(app(scope, receive, send))
+    try:
+        return await started
+    finally:
+        client_left.set()
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+
+
+@pytest.mark.parametrize("path", ["/v1/events/stream", "/v1/agent/events/stream"])
+async def test_a_cursor_header_given_twice_is_a_duplicate_as_a_query_parameter_is(
+    client: ContractClient, world: DemoWorld, path: str
+) -> None:
+    # The first of the two was taken: a cursor the client may not have meant.
+    lotse = [*bearer(world.agents["lotse"].token).items()]
+    twice = await _answer_status(
+        client.http.app, path, [*lotse, ("Last-Event-ID", "1"), ("Last-Event-ID", "2")]
+    )
+    once = await _answer_status(client.http.app, path, [*lotse, ("Last-Event-ID", "1")])
+    assert (twice, once) == (400, 200)
+    refused = await client.get(path, headers={**dict(lotse), "Last-Event-ID": "1, 2"})
     assert _errors(assert_problem(refused, 400, "validation_failed")) == [
         ("/Last-Event-ID", "invalid_type")
     ]

@@ -89,6 +89,22 @@ def stream_cursor(last_event_id: str | None, after: int | None) -> int | None:
     return after
 
 
+def refuse_repeated_cursor(request: Request[Any, Any, Any]) -> None:
+    """Refuse a ``Last-Event-ID`` given twice, as a query parameter given twice is.
+
+    Which of two cursors the client meant cannot be known; taking one (or both joined,
+    which is no number) would resume from a place it may not have asked for.
+
+    Args:
+        request: the stream request.
+
+    Raises:
+        ValidationFailed: ``/Last-Event-ID`` duplicate_member.
+    """
+    if len(request.headers.getall(LAST_EVENT_ID, [])) > 1:
+        raise ValidationFailed([FieldError(pointer=f"/{LAST_EVENT_ID}", code="duplicate_member")])
+
+
 def _event_message(answer: Event | AgentEvent) -> ServerSentEventMessage:
     data = _encoder.encode(answer).decode("utf-8")
     return ServerSentEventMessage(data=data, event=str(answer.type), id=answer.seq)
@@ -194,6 +210,7 @@ async def stream_events(
     ] = None,
 ) -> ServerSentEvent:
     """The shared events the caller may read, as they are committed."""
+    refuse_repeated_cursor(request)
     cursor = stream_cursor(last_event_id, after)
     stream = await live.open_events(principal, after=cursor or 0, bearer=_bearer(request))
     return _LiveEvents(stream, _shared_messages)
@@ -218,6 +235,7 @@ async def stream_agent_events(
 
     A HEAD opens no stream and delivers nothing: the request's checks, then the head.
     """
+    refuse_repeated_cursor(request)
     cursor = stream_cursor(last_event_id, after)
     if answers_head(request.scope):
         await live.check_agent_feed(principal, after=cursor)
