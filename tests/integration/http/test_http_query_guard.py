@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.integration.http.test_http_problems import assert_problem
+from tests.support.asgi import get_scope
 from tests.support.http import ContractClient, bearer
 from turnkeeper.application.demo import DemoWorld
 
@@ -150,26 +151,14 @@ async def test_an_integer_cursor_is_read_exactly(client: ContractClient, world: 
     ]
 
 
-async def _answer_status(app: Any, path: str, headers: list[tuple[str, str]]) -> int:
-    """The status of the application's answer to a GET, its answer then cut.
+async def _answer_status(app: Any, path: str, token: str, cursors: list[str]) -> int:
+    """The status of the application's answer to a stream GET, its answer then cut.
 
     Driven as a server drives it, so that two header lines stay two (the test client
     joins them into one, "1, 2"); a stream that opens is cancelled once it has started.
     """
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(name.lower().encode(), value.encode()) for name, value in headers],
-        "client": ("127.0.0.1", 1),
-        "server": ("testserver", 80),
-    }
+    scope = get_scope(path, token)
+    scope["headers"] += [(b"last-event-id", cursor.encode()) for cursor in cursors]
     started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     client_left = asyncio.Event()
     sent_body = False
@@ -201,13 +190,11 @@ async def test_a_cursor_header_given_twice_is_a_duplicate_as_a_query_parameter_i
     client: ContractClient, world: DemoWorld, path: str
 ) -> None:
     # The first of the two was taken: a cursor the client may not have meant.
-    lotse = [*bearer(world.agents["lotse"].token).items()]
-    twice = await _answer_status(
-        client.http.app, path, [*lotse, ("Last-Event-ID", "1"), ("Last-Event-ID", "2")]
-    )
-    once = await _answer_status(client.http.app, path, [*lotse, ("Last-Event-ID", "1")])
+    token = world.agents["lotse"].token
+    twice = await _answer_status(client.http.app, path, token, ["1", "2"])
+    once = await _answer_status(client.http.app, path, token, ["1"])
     assert (twice, once) == (400, 200)
-    refused = await client.get(path, headers={**dict(lotse), "Last-Event-ID": "1, 2"})
+    refused = await client.get(path, headers={**bearer(token), "Last-Event-ID": "1, 2"})
     assert _errors(assert_problem(refused, 400, "validation_failed")) == [
         ("/Last-Event-ID", "invalid_type")
     ]
