@@ -19,6 +19,7 @@ from turnkeeper.domain.authorization import (
     Action,
     Decision,
     DenyReason,
+    archive_decision,
     authorize,
     effective_level,
 )
@@ -93,6 +94,16 @@ def test_an_archived_channel_never_allows_writing(
         assert decision.code in {"channel_read_only", "not_found"}
     else:
         assert decision.allowed == (effective_level(principal, target, granted) >= Level.READ)
+
+
+@given(every_principal, targets(), grant_lists, actions)
+def test_the_archive_part_of_authorize_is_archive_decision(
+    principal: Principal, target: AccessTarget, granted: list[Grant], action: Action
+) -> None:
+    decision = authorize(principal, action, target, granted)
+    assert archive_decision(target).allowed == (not target.channel.archived)
+    if decision.code == "channel_read_only":
+        assert decision == archive_decision(target)
 
 
 @given(every_principal, targets(), grant_lists, actions)

@@ -96,6 +96,20 @@ class Decision:
 ALLOW = Decision(allowed=True)
 
 
+def archive_decision(target: AccessTarget) -> Decision:
+    """The part of `authorize` an archived channel decides: every action above read.
+
+    Args:
+        target: where.
+
+    Returns:
+        `ALLOW` in a live channel, else the channel_read_only / channel_archived denial.
+    """
+    if target.channel.archived:
+        return Decision(allowed=False, code="channel_read_only", reason=DenyReason.CHANNEL_ARCHIVED)
+    return ALLOW
+
+
 def effective_level(principal: Principal, target: AccessTarget, grants: Iterable[Grant]) -> Level:
     """The level a principal has on a channel or thread right now.
 
@@ -179,7 +193,7 @@ def authorize(
         return Decision(allowed=False, code="not_found", reason=DenyReason.NO_GRANT)
     needed = action.required_level
     if needed > Level.READ and target.channel.archived:
-        return Decision(allowed=False, code="channel_read_only", reason=DenyReason.CHANNEL_ARCHIVED)
+        return archive_decision(target)
     if action in _PEOPLE_ONLY and principal.kind is not PrincipalKind.PERSON:
         return Decision(allowed=False, code="forbidden", reason=DenyReason.LEVEL_INSUFFICIENT)
     if level < needed:

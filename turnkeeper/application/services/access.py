@@ -19,10 +19,16 @@ from turnkeeper.application.ports import (
     ResolvedToken,
     UnitOfWork,
 )
-from turnkeeper.application.ports.audit import AuditAction
+from turnkeeper.application.ports.audit import AuditAction, DeniedAction
 from turnkeeper.application.services.identity import BearerToken
 from turnkeeper.application.transactions import AccessDenied, Transactor
-from turnkeeper.domain.authorization import AccessTarget, Action, authorize, grant_level
+from turnkeeper.domain.authorization import (
+    AccessTarget,
+    Action,
+    Decision,
+    authorize,
+    grant_level,
+)
 from turnkeeper.domain.errors import NotFound
 from turnkeeper.domain.world import (
     Grant,
@@ -223,7 +229,20 @@ def enforce(
     Raises:
         AccessDenied: not_found without read, else forbidden or channel_read_only.
     """
-    decision = authorize(principal, action, target, grants)
+    uphold(principal, action, authorize(principal, action, target, grants))
+
+
+def uphold(principal: Principal, action: DeniedAction, decision: Decision) -> None:
+    """Raise a denial decision of the domain as the `AccessDenied` the transactor audits.
+
+    Args:
+        principal: who acts.
+        action: what the decision refuses.
+        decision: the domain's decision.
+
+    Raises:
+        AccessDenied: when the decision is a denial, with its code and reason.
+    """
     if not decision.allowed:
         raise AccessDenied(
             code=decision.code or "forbidden",

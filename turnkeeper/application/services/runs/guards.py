@@ -15,11 +15,11 @@ import attrs
 from turnkeeper.application.errors import Unauthenticated
 from turnkeeper.application.ports import Clock, ResolvedToken, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
-from turnkeeper.application.services.access import authorized_thread, thread_target
+from turnkeeper.application.services.access import authorized_thread, thread_target, uphold
 from turnkeeper.application.services.identity import BearerToken, record_use
 from turnkeeper.application.services.runs.views import RunView
 from turnkeeper.application.transactions import AccessDenied, Later, Transactor
-from turnkeeper.domain.authorization import AccessTarget, Action, DenyReason
+from turnkeeper.domain.authorization import AccessTarget, Action, archive_decision
 from turnkeeper.domain.errors import NotFound
 from turnkeeper.domain.runs import Run
 from turnkeeper.domain.world import Principal
@@ -158,13 +158,7 @@ async def run_target(uow: UnitOfWork, agent: Principal, run: Run) -> AccessTarge
         AccessDenied: channel_read_only / channel_archived.
     """
     target = await thread_target(uow, run.thread_id)
-    if target.channel.archived:
-        raise AccessDenied(
-            code="channel_read_only",
-            reason=DenyReason.CHANNEL_ARCHIVED.value,
-            principal_id=agent.id,
-            action=AuditAction.RUN_UPDATE,
-        )
+    uphold(agent, AuditAction.RUN_UPDATE, archive_decision(target))
     return target
 
 
