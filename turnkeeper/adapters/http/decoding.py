@@ -38,29 +38,23 @@ from turnkeeper.domain.errors import DomainError, FieldError, NotFound, Validati
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
 
-_NAMED_FIELD = re.compile(
-    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
-)
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
-# msgspec's own message, which Litestar chains as the cause, names a body member whole:
-# Litestar's copy is cut at the first " - ", and a member name may hold one (or a backtick).
-_WHOLE_FIELD = re.compile(
-    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*)`"
-    r" - at `\$\.data(?P<path>[^`]*)`$",
+# msgspec's message for a member named wrongly, wherever it comes from: the name is
+# quoted whole (it may hold a backtick or " - "), then the place, if msgspec names one
+# (at the root of a raw decode it does not: ``Object contains unknown field `extra```).
+# Litestar's copy in its error items is cut at the first " - ", so it has no place.
+_NAMED_FIELD = re.compile(
+    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*?)`"
+    r"(?: - at `\$(?P<path>[^`]*)`)?$",
     re.DOTALL,
 )
+#: Where Litestar decodes a body: msgspec's place of a member of it starts so.
+_LITESTAR_BODY = ".data"
 _FIELD_CODES = {"contains unknown": "unknown_member", "missing required": "required"}
 # A number of the right type beyond a bound of the schema (``Expected `int` <= 9...``).
 _BOUND = re.compile(r"^Expected `(?:int|float)` [<>]=? ")
 # Where msgspec's own message places an error (``... - at `$.ops[0].value```).
 _AT = re.compile(r" - at `\$(?P<path>[^`]*)`$", re.DOTALL)
-# msgspec's own message for a member named wrongly, anywhere in a body it decodes.
-# (At the root it names no place: ``Object contains unknown field `extra```.)
-_RAW_FIELD = re.compile(
-    r"^Object (?P<what>contains unknown|missing required) field `(?P<name>.*?)`"
-    r"(?: - at `\$(?P<path>[^`]*)`)?$",
-    re.DOTALL,
-)
 #: msgspec's errors for a number no float holds, and for an integer of more digits than
 #: Python converts (``sys.get_int_max_str_digits``): both are JSON, beyond any bound.
 _HUGE_NUMBERS = ("Number out of range", "Integer value out of range")
@@ -250,13 +244,22 @@ def _path_pointer(path: str) -> str:
 
 
 def _whole_field_error(cause: BaseException | None) -> FieldError | None:
+    # msgspec's own message, which Litestar chains as the cause, names a body member whole.
     if not isinstance(cause, msgspec.ValidationError):
         return None
-    match = _WHOLE_FIELD.match(str(cause))
-    if match is None:
+    named = _NAMED_FIELD.match(str(cause))
+    path = None if named is None else named["path"]
+    if named is None or path is None:
         return None
-    at = f"{_path_pointer(match['path'])}/{pointer_token(match['name'])}"
-    return FieldError(pointer=at, code=_FIELD_CODES[match["what"]])
+    if path != _LITESTAR_BODY and not path.startswith((f"{_LITESTAR_BODY}.", f"{_LITESTAR_BODY}[")):
+        return None
+    return _named_member(named, path[len(_LITESTAR_BODY) :])
+
+
+def _named_member(named: re.Match[str], path: str) -> FieldError:
+    """The error of a member named wrongly (a `_NAMED_FIELD` match) under a msgspec place."""
+    at = f"{_path_pointer(path)}/{pointer_token(named['name'])}"
+    return FieldError(pointer=at, code=_FIELD_CODES[named["what"]])
 
 
 def _decode_error(item: Mapping[str, Any]) -> FieldError:
@@ -267,12 +270,10 @@ def _decode_error(item: Mapping[str, Any]) -> FieldError:
     key = str(item.get("key", ""))
     if item.get("source") == "body" and (key == "data" or key.startswith("data.")):
         key = key[len("data") :]
-    at = _path_pointer(f".{key}")
     named = _NAMED_FIELD.match(what)
-    if named:
-        return FieldError(
-            pointer=f"{at}/{pointer_token(named['name'])}", code=_FIELD_CODES[named["what"]]
-        )
+    if named is not None:
+        return _named_member(named, f".{key}")
+    at = _path_pointer(f".{key}")
     if what.startswith("Invalid enum value"):
         return FieldError(pointer=at, code="invalid_enum")
     if _BOUND.match(what):
@@ -313,14 +314,11 @@ def loose_member(body: bytes, kind: type[Any]) -> FieldError | None:
         at = "" if found is None else _path_pointer(found["path"])
         if message.startswith(_HUGE_NUMBERS):
             return FieldError(pointer=at, code="out_of_range")
-        named = _RAW_FIELD.match(message)
+        named = _NAMED_FIELD.match(message)
         if named is not None:
             # The typed decoder would name it too, but Litestar decodes the body without
             # its type first, which fails on a huge number in an unknown member.
-            return FieldError(
-                pointer=f"{_path_pointer(named['path'] or '')}/{pointer_token(named['name'])}",
-                code=_FIELD_CODES[named["what"]],
-            )
+            return _named_member(named, named["path"] or "")
         try:
             msgspec.json.decode(body, type=kind, strict=False)
         except (msgspec.ValidationError, msgspec.DecodeError):
