@@ -16,7 +16,7 @@ import pytest
 from tests.support.domain_world import T0, fixed_id
 from turnkeeper.domain.delivery import DeliveryReason
 from turnkeeper.domain.errors import ValidationFailed
-from turnkeeper.domain.finish import finish, finish_reason, server_reason
+from turnkeeper.domain.finish import bounded_reason, finish, finish_reason, server_reason
 from turnkeeper.domain.followups import OpenFollowup, RunEnd, plan_run_end
 from turnkeeper.domain.runs import END_STATES, EndReason, Run, RunState
 
@@ -156,3 +156,29 @@ def test_the_run_is_not_changed() -> None:
     before = attrs.evolve(run)
     finish_reason(run, RunState.CANCELLED, "x")
     assert run == before
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "label"),
+    [
+        (RunState.COMPLETED, None, "none"),
+        (RunState.FAILED, "stale", "stale"),
+        (RunState.CANCELLED, "user_cancelled", "user_cancelled"),
+        (RunState.CANCELLED, "cancel_timeout", "cancel_timeout"),
+        (RunState.CANCELLED, "agent_disabled", "agent_disabled"),
+        # An invocation refused at delivery ends failed with its delivery reason.
+        (RunState.FAILED, "access_revoked", "access_revoked"),
+        (RunState.FAILED, "channel_read_only", "channel_read_only"),
+        # An agent may cancel for the loss a delivery reason names (seed AG-13): its own.
+        (RunState.CANCELLED, "access_revoked", "agent"),
+        (RunState.CANCELLED, "channel_read_only", "agent"),
+        # agent.invoke's reasons are the denials', never a run's: an agent wrote them.
+        (RunState.FAILED, "no_trigger_right", "agent"),
+        (RunState.FAILED, "runtime_error", "agent"),
+        (RunState.CANCELLED, "Alex asked me to stop", "agent"),
+    ],
+)
+def test_a_bounded_reason_is_the_servers_or_agent(
+    state: RunState, reason: str | None, label: str
+) -> None:
+    assert bounded_reason(state, reason) == label

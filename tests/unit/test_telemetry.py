@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from tests.support.fakes import EPOCH, FakeClock, SequentialIds
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.observability.client import ClientMetrics
-from turnkeeper.adapters.observability.metrics import PrometheusMetrics, run_end_reason
+from turnkeeper.adapters.observability.metrics import PrometheusMetrics
 from turnkeeper.application.errors import RetriableConflict
 from turnkeeper.application.ports import UnitOfWork
 from turnkeeper.application.settings import Settings
@@ -231,35 +231,6 @@ def message_event(origin: str) -> NewEvent:
 def sample(metrics: PrometheusMetrics, name: str, **labels: str) -> float:
     value = metrics.registry.get_sample_value(name, labels)
     return 0.0 if value is None else value
-
-
-FAILED, CANCELLED, COMPLETED = RunState.FAILED, RunState.CANCELLED, RunState.COMPLETED
-
-
-@pytest.mark.parametrize(
-    ("state", "reason", "label"),
-    [
-        (COMPLETED, None, "none"),
-        (FAILED, "stale", "stale"),
-        (CANCELLED, "user_cancelled", "user_cancelled"),
-        (CANCELLED, "cancel_timeout", "cancel_timeout"),
-        (CANCELLED, "agent_disabled", "agent_disabled"),
-        # An invocation refused at delivery ends failed with its delivery reason.
-        (FAILED, "access_revoked", "access_revoked"),
-        (FAILED, "channel_read_only", "channel_read_only"),
-        # An agent may cancel for the loss a delivery reason names (seed AG-13): its own.
-        (CANCELLED, "access_revoked", "agent"),
-        (CANCELLED, "channel_read_only", "agent"),
-        # agent.invoke's reasons are the denials', never a run's: an agent wrote them.
-        (FAILED, "no_trigger_right", "agent"),
-        (FAILED, "runtime_error", "agent"),
-        (CANCELLED, "Alex asked me to stop", "agent"),
-    ],
-)
-def test_the_reason_label_of_an_ended_run_is_the_servers_or_agent(
-    state: RunState, reason: str | None, label: str
-) -> None:
-    assert run_end_reason(state, reason) == label
 
 
 def test_committed_changes_become_counts_with_bounded_labels() -> None:

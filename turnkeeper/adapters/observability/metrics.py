@@ -85,19 +85,6 @@ _DENIAL_REASONS = frozenset(
 PoolStats = Callable[[], Mapping[str, int]]
 
 
-def run_end_reason(state: RunState, reason: str | None) -> str:
-    """The ``reason`` label of an ended run (`turnkeeper.domain.finish.bounded_reason`).
-
-    Args:
-        state: the run's end state.
-        reason: the run's ``state_reason``.
-
-    Returns:
-        The server's reason, ``none`` or ``agent``.
-    """
-    return bounded_reason(state, reason)
-
-
 def _bounded(value: str, allowed: frozenset[str]) -> str:
     return value if value in allowed else OTHER
 
@@ -283,7 +270,7 @@ class PrometheusMetrics:
 
     def _run_ended(self, state: RunState, reason: str | None, duration: timedelta) -> None:
         label = _bounded(state.value, _END_STATES)
-        self.runs_ended.labels(state=label, reason=run_end_reason(state, reason)).inc()
+        self.runs_ended.labels(state=label, reason=bounded_reason(state, reason)).inc()
         self.run_duration.labels(state=label).observe(max(duration.total_seconds(), 0.0))
 
     def send_answered(self, answered: SendAnswered) -> None:
@@ -415,5 +402,4 @@ __all__ = [
     "PrometheusMetrics",
     "attach_metrics",
     "metrics_of",
-    "run_end_reason",
 ]
