@@ -35,6 +35,7 @@ from psycopg.adapt import PyFormat, Transformer
 
 from turnkeeper.adapters.postgres.base import Conn
 from turnkeeper.adapters.postgres.observers import OBSERVERS, StatementDone
+from turnkeeper.adapters.postgres.sockets import socket_ready
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%|%s")
 Params = Mapping[str, Any] | Sequence[Any] | None
@@ -484,30 +485,6 @@ class PipelineLink:
         await self._conn.close()
 
 
-async def socket_ready(
-    add: Callable[..., object], remove: Callable[[int], object], fd: int
-) -> None:
-    """Wait until the running loop finds `fd` ready (a reader's or a writer's callback).
-
-    Args:
-        add: the loop's ``add_reader`` or ``add_writer``.
-        remove: the matching ``remove_reader`` or ``remove_writer``.
-        fd: the socket.
-    """
-    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def wake() -> None:
-        # The loop may call a ready callback again before the waiting task resumes.
-        if not ready.done():
-            ready.set_result(None)
-
-    add(fd, wake)
-    try:
-        await ready
-    finally:
-        remove(fd)
-
-
 def forget_prepared(conn: Conn) -> None:
     """Forget what the link prepared on `conn`: psycopg is about to deallocate it all.
 
@@ -524,5 +501,4 @@ __all__ = [
     "PipelineCursor",
     "PipelineLink",
     "forget_prepared",
-    "socket_ready",
 ]
