@@ -39,7 +39,7 @@ from psycopg.adapt import PyFormat, Transformer
 
 from bench.harness import BENCH_DATABASE_PREFIX, bench_server, run_stoppable
 from turnkeeper.adapters.postgres.databases import scratch_database
-from turnkeeper.adapters.postgres.executor import socket_ready
+from turnkeeper.adapters.postgres.sockets import socket_ready
 from turnkeeper.adapters.postgres.uow import BEGIN, COMMIT
 
 USAGE = "usage: python -m bench.driver_paths [--quick]"
