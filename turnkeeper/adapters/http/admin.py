@@ -52,7 +52,7 @@ from turnkeeper.domain.world import (
 @post(
     "/principals",
     status_code=201,
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.PRINCIPAL_CREATE),
 )
 async def create_principal(
@@ -75,7 +75,10 @@ async def create_principal(
 
 
 @post(
-    "/spaces", status_code=201, responses=problems(403), opt=owner_route(AuditAction.SPACE_CREATE)
+    "/spaces",
+    status_code=201,
+    responses=problems("owner_required"),
+    opt=owner_route(AuditAction.SPACE_CREATE),
 )
 async def create_space(
     data: JSONBody[SpaceCreate],
@@ -92,7 +95,7 @@ async def create_space(
 @post(
     "/spaces/{space_id:str}/channels",
     status_code=201,
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.CHANNEL_CREATE),
 )
 async def create_channel(
@@ -116,7 +119,7 @@ async def create_channel(
 
 @put(
     "/channels/{channel_id:str}/behavior",
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.CHANNEL_BEHAVIOR),
 )
 async def set_behavior(
@@ -138,7 +141,7 @@ async def set_behavior(
 
 @put(
     "/channels/{channel_id:str}/operator",
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.CHANNEL_OPERATOR),
 )
 async def set_operator(
@@ -160,7 +163,7 @@ async def set_operator(
 @post(
     "/channels/{channel_id:str}/archive",
     status_code=200,
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.CHANNEL_ARCHIVE),
 )
 async def archive_channel(
@@ -178,7 +181,7 @@ async def archive_channel(
     status_code=HTTP_201_CREATED,
     opt=owner_route(AuditAction.GRANT_CREATE),
     responses={
-        **problems(403),
+        **problems("owner_required"),
         HTTP_200_OK: ResponseSpec(
             data_container=Grant,
             description="the pair had a grant: its level is now the one asked for (same id)",
@@ -202,7 +205,7 @@ async def create_grant(
     return Response(Grant.of(change.grant), status_code=status)
 
 
-@get("/grants", responses=problems(403), opt=owner_route(AuditAction.GRANT_LIST))
+@get("/grants", responses=problems("owner_required"), opt=owner_route(AuditAction.GRANT_LIST))
 async def list_grants(
     principal: NamedDependency[Principal],
     grants: NamedDependency[GrantService],
@@ -221,7 +224,7 @@ async def list_grants(
 @delete(
     "/grants/{grant_id:str}",
     status_code=204,
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.GRANT_DELETE),
 )
 async def delete_grant(
@@ -235,7 +238,7 @@ async def delete_grant(
 
 @put(
     "/agents/{agent_id:str}/config",
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.AGENT_CONFIG),
 )
 async def set_agent_config(

@@ -35,7 +35,19 @@ SEND_PATH = "/v1/agent/send"
 @post(
     "/agent/send",
     status_code=HTTP_200_OK,
-    responses=problems(403, 409, 429),
+    responses=problems(
+        "freshness_required",
+        "client_message_id_required",
+        "target_key_mismatch",
+        "content_required",
+        "run_mismatch",
+        "agents_only",
+        "level_insufficient",
+        "channel_archived",
+        "idempotency_conflict",
+        "run_not_active",
+        "message_rate_limited",
+    ),
     opt=agent_route(AuditAction.AGENT_SEND),
 )
 async def agent_send(

@@ -76,7 +76,16 @@ async def get_me(principal: NamedDependency[Principal]) -> Me:
 @post(
     "/channels/{channel_id:str}/threads",
     status_code=HTTP_201_CREATED,
-    responses={**problems(403, 409, 429), **_replay_spec(ThreadCreated)},
+    responses={
+        **problems(
+            "first_content_required",
+            "level_insufficient",
+            "channel_archived",
+            "idempotency_conflict",
+            "message_rate_limited",
+        ),
+        **_replay_spec(ThreadCreated),
+    },
 )
 async def create_thread(
     channel_id: FromPath[uuid.UUID],
@@ -98,7 +107,18 @@ async def create_thread(
 @post(
     "/threads/{thread_id:str}/messages",
     status_code=HTTP_201_CREATED,
-    responses={**problems(403, 409, 429), **_replay_spec(MessageCreated)},
+    responses={
+        **problems(
+            "content_required",
+            "run_mismatch",
+            "level_insufficient",
+            "channel_archived",
+            "idempotency_conflict",
+            "run_not_active",
+            "message_rate_limited",
+        ),
+        **_replay_spec(MessageCreated),
+    },
 )
 async def create_message(
     thread_id: FromPath[uuid.UUID],
@@ -170,7 +190,11 @@ async def list_messages(
     return MessagePage.of(page)
 
 
-@post("/threads/{thread_id:str}/close", status_code=HTTP_200_OK, responses=problems(403))
+@post(
+    "/threads/{thread_id:str}/close",
+    status_code=HTTP_200_OK,
+    responses=problems("level_insufficient", "channel_archived"),
+)
 async def close_thread(
     thread_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],

@@ -1,14 +1,19 @@
 """OpenAPI helpers: the problem answers of each route, and what Litestar does not write.
 
-`problems` documents the problem answers a route can give, once for every route;
-`complete_document` adds to the generated document what the routes do but Litestar
-leaves out (closed request bodies, paging bounds, links).
+`problems` documents the problem answers a route gives: the common ones of every route
+and the route's own, named from the catalogue `PROBLEM_EXAMPLES`; `complete_document`
+adds to the generated document what the routes do but Litestar leaves out (closed
+request bodies and their bounds, paging bounds, links).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Literal
 
+import attrs
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import (
@@ -29,33 +34,33 @@ from turnkeeper.adapters.http.correlation import CORRELATION_HEADER
 from turnkeeper.adapters.http.openapi_links import add_links
 from turnkeeper.adapters.http.problems import (
     PROBLEM_MEDIA_TYPE,
-    STATUS_BY_CODE,
     ProblemAnswer,
     problem_of,
 )
 from turnkeeper.adapters.http.requests import Body
+from turnkeeper.application.services.runs.views import RunView, run_document
 from turnkeeper.application.settings import Settings
+from turnkeeper.domain.events import MAX_SEQ
+from turnkeeper.domain.followups import FollowupState
+from turnkeeper.domain.runs import Run, RunState
 
-_DESCRIPTIONS: dict[int, str] = {
-    400: "validation_failed (errors[] names the members)",
-    401: "unauthenticated: missing or unknown bearer token",
-    403: "forbidden, channel_read_only or invocation_token_invalid (reason says why)",
-    404: "not_found: unknown, or not readable by the caller (identical answers)",
-    405: "method_not_allowed",
-    408: "request_timeout: the body did not arrive within http.body_timeout",
-    409: "conflict, idempotency_conflict, invalid_state_transition or base_version_conflict",
-    413: "payload_too_large: the body exceeds http.max_body_bytes",
-    415: "unsupported_media_type: a body whose Content-Type is not JSON",
-    429: "rate_limited: see Retry-After",
-    500: "internal",
+#: What the description of each problem status says after the codes of its examples.
+_NOTES: dict[int, str] = {
+    400: "errors[] names each offending member (pointer) with its code",
+    401: "missing, unknown or revoked bearer token",
+    403: "the caller may not do this here; reason says why",
+    404: "unknown, or not readable by the caller (identical answers)",
+    408: "the body did not arrive within http.body_timeout",
+    409: "the request does not fit the stored state",
+    413: "the body exceeds http.max_body_bytes",
+    415: "a body whose Content-Type is not JSON",
+    429: "see Retry-After",
+    500: "an unexpected error (nothing of it is shown)",
     503: (
-        "unavailable: the database is unreachable or did not answer within "
+        "the database is unreachable or did not answer within "
         "database.request_timeout; see Retry-After"
     ),
 }
-
-#: Problems any authenticated route can answer (every one reads the database, so 503).
-COMMON = (400, 401, 404, 413, 415, 500, 503)
 
 #: Problem statuses whose answer carries ``Retry-After`` (whole seconds).
 RETRY_AFTER_STATUSES = ("429", "503")
@@ -76,147 +81,276 @@ UNAVAILABLE_EXAMPLE = Example(
 EXAMPLE_CORRELATION_ID = "01950c3a-7f10-7c2e-9a41-3d5e8b2f6a10"
 
 
-def _field(pointer: str, code: str) -> FieldErrorOut:
-    return FieldErrorOut(pointer=pointer, code=code)
+@attrs.frozen
+class ProblemExample:
+    """One documented problem answer: a real answer of this server.
+
+    Attributes:
+        summary: when the server gives it.
+        answer: the problem as `turnkeeper.adapters.http.problems.problem_for` maps it
+            (same status, code, reason, errors and ``current``), rendered by
+            `problem_of` as the answers themselves are.
+    """
+
+    summary: str
+    answer: ProblemAnswer
 
 
-#: Real problems per status, as `problem_of` renders them: (summary, problem). Each is an
-#: answer the server gives (same status, code, title and reason), not invented values.
-_EXAMPLES: dict[int, tuple[tuple[str, ProblemAnswer], ...]] = {
-    400: (
-        (
-            "an unknown member",
-            ProblemAnswer(
-                code="validation_failed",
-                status=400,
-                errors=(_field("/origin", "unknown_member"),),
+#: The names of the problem answers a route can document (`PROBLEM_EXAMPLES`).
+ProblemName = Literal[
+    "unknown_member",
+    "content_required",
+    "first_content_required",
+    "run_mismatch",
+    "freshness_required",
+    "client_message_id_required",
+    "target_key_mismatch",
+    "patch_target_missing",
+    "unauthenticated",
+    "level_insufficient",
+    "owner_required",
+    "agents_only",
+    "not_run_agent",
+    "channel_archived",
+    "token_malformed",
+    "token_expired",
+    "token_run_mismatch",
+    "token_superseded",
+    "not_found",
+    "request_timeout",
+    "run_not_active",
+    "idempotency_conflict",
+    "invalid_state_transition",
+    "base_version_conflict",
+    "payload_too_large",
+    "unsupported_media_type",
+    "message_rate_limited",
+    "stream_limit",
+    "internal",
+    "unavailable",
+]
+
+#: The problems every authenticated route can answer (each reads the database: 503).
+COMMON: tuple[ProblemName, ...] = (
+    "unknown_member",
+    "unauthenticated",
+    "not_found",
+    "payload_too_large",
+    "unsupported_media_type",
+    "internal",
+    "unavailable",
+)
+
+
+def _invalid(summary: str, pointer: str, code: str) -> ProblemExample:
+    return ProblemExample(
+        summary,
+        ProblemAnswer(
+            code="validation_failed",
+            status=400,
+            errors=(FieldErrorOut(pointer=pointer, code=code),),
+        ),
+    )
+
+
+def _refused(summary: str, code: str, status: int, reason: str | None = None) -> ProblemExample:
+    return ProblemExample(summary, ProblemAnswer(code=code, status=status, reason=reason))
+
+
+def _example_run() -> Run:
+    """The run the base_version_conflict example shows as ``current``."""
+    at = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    return Run(
+        id=uuid.UUID("01950c3a-7f10-7c2e-9a41-3d5e8b2f6a11"),
+        thread_id=uuid.UUID("01950c3a-7f10-7c2e-9a41-3d5e8b2f6a12"),
+        agent_id=uuid.UUID("01950c3a-7f10-7c2e-9a41-3d5e8b2f6a13"),
+        state=RunState.RUNNING,
+        triggering_message_id=uuid.UUID("01950c3a-7f10-7c2e-9a41-3d5e8b2f6a14"),
+        triggered_by=uuid.UUID("01950c3a-7f10-7c2e-9a41-3d5e8b2f6a15"),
+        version=3,
+        created_at=at,
+        updated_at=at,
+    )
+
+
+#: The follow-up the example run has acknowledged (its version 3 counts that change).
+_EXAMPLE_FOLLOWUP = uuid.UUID("01950c3a-7f10-7c2e-9a41-3d5e8b2f6a16")
+
+#: Every problem answer a route can document, by name. Each is an answer the server
+#: gives (same status, code, reason and errors), not invented values; a route names the
+#: ones it gives (`problems`).
+PROBLEM_EXAMPLES: Mapping[ProblemName, ProblemExample] = {
+    "unknown_member": _invalid("a member the route does not know", "/origin", "unknown_member"),
+    "content_required": _invalid("a message whose content is blank", "/content", "required"),
+    "first_content_required": _invalid(
+        "a first message whose content is blank", "/first_message/content", "required"
+    ),
+    "run_mismatch": _invalid(
+        "a run_id that names no active run of the calling agent in this thread",
+        "/run_id",
+        "run_mismatch",
+    ),
+    "freshness_required": _invalid(
+        "a send without freshness (freshness.required_for_agents, the default)",
+        "/freshness",
+        "freshness_required",
+    ),
+    "client_message_id_required": _invalid(
+        "a send without client_message_id (or an empty one)",
+        "/client_message_id",
+        "client_message_id_required",
+    ),
+    "target_key_mismatch": _invalid(
+        "a freshness.target_key that is not the key of the target",
+        "/freshness/target_key",
+        "target_key_mismatch",
+    ),
+    "patch_target_missing": _invalid(
+        "an operation naming a message that is no follow-up of the run",
+        "/ops/0/path",
+        "patch_target_missing",
+    ),
+    "unauthenticated": _refused("missing, unknown or revoked token", "unauthenticated", 401),
+    "level_insufficient": _refused(
+        "read, but not the level the action needs", "forbidden", 403, "level_insufficient"
+    ),
+    "owner_required": _refused(
+        "an administrative route called by someone other than the owner",
+        "forbidden",
+        403,
+        "owner_required",
+    ),
+    "agents_only": _refused(
+        "a route of the agent runtime called by a person", "forbidden", 403, "agents_only"
+    ),
+    "not_run_agent": _refused(
+        "a reader of the run who is not its agent", "forbidden", 403, "not_run_agent"
+    ),
+    "channel_archived": _refused(
+        "an archived channel (read-only for everyone)",
+        "channel_read_only",
+        403,
+        "channel_archived",
+    ),
+    "token_malformed": _refused(
+        "an invocation token this server did not sign",
+        "invocation_token_invalid",
+        403,
+        "malformed",
+    ),
+    "token_expired": _refused(
+        "an invocation token past its lifetime", "invocation_token_invalid", 403, "expired"
+    ),
+    "token_run_mismatch": _refused(
+        "an invocation token of another run (or of another delivery kind)",
+        "invocation_token_invalid",
+        403,
+        "run_mismatch",
+    ),
+    "token_superseded": _refused(
+        "an invocation token older than the latest delivery, or used before",
+        "invocation_token_invalid",
+        403,
+        "superseded",
+    ),
+    "not_found": _refused("unknown, or not readable by the caller", "not_found", 404),
+    "request_timeout": _refused("a body slower than http.body_timeout", "request_timeout", 408),
+    "run_not_active": _refused("the run has ended", "conflict", 409, "run_not_active"),
+    "idempotency_conflict": _refused(
+        "a client id used before with another payload", "idempotency_conflict", 409
+    ),
+    "invalid_state_transition": _refused(
+        "a move the run's state (or a follow-up's) does not allow",
+        "invalid_state_transition",
+        409,
+    ),
+    "base_version_conflict": ProblemExample(
+        "a base_version that is not the run's version: current is the run now",
+        ProblemAnswer(
+            code="base_version_conflict",
+            status=409,
+            current=run_document(
+                RunView(
+                    run=_example_run(),
+                    followups={_EXAMPLE_FOLLOWUP: FollowupState.DELIVERED.value},
+                )
             ),
         ),
-        (
-            "a member that must not be blank",
-            ProblemAnswer(
-                code="validation_failed", status=400, errors=(_field("/content", "required"),)
-            ),
-        ),
     ),
-    401: (
-        ("missing, unknown or revoked token", ProblemAnswer(code="unauthenticated", status=401)),
+    "payload_too_large": _refused("a body beyond http.max_body_bytes", "payload_too_large", 413),
+    "unsupported_media_type": _refused(
+        "a body sent as text/plain (or any media type but JSON)", "unsupported_media_type", 415
     ),
-    403: (
-        (
-            "read but not the level the action needs",
-            ProblemAnswer(code="forbidden", status=403, reason="level_insufficient"),
-        ),
-        (
-            "an administrative route called by someone other than the owner",
-            ProblemAnswer(code="forbidden", status=403, reason="owner_required"),
-        ),
-        (
-            "an archived channel",
-            ProblemAnswer(code="channel_read_only", status=403, reason="channel_archived"),
-        ),
-        (
-            "an invocation token older than the latest delivery",
-            ProblemAnswer(code="invocation_token_invalid", status=403, reason="superseded"),
-        ),
+    "message_rate_limited": _refused("the rl.message bucket is empty", "rate_limited", 429),
+    "stream_limit": _refused(
+        "the caller holds stream.max_per_principal streams already", "rate_limited", 429
     ),
-    404: (("unknown, or not readable by the caller", ProblemAnswer(code="not_found", status=404)),),
-    405: (
-        ("a method the route does not have", ProblemAnswer(code="method_not_allowed", status=405)),
-    ),
-    408: (
-        (
-            "a body slower than http.body_timeout",
-            ProblemAnswer(code="request_timeout", status=408),
-        ),
-    ),
-    409: (
-        (
-            "an answer naming a run that has ended",
-            ProblemAnswer(code="conflict", status=409, reason="run_not_active"),
-        ),
-        (
-            "a client id used before with another payload",
-            ProblemAnswer(code="idempotency_conflict", status=409),
-        ),
-        (
-            "a run transition its state does not allow",
-            ProblemAnswer(code="invalid_state_transition", status=409),
-        ),
-    ),
-    413: (
-        (
-            "a body beyond http.max_body_bytes",
-            ProblemAnswer(code="payload_too_large", status=413),
-        ),
-    ),
-    415: (
-        (
-            "a body sent as text/plain (or any media type but JSON)",
-            ProblemAnswer(code="unsupported_media_type", status=415),
-        ),
-    ),
-    429: (("the rl.message bucket is empty", ProblemAnswer(code="rate_limited", status=429)),),
-    500: (
-        (
-            "an unexpected error (nothing of it is shown)",
-            ProblemAnswer(code="internal", status=500),
-        ),
-    ),
-    503: (
-        (
-            "the database cannot be reached",
-            ProblemAnswer(code="unavailable", status=503, reason="database_unreachable"),
-        ),
-    ),
+    "internal": _refused("an unexpected error (nothing of it is shown)", "internal", 500),
+    "unavailable": _refused("the database is unreachable or too slow", "unavailable", 503),
 }
 
 
-def _example_key(answer: ProblemAnswer) -> str:
-    detail = answer.reason or (answer.errors[0].code if answer.errors else None)
-    return f"{answer.code}_{detail}" if detail else answer.code
-
-
-def problem_examples(status: int) -> list[Example]:
-    """The OpenAPI examples of a problem status: real answers of this server.
+def _description(status: int, answers: Iterable[ProblemAnswer]) -> str:
+    """The description of a problem status: the codes of its examples, then what it means.
 
     Args:
-        status: an HTTP status of `STATUS_BY_CODE`.
+        status: an HTTP status of `_NOTES`.
+        answers: the problems the route documents with that status.
 
     Returns:
-        One example per problem of `_EXAMPLES` for that status.
+        For example ``forbidden (agents_only, level_insufficient), channel_read_only
+        (channel_archived): the caller may not do this here; reason says why``.
     """
+    details: dict[str, list[str]] = {}
+    for answer in answers:
+        shown = details.setdefault(answer.code, [])
+        for detail in (answer.reason, *(error.code for error in answer.errors)):
+            if detail and detail not in shown:
+                shown.append(detail)
+    codes = ", ".join(
+        f"{code} ({', '.join(shown)})" if shown else code for code, shown in details.items()
+    )
+    return f"{codes}: {_NOTES[status]}"
+
+
+def _openapi_examples(names: Sequence[ProblemName]) -> list[Example]:
     return [
         Example(
-            id=_example_key(answer),
-            summary=summary,
-            value=msgspec.to_builtins(problem_of(answer, EXAMPLE_CORRELATION_ID)),
+            id=name,
+            summary=PROBLEM_EXAMPLES[name].summary,
+            value=msgspec.to_builtins(
+                problem_of(PROBLEM_EXAMPLES[name].answer, EXAMPLE_CORRELATION_ID)
+            ),
         )
-        for summary, answer in _EXAMPLES[status]
+        for name in names
     ]
 
 
-def problems(*statuses: int) -> dict[int, ResponseSpec]:
-    """Response specs of problem answers.
+def problems(*names: ProblemName) -> dict[int, ResponseSpec]:
+    """Response specs of the problem answers of a route: `COMMON` and its own.
 
     Args:
-        statuses: HTTP statuses; `COMMON` is always included.
+        names: the answers the route gives besides the common ones (the names of
+            `PROBLEM_EXAMPLES`), for example ``"owner_required"``; their statuses are
+            documented with them.
 
     Returns:
-        Specs for Litestar's ``responses`` argument.
+        Specs for Litestar's ``responses`` argument: per status its examples, and a
+        description naming their codes (`_description`).
     """
-    wanted = sorted({*COMMON, *statuses})
-    assert all(status in STATUS_BY_CODE.values() for status in wanted)
+    by_status: dict[int, list[ProblemName]] = {}
+    for name in dict.fromkeys((*COMMON, *names)):
+        by_status.setdefault(PROBLEM_EXAMPLES[name].answer.status, []).append(name)
     return {
         status: ResponseSpec(
             data_container=Problem,
             media_type=PROBLEM_MEDIA_TYPE,
-            description=_DESCRIPTIONS[status],
+            description=_description(status, (PROBLEM_EXAMPLES[name].answer for name in found)),
             # Litestar would invent values ("status": 6165); these are real answers.
             generate_examples=False,
-            examples=problem_examples(status),
+            examples=_openapi_examples(found),
         )
-        for status in wanted
+        for status, found in sorted(by_status.items())
     }
 
 
@@ -283,12 +417,15 @@ def _slow_body_answer(operation: Operation) -> None:
     model = responses.get("413")
     if not isinstance(model, OpenAPIResponse) or not model.content:
         raise LookupError(f"{operation.operation_id} has a body but no 413 answer")
+    late = PROBLEM_EXAMPLES["request_timeout"]
     responses["408"] = OpenAPIResponse(
-        description=_DESCRIPTIONS[408],
+        description=_description(late.answer.status, [late.answer]),
         content={
             media: OpenAPIMediaType(
                 schema=found.schema,
-                examples={example.id or "": example for example in problem_examples(408)},
+                examples={
+                    example.id or "": example for example in _openapi_examples(["request_timeout"])
+                },
             )
             for media, found in model.content.items()
         },
@@ -301,7 +438,8 @@ def _without_null(schema: Schema) -> None:
         s for s in schema.one_of or () if not (isinstance(s, Schema) and s.type == OpenAPIType.NULL)
     ]
     if schema.one_of and len(kept) == 1 and isinstance(kept[0], Schema):
-        schema.one_of, schema.type = None, kept[0].type
+        # Its format too: a filter by id is a UUID (400 ``invalid`` otherwise).
+        schema.one_of, schema.type, schema.format = None, kept[0].type, kept[0].format
 
 
 def _request_bodies(kind: type[Body] = Body) -> Iterator[type[Body]]:
@@ -377,15 +515,47 @@ def _member(schemas: Mapping[str, Schema | Reference], name: str, member: str) -
     return found
 
 
-def _member_rules(schemas: Mapping[str, Schema | Reference]) -> None:
+def _schema(schemas: Mapping[str, Schema | Reference], name: str) -> Schema:
+    schema = schemas.get(name)
+    if not isinstance(schema, Schema):
+        raise LookupError(f"the OpenAPI document has no schema {name}")
+    return schema
+
+
+def _given(member: Schema) -> Schema:
+    """The schema of a member's value: the one alternative Litestar writes for an optional one."""
+    alternatives = member.one_of or ()
+    if len(alternatives) == 1 and isinstance(alternatives[0], Schema):
+        return alternatives[0]
+    return member
+
+
+def _require(schema: Schema, *members: str) -> None:
+    schema.required = sorted({*(schema.required or ()), *members})
+
+
+def _member_rules(schemas: Mapping[str, Schema | Reference], settings: Settings) -> None:
     for (name, member), rule in MEMBER_RULES.items():
         _member(schemas, name, member).description = rule
-    freshness = schemas.get("SendFreshnessBody")
-    if not isinstance(freshness, Schema):
-        raise LookupError("the OpenAPI document has no schema SendFreshnessBody")
-    freshness.required = sorted({*(freshness.required or ()), "target_key"})
+    # Members the use cases require with codes of their own (target_key_required,
+    # client_message_id_required, freshness_required), which the structs leave optional.
+    _require(_schema(schemas, "SendFreshnessBody"), "target_key")
+    send = _schema(schemas, "AgentSendBody")
+    _require(send, "client_message_id")
+    if settings.freshness_required_for_agents:
+        _require(send, "freshness")
     # Below 0 is the gate's own validation error (``negative``), not the decoder's.
     _member(schemas, "SendFreshnessBody", "seen_up_to_seq").minimum = 0
+    # Empty: 400 required (client_message_id_required); longer: too_long. Both rules
+    # count characters (code points), as JSON Schema does.
+    for name, member in (
+        ("MessageCreate", "client_msg_id"),
+        ("AgentSendBody", "client_message_id"),
+    ):
+        client_id = _given(_member(schemas, name, member))
+        client_id.min_length, client_id.max_length = 1, settings.max_client_id_length
+    # An empty audience: 400 empty (absent means everyone who reads the thread).
+    _given(_member(schemas, "MessageCreate", "restricted_to")).min_items = 1
     kind = _member(schemas, "MessageCreate", "kind")
     kind.one_of, kind.type, kind.enum = None, OpenAPIType.STRING, list(SENDABLE_KINDS)
 
@@ -396,21 +566,27 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
     - Every request body schema says ``additionalProperties: false``: an unknown member
       is refused with 400 ``unknown_member`` (API.md conventions); its integer bounds
       (a seq or version from 0 to 2**63 - 1) are written exactly.
-    - The paging parameters state their bounds: ``after`` and ``after_seq`` at least 0,
-      ``limit`` from 1 to ``page.max_limit``, ``wait`` from 0 to
-      ``stream.max_wait_seconds`` (outside: 400 ``out_of_range``).
+    - The paging parameters state their bounds: ``after`` and ``after_seq`` from 0 to
+      2**63 - 1, ``limit`` from 1 to ``page.max_limit``, ``wait`` from 0 to
+      ``stream.max_wait_seconds`` (outside: 400 ``out_of_range``); a filter by id is a
+      UUID (``format: uuid``, otherwise 400 ``invalid``).
     - Every 429 and 503 answer documents its ``Retry-After`` header.
-    - The problem examples (real answers, `problem_examples`) carry no ``id`` member.
+    - The problem examples (real answers, `PROBLEM_EXAMPLES`) carry no ``id`` member.
     - The links between operations (`turnkeeper.adapters.http.openapi_links`).
     - The rules of `MEMBER_RULES` (``run_id``) and the one kind a client may send;
-      ``freshness.target_key`` is required (without it: 400 ``target_key_required``).
+      ``freshness.target_key`` and a send's ``client_message_id`` are required (without
+      them: 400 ``target_key_required``, ``client_message_id_required``), and its
+      ``freshness`` while ``freshness.required_for_agents`` (``freshness_required``); a
+      client id is 1 to ``message.max_client_id_length`` characters (``required``,
+      ``too_long``), an audience (``restricted_to``) not empty (``empty``).
     - Every answer documents ``X-Correlation-Id``; a run's 200 its ``ETag``, a replay's
       200 ``Idempotent-Replay``; a route with a body its 408 ``request_timeout``.
     - No parameter admits JSON null (Litestar writes one for an optional parameter).
 
     Args:
         openapi: the document Litestar generated; changed in place.
-        settings: for ``page.max_limit``.
+        settings: for ``page.max_limit``, ``stream.max_wait_seconds``,
+            ``message.max_client_id_length`` and ``freshness.required_for_agents``.
 
     Returns:
         The same document.
@@ -421,15 +597,13 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
     """
     schemas = openapi.components.schemas or {}
     for kind in _request_bodies():
-        schema = schemas.get(kind.__name__)
-        if not isinstance(schema, Schema):
-            raise LookupError(f"the OpenAPI document has no schema {kind.__name__}")
+        schema = _schema(schemas, kind.__name__)
         schema.additional_properties = False
         _exact_integer_bounds(kind, schema)
-    _member_rules(schemas)
+    _member_rules(schemas, settings)
     bounds = {
-        "after": (0, None),
-        "after_seq": (0, None),
+        "after": (0, MAX_SEQ),
+        "after_seq": (0, MAX_SEQ),
         "limit": (1, settings.page_max_limit),
         "wait": (0, int(settings.stream_max_wait.total_seconds())),
     }

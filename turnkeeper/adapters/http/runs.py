@@ -59,7 +59,11 @@ async def get_run(
     return _run(await runs.get(principal, run_id))
 
 
-@post("/runs/{run_id:str}/cancel", status_code=HTTP_200_OK, responses=problems(403, 409))
+@post(
+    "/runs/{run_id:str}/cancel",
+    status_code=HTTP_200_OK,
+    responses=problems("level_insufficient", "channel_archived", "invalid_state_transition"),
+)
 async def cancel_run(
     run_id: FromPath[uuid.UUID],
     principal: NamedDependency[Principal],
@@ -69,7 +73,18 @@ async def cancel_run(
     return _run(await runs.cancel(principal, run_id))
 
 
-@post("/runs/{run_id:str}/start", status_code=HTTP_200_OK, responses=problems(403, 409))
+@post(
+    "/runs/{run_id:str}/start",
+    status_code=HTTP_200_OK,
+    responses=problems(
+        "not_run_agent",
+        "token_malformed",
+        "token_expired",
+        "token_run_mismatch",
+        "channel_archived",
+        "invalid_state_transition",
+    ),
+)
 async def start_run(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[InvocationTokenBody],
@@ -80,7 +95,11 @@ async def start_run(
     return _run(await runs.start(bearer, run_id, data.invocation_token))
 
 
-@post("/runs/{run_id:str}/await-input", status_code=HTTP_200_OK, responses=problems(403, 409))
+@post(
+    "/runs/{run_id:str}/await-input",
+    status_code=HTTP_200_OK,
+    responses=problems("not_run_agent", "channel_archived", "invalid_state_transition"),
+)
 async def await_input(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[AwaitInputBody],
@@ -91,7 +110,19 @@ async def await_input(
     return _run(await runs.await_input(bearer, run_id))
 
 
-@post("/runs/{run_id:str}/resume", status_code=HTTP_200_OK, responses=problems(403, 409))
+@post(
+    "/runs/{run_id:str}/resume",
+    status_code=HTTP_200_OK,
+    responses=problems(
+        "not_run_agent",
+        "token_malformed",
+        "token_expired",
+        "token_run_mismatch",
+        "token_superseded",
+        "channel_archived",
+        "invalid_state_transition",
+    ),
+)
 async def resume_run(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[InvocationTokenBody],
@@ -102,7 +133,11 @@ async def resume_run(
     return _run(await runs.resume(bearer, run_id, data.invocation_token))
 
 
-@post("/runs/{run_id:str}/finish", status_code=HTTP_200_OK, responses=problems(403, 409))
+@post(
+    "/runs/{run_id:str}/finish",
+    status_code=HTTP_200_OK,
+    responses=problems("not_run_agent", "invalid_state_transition"),
+)
 async def finish_run(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[FinishBody],
@@ -114,7 +149,18 @@ async def finish_run(
     return _run(view)
 
 
-@patch("/runs/{run_id:str}", status_code=HTTP_200_OK, responses=problems(403, 409))
+@patch(
+    "/runs/{run_id:str}",
+    status_code=HTTP_200_OK,
+    responses=problems(
+        "patch_target_missing",
+        "not_run_agent",
+        "channel_archived",
+        "base_version_conflict",
+        "run_not_active",
+        "invalid_state_transition",
+    ),
+)
 async def patch_run(
     run_id: FromPath[uuid.UUID],
     data: JSONBody[RunPatch],
@@ -125,7 +171,11 @@ async def patch_run(
     return _run(await runs.patch(bearer, run_id, data.base_version, data.followup_ops()))
 
 
-@get("/agent/events", responses=problems(403), opt=agent_route(AuditAction.AGENT_EVENTS_CONSUME))
+@get(
+    "/agent/events",
+    responses=problems("agents_only"),
+    opt=agent_route(AuditAction.AGENT_EVENTS_CONSUME),
+)
 async def poll_agent_events(
     request: Request[Any, Any, Any],
     bearer: NamedDependency[BearerToken],
@@ -159,7 +209,7 @@ async def poll_agent_events(
 @post(
     "/agent/events/ack",
     status_code=HTTP_204_NO_CONTENT,
-    responses=problems(403),
+    responses=problems("agents_only"),
     opt=agent_route(AuditAction.AGENT_EVENTS_CONSUME),
 )
 async def ack_agent_events(
@@ -174,7 +224,7 @@ async def ack_agent_events(
 @put(
     "/agent/heartbeat",
     status_code=HTTP_204_NO_CONTENT,
-    responses=problems(403),
+    responses=problems("agents_only"),
     opt=agent_route(AuditAction.AGENT_HEARTBEAT),
 )
 async def heartbeat(

@@ -199,7 +199,7 @@ _CURSOR_DOC = "cursor; the Last-Event-ID header wins"
 _HEADER_DOC = "resume after this seq (sent by a reconnecting EventSource)"
 
 
-@get("/events/stream", responses=problems(429), media_type=EVENT_STREAM)
+@get("/events/stream", responses=problems("stream_limit"), media_type=EVENT_STREAM)
 async def stream_events(
     request: Request[Any, Any, Any],
     principal: NamedDependency[Principal],
@@ -218,7 +218,7 @@ async def stream_events(
 
 @get(
     "/agent/events/stream",
-    responses=problems(403, 429),
+    responses=problems("agents_only", "stream_limit"),
     media_type=EVENT_STREAM,
     opt=agent_route(AuditAction.AGENT_EVENTS_CONSUME),
 )

@@ -70,7 +70,7 @@ def _info(token: ApiToken) -> TokenInfo:
 @post(
     "/principals/{principal_id:str}/tokens",
     status_code=HTTP_201_CREATED,
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.TOKEN_CREATE),
 )
 async def create_token(
@@ -93,7 +93,7 @@ async def create_token(
 
 @get(
     "/principals/{principal_id:str}/tokens",
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.TOKEN_LIST),
 )
 async def list_tokens(
@@ -109,7 +109,7 @@ async def list_tokens(
 @delete(
     "/principals/{principal_id:str}/tokens/{token_id:str}",
     status_code=HTTP_204_NO_CONTENT,
-    responses=problems(403),
+    responses=problems("owner_required"),
     opt=owner_route(AuditAction.TOKEN_REVOKE),
 )
 async def revoke_token(
