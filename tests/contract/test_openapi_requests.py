@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.fakes import FakeClock
-from tests.support.http import ContractClient, bearer, contract_client
+from tests.support.http import ContractClient, bearer, contract_client, http_world
 from tests.support.openapi import Spec
 from tests.support.scenario import main_thread
 from tests.support.services import memory_services
@@ -169,3 +169,24 @@ async def test_cursors_state_the_largest_seq(
     if read:
         last = await client.get(f"{url}?{name}={MAX_SEQ}", headers=headers)
         assert last.status_code == 200, last.text
+
+
+@pytest.mark.parametrize("limit", [Settings().max_source_message_ids, 3])
+async def test_the_sources_of_a_send_state_their_configured_count(limit: int) -> None:
+    async with http_world(Settings(max_source_message_ids=limit)) as given:
+        client, world = given.client, given.world
+        freshness = client.spec["components"]["schemas"]["SendFreshnessBody"]
+        sources = _member(client.spec, "SendFreshnessBody", "source_message_ids")
+        assert sources["maxItems"] == limit
+        assert "source_message_ids" not in freshness.get("required", [])
+        thread = str(main_thread(world, "eskalation"))
+        lotse = bearer(world.agents["lotse"].token)
+        for count, status in ((limit + 1, 400), (limit, 200)):
+            sent = _send(thread, client_message_id=f"s{count}")
+            sent["freshness"]["source_message_ids"] = [str(uuid.uuid4()) for _ in range(count)]
+            answer = await client.post("/v1/agent/send", json=sent, headers=lotse)
+            assert answer.status_code == status, answer.text
+            if status == 400:
+                assert answer.json()["errors"] == [
+                    {"pointer": "/freshness/source_message_ids", "code": "too_many"}
+                ]

@@ -556,6 +556,9 @@ def _member_rules(schemas: Mapping[str, Schema | Reference], settings: Settings)
         client_id.min_length, client_id.max_length = 1, settings.max_client_id_length
     # An empty audience: 400 empty (absent means everyone who reads the thread).
     _given(_member(schemas, "MessageCreate", "restricted_to")).min_items = 1
+    # More sources than the gate reads: 400 too_many.
+    sources = _given(_member(schemas, "SendFreshnessBody", "source_message_ids"))
+    sources.max_items = settings.max_source_message_ids
     kind = _member(schemas, "MessageCreate", "kind")
     kind.one_of, kind.type, kind.enum = None, OpenAPIType.STRING, list(SENDABLE_KINDS)
 
@@ -578,7 +581,9 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
       them: 400 ``target_key_required``, ``client_message_id_required``), and its
       ``freshness`` while ``freshness.required_for_agents`` (``freshness_required``); a
       client id is 1 to ``message.max_client_id_length`` characters (``required``,
-      ``too_long``), an audience (``restricted_to``) not empty (``empty``).
+      ``too_long``), an audience (``restricted_to``) not empty (``empty``), a send's
+      ``freshness.source_message_ids`` at most ``freshness.max_source_message_ids``
+      (``too_many``).
     - Every answer documents ``X-Correlation-Id``; a run's 200 its ``ETag``, a replay's
       200 ``Idempotent-Replay``; a route with a body its 408 ``request_timeout``.
     - No parameter admits JSON null (Litestar writes one for an optional parameter).
@@ -586,7 +591,8 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
     Args:
         openapi: the document Litestar generated; changed in place.
         settings: for ``page.max_limit``, ``stream.max_wait_seconds``,
-            ``message.max_client_id_length`` and ``freshness.required_for_agents``.
+            ``message.max_client_id_length``, ``freshness.required_for_agents`` and
+            ``freshness.max_source_message_ids``.
 
     Returns:
         The same document.
