@@ -29,7 +29,7 @@ from turnkeeper.domain.events import EventType
 from turnkeeper.domain.followups import FollowupState
 from turnkeeper.domain.messaging import MessageKind, Origin, TriggerState
 from turnkeeper.domain.runs import RunState
-from turnkeeper.domain.world import Level, ResourceKind
+from turnkeeper.domain.world import Level, Principal, ResourceKind
 
 
 class TestTriggerAcceptance:
@@ -444,6 +444,45 @@ class TestLifecycle:
                 "channel_read_only",
                 "channel_archived",
             ), name
+        after = await services.runs.get(robin, run.id)
+        assert (after.run.state, after.run.version) == (RunState.RUNNING, version)
+        ended = await services.runs.finish(lotse, run.id, RunState.COMPLETED, None)
+        assert ended.run.state is RunState.COMPLETED
+
+    async def test_in_an_archived_channel_the_archive_is_the_first_refusal_of_a_move(
+        self, services: Services, world: DemoWorld
+    ) -> None:
+        # docs/rights.md: the archive is checked before the caller's role, the run's
+        # state, its version and the moves' own input; a move that would change nothing
+        # is refused too. Only the run's end stays open, to its agent alone.
+        lotse, robin, alex = (world.principal(n) for n in ("lotse", "robin", "alex"))
+        run, token = await started_run(services, world)
+        version = (await services.runs.get(robin, run.id)).run.version
+        await services.admin.archive_channel(robin, world.channels["allgemein"].id)
+        unknown = FollowupOp(message_id=uuid.uuid4(), value=FollowupState.DELIVERED)
+
+        def moves(caller: Principal) -> dict[str, Callable[[], Awaitable[object]]]:
+            return {
+                "start again": lambda: services.runs.start(caller, run.id, token),
+                "start, bad token": lambda: services.runs.start(caller, run.id, "x.y"),
+                "resume while running": lambda: services.runs.resume(caller, run.id, token),
+                "patch, nothing": lambda: services.runs.patch(caller, run.id, version, []),
+                "patch, stale": lambda: services.runs.patch(caller, run.id, version - 1, []),
+                "patch, unknown": lambda: services.runs.patch(caller, run.id, version, [unknown]),
+                "await_input": lambda: services.runs.await_input(caller, run.id),
+            }
+
+        for caller in (lotse, alex, robin):
+            for name, moved in moves(caller).items():
+                with pytest.raises(AccessDenied) as refused:
+                    await moved()
+                assert (refused.value.code, refused.value.audit_reason) == (
+                    "channel_read_only",
+                    "channel_archived",
+                ), (caller.handle, name)
+        with pytest.raises(AccessDenied) as other:
+            await services.runs.finish(alex, run.id, RunState.COMPLETED, None)
+        assert (other.value.code, other.value.audit_reason) == ("forbidden", "not_run_agent")
         after = await services.runs.get(robin, run.id)
         assert (after.run.state, after.run.version) == (RunState.RUNNING, version)
         ended = await services.runs.finish(lotse, run.id, RunState.COMPLETED, None)

@@ -94,17 +94,22 @@ class OwnedRun:
     token: ResolvedToken | None = None
 
 
-async def own_run(uow: UnitOfWork, actor: Principal | BearerToken, run_id: uuid.UUID) -> OwnedRun:
+async def own_run(
+    uow: UnitOfWork, actor: Principal | BearerToken, run_id: uuid.UUID, *, goes_on: bool
+) -> OwnedRun:
     """The run, locked FOR UPDATE, when the caller is its agent.
 
     A caller known by its bearer token only is read in the round trip of the lock
     (ADR 0026), and the answers keep the order of a request authenticated first: 401
-    for an unknown or revoked token, then 404 and 403.
+    for an unknown or revoked token, then 404 and 403 in the order of docs/rights.md
+    (an archived channel before the caller's role).
 
     Args:
         uow: the unit of work.
         actor: the caller, or the request's bearer token.
         run_id: the run.
+        goes_on: True for a move that goes on with the run (refused in an archived
+            channel, `run_target`), False for its end.
 
     Returns:
         The caller, the locked run and the token the caller was read by.
@@ -112,7 +117,8 @@ async def own_run(uow: UnitOfWork, actor: Principal | BearerToken, run_id: uuid.
     Raises:
         Unauthenticated: for an unknown or revoked token.
         NotFound: for an unknown run (or one whose thread the caller may not read).
-        AccessDenied: forbidden / not_run_agent for a reader who is not its agent.
+        AccessDenied: channel_read_only / channel_archived for a move that goes on in an
+            archived channel; forbidden / not_run_agent for a reader who is not its agent.
     """
     token: ResolvedToken | None = None
     if isinstance(actor, Principal):
@@ -125,7 +131,9 @@ async def own_run(uow: UnitOfWork, actor: Principal | BearerToken, run_id: uuid.
     if run is None:
         raise NotFound()
     if run.agent_id != agent.id:
-        await readable_target(uow, agent, run)
+        target = await readable_target(uow, agent, run)
+        if goes_on:
+            uphold(agent, AuditAction.RUN_UPDATE, archive_decision(target))
         raise AccessDenied(
             code="forbidden",
             reason="not_run_agent",
@@ -143,8 +151,9 @@ async def run_target(uow: UnitOfWork, agent: Principal, run: Run) -> AccessTarge
     invocation token delivered before the archive, which would otherwise make the start
     depend on when the agent last polled; await-input, resume, a run patch). The end
     stays open to it, so that a run there ends rather than wait for the jobs; its
-    follow-ups then fail ``channel_read_only``. A move that changes nothing (a start
-    repeated) reads no target.
+    follow-ups then fail ``channel_read_only``. Every move that goes on reads it on every
+    path, before it refuses for another reason and also when it changes nothing (a start
+    repeated): the archive is the first refusal of docs/rights.md.
 
     Args:
         uow: the unit of work.
@@ -173,6 +182,7 @@ async def move_own_run(
     run_id: uuid.UUID,
     step: MoveStep,
     *,
+    goes_on: bool,
     clock: Clock,
     token_interval: timedelta,
 ) -> RunView:
@@ -187,6 +197,7 @@ async def move_own_run(
         actor: the run's agent, or the request's bearer token.
         run_id: the run.
         step: the move; its use case names the unit's span.
+        goes_on: see `own_run` (a move that goes on reads `run_target` on every path).
         clock: the time of the token's use.
         token_interval: ``auth.token_last_used_interval``.
 
@@ -200,7 +211,7 @@ async def move_own_run(
     """
 
     async def work(uow: UnitOfWork) -> Later[tuple[RunView, ResolvedToken | None]]:
-        owned = await own_run(uow, actor, run_id)
+        owned = await own_run(uow, actor, run_id, goes_on=goes_on)
         view = await step(uow, owned.agent, owned.run)
 
         async def answer() -> tuple[RunView, ResolvedToken | None]:

@@ -32,7 +32,7 @@ from turnkeeper.application.services.runs.guards import (
 from turnkeeper.application.services.runs.run_end import RunEnder
 from turnkeeper.application.services.runs.views import RunView, agent_view_later, run_view
 from turnkeeper.application.transactions import Later, Transactor
-from turnkeeper.domain.authorization import Action
+from turnkeeper.domain.authorization import AccessTarget, Action
 from turnkeeper.domain.errors import (
     InvalidStateTransition,
     NotFound,
@@ -126,6 +126,7 @@ class RunLifecycleService:
         """
 
         async def work(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
+            target = await run_target(uow, agent, run)
             claims = self._claims(token, run)
             if claims.trigger_kind is not TriggerKind.MESSAGE or claims.sub != run.triggered_by:
                 raise InvalidToken("run_mismatch")
@@ -134,9 +135,9 @@ class RunLifecycleService:
             changed = attrs.evolve(
                 move(run, Transition.START, self._clock.now()), invocation_jti=claims.jti
             )
-            return await self._store(uow, run, changed, agent)
+            return await self._store(uow, run, changed, agent, target)
 
-        return await self._as_run_agent(actor, run_id, work)
+        return await self._as_run_agent(actor, run_id, work, goes_on=True)
 
     async def await_input(self, actor: Principal | BearerToken, run_id: uuid.UUID) -> RunView:
         """Running -> waiting_input.
@@ -154,14 +155,15 @@ class RunLifecycleService:
         """
 
         async def work(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
+            target = await run_target(uow, agent, run)
             # No token resumes the run until a follow-up is delivered while it waits:
             # the start token (or an earlier answer's) was consumed by its own move.
             changed = attrs.evolve(
                 move(run, Transition.AWAIT_INPUT, self._clock.now()), invocation_jti=None
             )
-            return await self._store(uow, run, changed, agent)
+            return await self._store(uow, run, changed, agent, target)
 
-        return await self._as_run_agent(actor, run_id, work)
+        return await self._as_run_agent(actor, run_id, work, goes_on=True)
 
     async def resume(
         self, actor: Principal | BearerToken, run_id: uuid.UUID, token: str
@@ -188,13 +190,14 @@ class RunLifecycleService:
         """
 
         async def work(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
+            target = await run_target(uow, agent, run)
             claims = self._claims(token, run)
             changed = move(run, Transition.RESUME, self._clock.now())
             if claims.trigger_kind is not TriggerKind.FOLLOWUP or claims.jti != run.invocation_jti:
                 raise InvalidToken("superseded")
-            return await self._store(uow, run, changed, agent)
+            return await self._store(uow, run, changed, agent, target)
 
-        return await self._as_run_agent(actor, run_id, work)
+        return await self._as_run_agent(actor, run_id, work, goes_on=True)
 
     async def finish(
         self,
@@ -237,10 +240,10 @@ class RunLifecycleService:
             ended = await self._ender.end(uow, run, target, state, stored_reason, actor=agent)
             return await agent_view_later(uow, ended)
 
-        return await self._as_run_agent(actor, run_id, work)
+        return await self._as_run_agent(actor, run_id, work, goes_on=False)
 
     async def _as_run_agent(
-        self, actor: Principal | BearerToken, run_id: uuid.UUID, step: MoveStep
+        self, actor: Principal | BearerToken, run_id: uuid.UUID, step: MoveStep, *, goes_on: bool
     ) -> RunView:
         """`move_own_run` with this service's transactor, clock and token interval."""
         return await move_own_run(
@@ -248,6 +251,7 @@ class RunLifecycleService:
             actor,
             run_id,
             step,
+            goes_on=goes_on,
             clock=self._clock,
             token_interval=self._token_interval,
         )
@@ -300,10 +304,9 @@ class RunLifecycleService:
         return await self._tx.run(work)
 
     async def _store(
-        self, uow: UnitOfWork, run: Run, changed: Run, agent: Principal
+        self, uow: UnitOfWork, run: Run, changed: Run, agent: Principal, target: AccessTarget
     ) -> Later[RunView]:
-        """Store an agent's move of its run (the target is read once, here)."""
-        target = await run_target(uow, agent, run)
+        """Store an agent's move of its run (its target read first, `run_target`)."""
         await self._changes.store(uow, run, changed, agent, target)
         return await agent_view_later(uow, changed)
 

@@ -24,7 +24,12 @@ from turnkeeper.application.services.runs.views import (
     run_view,
 )
 from turnkeeper.application.transactions import Later, Transactor
-from turnkeeper.domain.errors import Conflict, FieldError, ValidationFailed
+from turnkeeper.domain.errors import (
+    Conflict,
+    FieldError,
+    InvalidStateTransition,
+    ValidationFailed,
+)
 from turnkeeper.domain.followups import FollowupState, advance_followup
 from turnkeeper.domain.messaging import TriggerState, audience_of
 from turnkeeper.domain.runs import Run, bump_version
@@ -90,25 +95,35 @@ class RunPatchService:
         """
 
         async def step(uow: UnitOfWork, agent: Principal, run: Run) -> Later[RunView]:
+            # The archive is the first refusal (docs/rights.md): each path reads the
+            # run's target before it refuses or answers without a change; a change reads
+            # it with the changed messages, below.
             if base_version != run.version:
+                await run_target(uow, agent, run)
                 raise BaseVersionConflict(run_document(await run_view(uow, run, agent.id)))
             if not run.state.active:
+                await run_target(uow, agent, run)
                 raise Conflict("run not active", reason="run_not_active")
             now = self._clock.now()
             named = list(dict.fromkeys(op.message_id for op in ops if op.message_id is not None))
             states = await uow.followups.lock_many(run.id, named)
             stored = dict(states)
-            for index, op in enumerate(ops):
-                state = None if op.message_id is None else states.get(op.message_id)
-                if state is None or op.message_id is None:
-                    raise ValidationFailed(
-                        [FieldError(pointer=f"/ops/{index}/path", code="patch_target_missing")]
-                    )
-                # Later ops see what earlier ops of the patch did to their follow-up.
-                if advance_followup(state, op.value):
-                    states[op.message_id] = op.value
+            try:
+                for index, op in enumerate(ops):
+                    state = None if op.message_id is None else states.get(op.message_id)
+                    if state is None or op.message_id is None:
+                        raise ValidationFailed(
+                            [FieldError(pointer=f"/ops/{index}/path", code="patch_target_missing")]
+                        )
+                    # Later ops see what earlier ops of the patch did to their follow-up.
+                    if advance_followup(state, op.value):
+                        states[op.message_id] = op.value
+            except (ValidationFailed, InvalidStateTransition):
+                await run_target(uow, agent, run)
+                raise
             changed_ids = [m for m in named if states[m] is not stored[m]]
             if not changed_ids:
+                await run_target(uow, agent, run)
                 return await agent_view_later(uow, run)
             # The changed messages (only those: an op may name any id) are read with the
             # thread, in one round trip however many ops changed; taken before their
@@ -138,6 +153,7 @@ class RunPatchService:
             actor,
             run_id,
             step,
+            goes_on=True,
             clock=self._clock,
             token_interval=self._token_interval,
         )
