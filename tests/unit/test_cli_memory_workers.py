@@ -66,3 +66,31 @@ def test_workers_on_the_command_line_win_over_the_configuration(
     (line,) = capsys.readouterr().err.splitlines()
     assert code == cli.EXIT_FAILURE
     assert line.startswith(f"turnkeeper: cannot listen on 127.0.0.1:{taken_port}: ")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        # Above the bound of every count (http.workers refuses it from the environment).
+        ("--workers", "2147483648"),
+        ("--workers", "99999999999999"),
+        ("--workers", "0"),
+        # Written as the environment's values are: ASCII digits, no sign, no spaces.
+        ("--workers", "+2"),
+        ("--workers", " 2"),
+        ("--workers", "1_0"),
+        ("--workers", "\N{ARABIC-INDIC DIGIT TWO}"),
+        ("--port", "\N{ARABIC-INDIC DIGIT EIGHT}\N{ARABIC-INDIC DIGIT TWO}"),
+        ("--port", "+80"),
+    ],
+)
+def test_a_flag_beyond_its_key_s_range_or_not_in_ascii_digits_is_refused(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    # With --workers 2 the command is refused after parsing even if the value passed:
+    # a test of a value parsed wrongly ends instead of serving.
+    guard = ["--workers", "2"] if flag != "--workers" else []
+    assert cli.main(["serve", "--memory", flag, value, *guard]) == cli.EXIT_USAGE
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"turnkeeper: error: argument {flag}: ")
+    assert repr(value) in line

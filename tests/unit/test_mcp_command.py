@@ -234,12 +234,12 @@ def test_a_taken_metrics_port_is_the_documented_line(
                 "TURNKEEPER_MCP__CHUNK_BYTES": "5000",
                 "TURNKEEPER_MESSAGE__MAX_CONTENT_BYTES": "4096",
             },
-            "invalid configuration: mcp.chunk_bytes must not exceed "
+            "turnkeeper: invalid configuration: mcp.chunk_bytes must not exceed "
             "message.max_content_bytes (4096), got 5000",
         ),
         (
             {"TURNKEEPER_MCP__WAIT_SECONDS": "301"},
-            "invalid configuration: mcp.wait_seconds must not exceed "
+            "turnkeeper: invalid configuration: mcp.wait_seconds must not exceed "
             "mcp.max_wait_seconds (300), got 301",
         ),
     ],

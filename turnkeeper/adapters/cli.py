@@ -50,6 +50,7 @@ from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.logs import get_logger
 from turnkeeper.application.services.admin import NewPrincipal
 from turnkeeper.application.services.tokens import OwnerTokenRefused
+from turnkeeper.application.settings import MAX_COUNT
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -110,12 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    # Written as the environment's values are (ASCII digits only), within a count's range.
+    value = int(text) if text.isascii() and text.isdigit() else 0
+    if not 1 <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MAX_COUNT}, got {text!r}"
+        )
     return value
 
 

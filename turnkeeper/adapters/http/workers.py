@@ -151,6 +151,9 @@ def run_workers(count: int, worker: WorkerMain) -> int:
         count: worker processes (``http.workers``).
         worker: what each forked process runs.
 
+    A stop that arrives while the parent forks ends the forking: the workers forked
+    so far are stopped, and no more are forked.
+
     Returns:
         `EXIT_OK` when the workers stopped on request (SIGTERM or SIGINT to the
         parent), `EXIT_WORKER_ENDED` when one ended by itself first.
@@ -173,17 +176,24 @@ def run_workers(count: int, worker: WorkerMain) -> int:
     parent = os.getpid()
     try:
         for index in range(count):
+            if _stop_pending():
+                break  # stopped while forking: the workers forked so far are stopped
             pid = os.fork()
             if pid == 0:
                 _run_child(index, worker, defaults, parent)
             workers[pid] = index
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        _log.info("http_workers_started", workers=count)
+        _log.info("http_workers_started", workers=len(workers))
         return _supervise(workers, lambda: stopping, lambda: stop(signal.SIGTERM, None))
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         for signum, handler in defaults.items():
             signal.signal(signum, handler)
+
+
+def _stop_pending() -> bool:
+    """Whether a stop signal arrived while the stop signals are blocked (forking)."""
+    return not signal.sigpending().isdisjoint(STOP_SIGNALS)
 
 
 def _supervise(

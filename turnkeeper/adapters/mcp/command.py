@@ -67,10 +67,8 @@ def port_number(text: str) -> int:
     Raises:
         argparse.ArgumentTypeError: for anything else (the command exits 2).
     """
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
+    # Written as the environment's values are: ASCII digits only.
+    value = int(text) if text.isascii() and text.isdigit() else -1
     if not 0 <= value <= MAX_PORT:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to {MAX_PORT}, got {text!r}")
     return value
@@ -178,7 +176,7 @@ async def run_mcp(
         return _usage(f"turnkeeper mcp needs {ENV_AGENT_TOKEN}, the agent's API token")
     conflict = limits_conflict(config.settings)
     if conflict is not None:
-        return _usage(f"invalid configuration: {conflict}")
+        return _usage(f"turnkeeper: invalid configuration: {conflict}")
     # Imported here: the SDK is an extra.
     from turnkeeper.adapters.mcp.server import build_server, serve_http, serve_stdio
 
