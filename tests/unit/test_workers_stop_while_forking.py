@@ -13,7 +13,6 @@ import signal
 
 import pytest
 
-from turnkeeper.adapters.http import workers
 from turnkeeper.adapters.http.workers import EXIT_OK, STOP_SIGNALS, run_workers
 
 
@@ -27,7 +26,7 @@ def test_a_stop_pending_when_the_forking_starts_forks_no_worker(
         forks.append(1)
         return os.fork()
 
-    monkeypatch.setattr(workers.os, "fork", counted_fork)
+    monkeypatch.setattr(os, "fork", counted_fork)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         signal.raise_signal(signum)  # held pending, as during the forking
