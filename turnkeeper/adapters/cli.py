@@ -20,6 +20,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from types import FrameType
 from typing import Any, NoReturn, TextIO
 
+import attrs
+
 from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
 from turnkeeper.adapters.http.server import (
@@ -43,6 +45,7 @@ from turnkeeper.adapters.wiring import (
     postgres_backend,
     signing_key,
     stop_as_ctrl_c,
+    stop_signals_held,
 )
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import build_demo_world
@@ -50,7 +53,8 @@ from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.logs import get_logger
 from turnkeeper.application.services.admin import NewPrincipal
 from turnkeeper.application.services.tokens import OwnerTokenRefused
-from turnkeeper.application.settings import MAX_COUNT
+from turnkeeper.application.settings import MAX_COUNT, Settings
+from turnkeeper.domain.errors import DomainError, ValidationFailed
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -287,16 +291,44 @@ async def _check(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _demo_world(args: argparse.Namespace, config: Config) -> int:
+    await _check_demo_world(config.settings)
     key = signing_key(config)  # a key file that cannot be used stops it before the database
     with database(config) as conninfo:
         await migrate(conninfo)
         async with postgres_backend(conninfo, config.settings, key) as backend:
             if not await _world_is_empty(backend):
                 return _fail("turnkeeper: the world is not empty; demo-world needs a new one", 1)
-            owner = await _owner_for_demo(backend, config)
-            world = await build_demo_world(backend.services, owner)
+            with stop_signals_held():
+                owner = await _owner_for_demo(backend, config)
+                world = await build_demo_world(backend.services, owner)
     _print_json(world.to_json())
     return EXIT_OK
+
+
+async def _check_demo_world(settings: Settings) -> None:
+    """Build the demo world in memory first, so that a stored one is never left half made.
+
+    The demo world is built by many use cases, each its own unit: one refused by the
+    settings (a ``principal.max_handle_length`` below a demo handle) left the owner and
+    some principals stored, their tokens never printed, and every later ``--demo``
+    start refused. The memory store refuses exactly what PostgreSQL would.
+
+    Args:
+        settings: the configuration the world will be built under.
+
+    Raises:
+        ConfigError: the demo world does not fit the settings (naming what failed).
+    """
+    trial = memory_backend(attrs.evolve(settings, metrics_enabled=False))
+    try:
+        await build_demo_world(trial.services)
+    except DomainError as exc:
+        errors = exc.errors if isinstance(exc, ValidationFailed) else ()
+        failed = ", ".join(f"{error.pointer} {error.code}" for error in errors)
+        raise ConfigError(
+            f"the demo world does not fit these settings: {exc.code}"
+            + (f" ({failed})" if failed else "")
+        ) from exc
 
 
 async def _owner_for_demo(backend: Backend, config: Config) -> NewPrincipal:
@@ -430,15 +462,21 @@ async def _run(
 async def _prepare_world(args: argparse.Namespace, config: Config, backend: Backend) -> None:
     """The owner (its token printed when new), and the demo world when asked and empty."""
     empty = await _world_is_empty(backend)
-    handle = DEMO_OWNER_HANDLE if args.demo and empty else OWNER_HANDLE
-    owner = await backend.services.admin.ensure_owner(handle, config.owner_token)
-    if args.demo and empty:
-        # The demo document names the owner with its token: printed once, there.
-        demo_owner = owner or await _owner_for_demo(backend, config)
-        world = await build_demo_world(backend.services, demo_owner)
-        _print_json(world.to_json())
-    elif owner is not None and config.owner_token is None:
-        _print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
+    demo = args.demo and empty
+    if demo:
+        await _check_demo_world(config.settings)
+    # A stop while the owner and the world are made waits until they are, and printed:
+    # a world stored without its tokens shown would be of no use to anyone.
+    with stop_signals_held():
+        handle = DEMO_OWNER_HANDLE if demo else OWNER_HANDLE
+        owner = await backend.services.admin.ensure_owner(handle, config.owner_token)
+        if demo:
+            # The demo document names the owner with its token: printed once, there.
+            demo_owner = owner or await _owner_for_demo(backend, config)
+            world = await build_demo_world(backend.services, demo_owner)
+            _print_json(world.to_json())
+        elif owner is not None and config.owner_token is None:
+            _print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
 
 
 async def _serve_app(
