@@ -20,7 +20,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 from turnkeeper.adapters.http.correlation import answers_head
 from turnkeeper.adapters.http.dependencies import agent_route, v1_router
 from turnkeeper.adapters.http.disconnect import until_client_leaves
-from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.openapi import ProblemName, problems
 from turnkeeper.adapters.http.requests import (
     AckBody,
     AwaitInputBody,
@@ -59,6 +59,20 @@ async def get_run(
     return _run(await runs.get(principal, run_id))
 
 
+#: What refuses every move of a run that goes on (docs/rights.md).
+_MOVE_REFUSALS: tuple[ProblemName, ...] = (
+    "not_run_agent",
+    "channel_archived",
+    "invalid_state_transition",
+)
+#: What refuses an invocation token that is not this run's (start and resume).
+_TOKEN_REFUSALS: tuple[ProblemName, ...] = (
+    "token_malformed",
+    "token_expired",
+    "token_run_mismatch",
+)
+
+
 @post(
     "/runs/{run_id:str}/cancel",
     status_code=HTTP_200_OK,
@@ -76,14 +90,7 @@ async def cancel_run(
 @post(
     "/runs/{run_id:str}/start",
     status_code=HTTP_200_OK,
-    responses=problems(
-        "not_run_agent",
-        "token_malformed",
-        "token_expired",
-        "token_run_mismatch",
-        "channel_archived",
-        "invalid_state_transition",
-    ),
+    responses=problems(*_MOVE_REFUSALS, *_TOKEN_REFUSALS),
 )
 async def start_run(
     run_id: FromPath[uuid.UUID],
@@ -98,7 +105,7 @@ async def start_run(
 @post(
     "/runs/{run_id:str}/await-input",
     status_code=HTTP_200_OK,
-    responses=problems("not_run_agent", "channel_archived", "invalid_state_transition"),
+    responses=problems(*_MOVE_REFUSALS),
 )
 async def await_input(
     run_id: FromPath[uuid.UUID],
@@ -113,15 +120,7 @@ async def await_input(
 @post(
     "/runs/{run_id:str}/resume",
     status_code=HTTP_200_OK,
-    responses=problems(
-        "not_run_agent",
-        "token_malformed",
-        "token_expired",
-        "token_run_mismatch",
-        "token_superseded",
-        "channel_archived",
-        "invalid_state_transition",
-    ),
+    responses=problems(*_MOVE_REFUSALS, *_TOKEN_REFUSALS, "token_superseded"),
 )
 async def resume_run(
     run_id: FromPath[uuid.UUID],
