@@ -57,6 +57,19 @@ async def test_freshness_is_optional_where_the_settings_make_it_so() -> None:
     assert set(required) == {"target", "content", "client_message_id"}
 
 
+@pytest.mark.parametrize("required", [True, False])
+async def test_a_send_documents_freshness_required_only_while_the_settings_require_it(
+    required: bool,
+) -> None:
+    services = memory_services(Settings(freshness_required_for_agents=required), FakeClock())
+    async with contract_client(services) as client:
+        refused = client.spec["paths"]["/v1/agent/send"]["post"]["responses"]["400"]
+    (media,) = refused["content"].values()
+    assert ("freshness_required" in media["examples"]) is required
+    assert ("freshness_required" in refused["description"]) is required
+    assert "client_message_id_required" in media["examples"]
+
+
 @pytest.mark.parametrize(
     ("schema", "member"),
     [("MessageCreate", "client_msg_id"), ("AgentSendBody", "client_message_id")],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, cast
 
 import attrs
 import msgspec
@@ -475,6 +475,25 @@ def _operations(openapi: OpenAPI) -> Iterator[Operation]:
         yield operation
 
 
+def _drop_unset_problems(openapi: OpenAPI, settings: Settings) -> None:
+    """Leave out the problems the settings turn off (``freshness_required``)."""
+    if settings.freshness_required_for_agents:
+        return
+    for operation in _operations(openapi):
+        for response in (operation.responses or {}).values():
+            if not isinstance(response, OpenAPIResponse):
+                continue
+            for media in (response.content or {}).values():
+                examples = media.examples or {}
+                if examples.pop("freshness_required", None) is None:
+                    continue
+                names = [name for name in examples if name in PROBLEM_EXAMPLES]
+                response.description = _description(
+                    PROBLEM_EXAMPLES["freshness_required"].answer.status,
+                    (PROBLEM_EXAMPLES[cast(ProblemName, name)].answer for name in names),
+                )
+
+
 def _drop_example_ids(openapi: OpenAPI) -> None:
     # Litestar keys the examples by their id and writes the id into each example too,
     # where OpenAPI's Example Object has no such member: the key alone names it.
@@ -574,7 +593,9 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
       ``stream.max_wait_seconds`` (outside: 400 ``out_of_range``); a filter by id is a
       UUID (``format: uuid``, otherwise 400 ``invalid``).
     - Every 429 and 503 answer documents its ``Retry-After`` header.
-    - The problem examples (real answers, `PROBLEM_EXAMPLES`) carry no ``id`` member.
+    - The problem examples (real answers, `PROBLEM_EXAMPLES`) carry no ``id`` member,
+      and none the settings turn off (``freshness_required`` while
+      ``freshness.required_for_agents`` is false).
     - The links between operations (`turnkeeper.adapters.http.openapi_links`).
     - The rules of `MEMBER_RULES` (``run_id``) and the one kind a client may send;
       ``freshness.target_key`` and a send's ``client_message_id`` are required (without
@@ -623,5 +644,6 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
                 found = bounds.get(parameter.name)
                 if found is not None and isinstance(parameter.schema, Schema):
                     parameter.schema.minimum, parameter.schema.maximum = found
+    _drop_unset_problems(openapi, settings)
     _drop_example_ids(openapi)
     return add_links(openapi)
