@@ -214,6 +214,16 @@ class TestTriggerAcceptance:
             assert await uow.followups.states(run.id) == {second.id: "queued"}
 
 
+async def refused_as_archived(moved: Callable[[], Awaitable[object]], label: str) -> None:
+    """Assert that a move is refused as an archived channel refuses it."""
+    with pytest.raises(AccessDenied) as refused:
+        await moved()
+    assert (refused.value.code, refused.value.reason) == (
+        "channel_read_only",
+        "channel_archived",
+    ), label
+
+
 class TestLifecycle:
     async def test_full_lifecycle(self, services: Services, world: DemoWorld) -> None:
         lotse = world.principal("lotse")
@@ -438,12 +448,7 @@ class TestLifecycle:
             ),
         }
         for name, moved in moves.items():
-            with pytest.raises(AccessDenied) as refused:
-                await moved()
-            assert (refused.value.code, refused.value.reason) == (
-                "channel_read_only",
-                "channel_archived",
-            ), name
+            await refused_as_archived(moved, name)
         after = await services.runs.get(robin, run.id)
         assert (after.run.state, after.run.version) == (RunState.RUNNING, version)
         ended = await services.runs.finish(lotse, run.id, RunState.COMPLETED, None)
@@ -474,12 +479,7 @@ class TestLifecycle:
 
         for caller in (lotse, alex, robin):
             for name, moved in moves(caller).items():
-                with pytest.raises(AccessDenied) as refused:
-                    await moved()
-                assert (refused.value.code, refused.value.audit_reason) == (
-                    "channel_read_only",
-                    "channel_archived",
-                ), (caller.handle, name)
+                await refused_as_archived(moved, f"{caller.handle}: {name}")
         with pytest.raises(AccessDenied) as other:
             await services.runs.finish(alex, run.id, RunState.COMPLETED, None)
         assert (other.value.code, other.value.audit_reason) == ("forbidden", "not_run_agent")

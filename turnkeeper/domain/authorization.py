@@ -192,8 +192,8 @@ def authorize(
     if level < Level.READ:
         return Decision(allowed=False, code="not_found", reason=DenyReason.NO_GRANT)
     needed = action.required_level
-    if needed > Level.READ and target.channel.archived:
-        return archive_decision(target)
+    if needed > Level.READ and not (archived := archive_decision(target)).allowed:
+        return archived
     if action in _PEOPLE_ONLY and principal.kind is not PrincipalKind.PERSON:
         return Decision(allowed=False, code="forbidden", reason=DenyReason.LEVEL_INSUFFICIENT)
     if level < needed:

@@ -248,10 +248,10 @@ def _whole_field_error(cause: BaseException | None) -> FieldError | None:
     if not isinstance(cause, msgspec.ValidationError):
         return None
     named = _NAMED_FIELD.match(str(cause))
-    path = None if named is None else named["path"]
-    if named is None or path is None:
-        return None
-    if path != _LITESTAR_BODY and not path.startswith((f"{_LITESTAR_BODY}.", f"{_LITESTAR_BODY}[")):
+    path = "" if named is None else named["path"] or ""
+    if named is None or not (
+        path == _LITESTAR_BODY or path.startswith((f"{_LITESTAR_BODY}.", f"{_LITESTAR_BODY}["))
+    ):
         return None
     return _named_member(named, path[len(_LITESTAR_BODY) :])
 
