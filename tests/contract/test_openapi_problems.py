@@ -17,7 +17,7 @@ import pytest
 from tests.support.http import ContractClient, bearer
 from tests.support.openapi import Spec, assert_matches_openapi
 from tests.support.scenario import main_thread
-from turnkeeper.adapters.http.openapi import PROBLEM_EXAMPLES, ProblemName
+from turnkeeper.adapters.http.openapi_problems import PROBLEM_EXAMPLES, ProblemName
 from turnkeeper.adapters.http.problems import STATUS_BY_CODE
 from turnkeeper.application.demo import DemoWorld
 

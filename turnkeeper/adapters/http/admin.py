@@ -24,7 +24,7 @@ from turnkeeper.adapters.http.answers import (
     Space,
 )
 from turnkeeper.adapters.http.dependencies import owner_route, v1_router
-from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.openapi_problems import problems
 from turnkeeper.adapters.http.requests import (
     AgentConfigUpdate,
     BehaviorUpdate,

@@ -18,7 +18,7 @@ from litestar.types import Scope
 
 from turnkeeper.adapters.http.dependencies import agent_route, mark_reached, reached, v1_router
 from turnkeeper.adapters.http.fast_path import FastAnswer, FastRoute
-from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.openapi_problems import problems
 from turnkeeper.adapters.http.problems import problem_for
 from turnkeeper.adapters.http.requests import AgentSendBody
 from turnkeeper.adapters.http.run_answers import AgentSendResult

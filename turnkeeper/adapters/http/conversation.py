@@ -26,7 +26,7 @@ from turnkeeper.adapters.http.answers import (
 from turnkeeper.adapters.http.dependencies import bearer_token, v1_router
 from turnkeeper.adapters.http.disconnect import until_client_leaves
 from turnkeeper.adapters.http.fast_path import FastAnswer, FastRoute
-from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.openapi_problems import problems
 from turnkeeper.adapters.http.requests import MessageCreate, ThreadCreate, given
 from turnkeeper.application.services.conversation import ConversationService
 from turnkeeper.application.services.identity import BearerToken

@@ -20,7 +20,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_204_NO_CONTENT
 from turnkeeper.adapters.http.correlation import answers_head
 from turnkeeper.adapters.http.dependencies import agent_route, v1_router
 from turnkeeper.adapters.http.disconnect import until_client_leaves
-from turnkeeper.adapters.http.openapi import ProblemName, problems
+from turnkeeper.adapters.http.openapi_problems import ProblemName, problems
 from turnkeeper.adapters.http.requests import (
     AckBody,
     AwaitInputBody,

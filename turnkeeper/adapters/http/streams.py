@@ -31,7 +31,7 @@ from litestar.types import Receive, Scope, Send
 from turnkeeper.adapters.http.answers import Event
 from turnkeeper.adapters.http.correlation import answers_head
 from turnkeeper.adapters.http.dependencies import agent_route, bearer_token, v1_router
-from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.openapi_problems import problems
 from turnkeeper.adapters.http.query_guard import INTEGER
 from turnkeeper.adapters.http.run_answers import AgentEvent
 from turnkeeper.application.logs import get_logger

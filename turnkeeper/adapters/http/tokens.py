@@ -17,7 +17,7 @@ from msgspec import UNSET, UnsetType
 
 from turnkeeper.adapters.http.answers import Answer
 from turnkeeper.adapters.http.dependencies import owner_route, v1_router
-from turnkeeper.adapters.http.openapi import problems
+from turnkeeper.adapters.http.openapi_problems import problems
 from turnkeeper.adapters.http.requests import Body, given
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.tokens import TokenService
