@@ -48,6 +48,10 @@ from turnkeeper.domain.world import (
     ResourceKind,
 )
 
+#: The bodies of requests without one (`OptionalBody`).
+_NO_SWITCHES = BehaviorUpdate()
+_NO_CONFIG = AgentConfigUpdate()
+
 
 @post(
     "/principals",
@@ -124,9 +128,9 @@ async def create_channel(
 )
 async def set_behavior(
     channel_id: FromPath[uuid.UUID],
-    data: JSONBody[BehaviorUpdate],
     principal: NamedDependency[Principal],
     admin: NamedDependency[AdminService],
+    data: JSONBody[BehaviorUpdate] = _NO_SWITCHES,
 ) -> Channel:
     """Change a channel's switches; absent switches stay as they are."""
     channel = await admin.set_behavior(
@@ -243,9 +247,9 @@ async def delete_grant(
 )
 async def set_agent_config(
     agent_id: FromPath[uuid.UUID],
-    data: JSONBody[AgentConfigUpdate],
     principal: NamedDependency[Principal],
     admin: NamedDependency[AdminService],
+    data: JSONBody[AgentConfigUpdate] = _NO_CONFIG,
 ) -> Agent:
     """Change an agent's owner configuration (follow-ups, enabled)."""
     agent = await admin.set_agent_config(

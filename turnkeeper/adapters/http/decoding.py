@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -210,19 +210,23 @@ def malformed_body() -> ValidationFailed:
     return ValidationFailed([FieldError(pointer="", code="malformed_json")])
 
 
-def decode_failure(exc: ValidationException) -> DomainError:
+def decode_failure(
+    exc: ValidationException, defaulted: Collection[str] = frozenset()
+) -> DomainError:
     """What a request that Litestar could not decode answers.
 
     Args:
         exc: Litestar's error; its ``extra`` lists one item per offending parameter
             (``{"message", "key", "source"}``), msgspec's first error per parameter.
+        defaulted: the route's parameters with a default (`defaulted_parameters`):
+            left out, they are no error.
 
     Returns:
         `NotFound` when only path ids failed, else `ValidationFailed` naming every
         offending body member and query parameter.
     """
     extra = exc.extra if isinstance(exc.extra, list) else []
-    items = [item for item in extra if isinstance(item, Mapping)]
+    items = [item for item in extra if isinstance(item, Mapping) and not _left_out(item, defaulted)]
     if items and all(item.get("source") == "path" for item in items):
         return NotFound()
     items = [item for item in items if item.get("source") != "path"]
@@ -236,6 +240,35 @@ def decode_failure(exc: ValidationException) -> DomainError:
         for item in items
     ]
     return ValidationFailed(errors or [FieldError(pointer="", code="invalid")])
+
+
+def _left_out(item: Mapping[str, Any], defaulted: Collection[str]) -> bool:
+    """Whether an error item is Litestar's lookup of a parameter left out for its default.
+
+    When a request fails to decode, Litestar checks each parameter again to name the
+    failing ones, reading each from the request's values: a parameter the request left
+    out fails that read with a `KeyError`, whose text is the quoted name. For a required
+    body that is the body's refusal; for one with a default (no body for an
+    `OptionalBody`) it is no error of the request.
+    """
+    key = item.get("key")
+    return key in defaulted and item.get("message") == repr(key)
+
+
+def defaulted_parameters(scope: Mapping[str, Any]) -> frozenset[str]:
+    """The parameters of a request's route that take a default when left out.
+
+    Args:
+        scope: the request's ASGI scope (its ``route_handler``).
+
+    Returns:
+        Their names (``data`` for an `OptionalBody`); empty before routing.
+    """
+    handler = scope.get("route_handler")
+    if handler is None:
+        return frozenset()
+    parameters = handler.parsed_fn_signature.parameters
+    return frozenset(name for name, field in parameters.items() if field.has_default)
 
 
 def _path_pointer(path: str) -> str:

@@ -21,6 +21,7 @@ from litestar.openapi.spec import (
     Operation,
     Parameter,
     Reference,
+    RequestBody,
     Schema,
 )
 
@@ -32,7 +33,7 @@ from turnkeeper.adapters.http.openapi_problems import (
     openapi_examples,
     problem_description,
 )
-from turnkeeper.adapters.http.requests import Body
+from turnkeeper.adapters.http.requests import Body, OptionalBody
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.events import MAX_SEQ
 
@@ -130,6 +131,18 @@ def _slow_body_answer(operation: Operation) -> None:
     )
 
 
+def _optional_body(operation: Operation, optional: set[str]) -> None:
+    """Mark a body of optional members only as not required (no body reads as ``{}``)."""
+    body = operation.request_body
+    if not isinstance(body, RequestBody):
+        return
+    refs = {
+        media.schema.ref for media in body.content.values() if isinstance(media.schema, Reference)
+    }
+    if refs and refs <= optional:
+        body.required = False
+
+
 def _without_null(schema: Schema) -> None:
     """A query parameter's schema without Litestar's null alternative (no JSON there)."""
     kept = [
@@ -142,7 +155,8 @@ def _without_null(schema: Schema) -> None:
 
 def _request_bodies(kind: type[Body] = Body) -> Iterator[type[Body]]:
     for sub in kind.__subclasses__():
-        yield sub
+        if sub is not OptionalBody:  # a base, which no route takes
+            yield sub
         yield from _request_bodies(sub)
 
 
@@ -290,6 +304,8 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
       2**63 - 1, ``limit`` from 1 to ``page.max_limit``, ``wait`` from 0 to
       ``stream.max_wait_seconds`` (outside: 400 ``out_of_range``); a filter by id is a
       UUID (``format: uuid``, otherwise 400 ``invalid``).
+    - A body of optional members only (`OptionalBody`) is not required: a request
+      without one reads as ``{}``.
     - Every 429 and 503 answer documents its ``Retry-After`` header.
     - The problem examples (real answers, `PROBLEM_EXAMPLES`) carry no ``id`` member,
       and none the settings turn off (``freshness_required`` while
@@ -324,6 +340,10 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
     for kind in _request_bodies():
         schema = _schema(schemas, kind.__name__)
         schema.additional_properties = False
+        if issubclass(kind, OptionalBody):
+            # Litestar writes the route's default struct itself, which only the served
+            # encoding turns into ``{}``.
+            schema.default = {}
         _exact_integer_bounds(kind, schema)
     _member_rules(schemas, settings)
     bounds = {
@@ -332,7 +352,9 @@ def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
         "limit": (1, settings.page_max_limit),
         "wait": (0, int(settings.stream_max_wait.total_seconds())),
     }
+    optional = {f"#/components/schemas/{kind.__name__}" for kind in _request_bodies(OptionalBody)}
     for path, method, operation in _operations_at(openapi):
+        _optional_body(operation, optional)
         _retry_after_headers(operation)
         _answer_headers(path, method, operation)
         for parameter in operation.parameters or ():

@@ -11,7 +11,7 @@ does not exist.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import attrs
@@ -42,7 +42,11 @@ from litestar.types import Message, Scope, Send
 
 from turnkeeper.adapters.http.answers import FieldErrorOut, Problem
 from turnkeeper.adapters.http.correlation import allowed_methods, correlation_id_of
-from turnkeeper.adapters.http.decoding import decode_failure, malformed_body
+from turnkeeper.adapters.http.decoding import (
+    decode_failure,
+    defaulted_parameters,
+    malformed_body,
+)
 from turnkeeper.adapters.http.dependencies import bearer_failure
 from turnkeeper.adapters.logging import exception_outline
 from turnkeeper.application.errors import StoreUnavailable
@@ -204,11 +208,14 @@ def status_for(code: str) -> int:
     return STATUS_BY_CODE.get(code, HTTP_500_INTERNAL_SERVER_ERROR)
 
 
-def problem_for(exc: BaseException) -> ProblemAnswer:
+def problem_for(exc: BaseException, defaulted: Collection[str] = frozenset()) -> ProblemAnswer:
     """Map any exception to the problem a client sees.
 
     Args:
         exc: a turnkeeper error, a Litestar HTTP exception, or anything else (internal).
+        defaulted: the route's parameters with a default
+            (`turnkeeper.adapters.http.decoding.defaulted_parameters`), for a decoding
+            error.
 
     Returns:
         The problem; nothing from an unexpected exception (message, stack, token,
@@ -224,7 +231,7 @@ def problem_for(exc: BaseException) -> ProblemAnswer:
             headers={"Retry-After": str(exc.retry_after)},
         )
     if isinstance(exc, ValidationException):
-        return _domain_problem(decode_failure(exc))
+        return _domain_problem(decode_failure(exc, defaulted))
     if isinstance(exc, ClientGone):
         return ProblemAnswer(code="request_timeout", status=HTTP_408_REQUEST_TIMEOUT)
     if isinstance(exc, NotFoundException):
@@ -344,7 +351,8 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
     """
     # A bearer route's unknown token answers 401 before its decoding error does.
     exc = bearer_failure(request.scope) or exc
-    answer = problem_for(exc)
+    defaulted = defaulted_parameters(request.scope) if isinstance(exc, ValidationException) else ()
+    answer = problem_for(exc, defaulted)
     if answer.code == "unavailable":
         # Expected while the database is down: one line each, no stack.
         _log.warning("unavailable", error_type=type(exc).__name__)

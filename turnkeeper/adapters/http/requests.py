@@ -34,8 +34,19 @@ V = TypeVar("V")
 _FOLLOWUP_PATH = re.compile(r"/followups/(?P<message_id>[^/]+)/state")
 
 
-class Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """Base of request bodies: unknown members are refused."""
+class Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, frozen=True):
+    """Base of request bodies: unknown members are refused; a decoded body is not changed.
+
+    Each subclass repeats ``frozen=True``: type checkers do not inherit it.
+    """
+
+
+class OptionalBody(Body, frozen=True):
+    """Base of bodies whose members are all optional: a request without a body is ``{}``.
+
+    A route takes one as ``data: JSONBody[Kind] = Kind()`` (frozen, so the one default
+    is safe to share), and the OpenAPI document marks its body not required.
+    """
 
 
 def given(value: V | UnsetType) -> V | None:
@@ -53,7 +64,7 @@ def given(value: V | UnsetType) -> V | None:
 # -- administration and conversation ---------------------------------------------------
 
 
-class PrincipalCreate(Body):
+class PrincipalCreate(Body, frozen=True):
     """Body of POST /v1/principals."""
 
     kind: Literal["person", "agent"]
@@ -64,14 +75,14 @@ class PrincipalCreate(Body):
     supports_followups: bool | UnsetType = UNSET
 
 
-class SpaceCreate(Body):
+class SpaceCreate(Body, frozen=True):
     """Body of POST /v1/spaces."""
 
     name: str
     default_operator_id: uuid.UUID | UnsetType = UNSET
 
 
-class ChannelCreate(Body):
+class ChannelCreate(Body, frozen=True):
     """Body of POST /v1/spaces/{space_id}/channels."""
 
     name: str
@@ -80,7 +91,7 @@ class ChannelCreate(Body):
     operator_id: uuid.UUID | UnsetType = UNSET
 
 
-class BehaviorUpdate(Body):
+class BehaviorUpdate(OptionalBody, frozen=True):
     """Body of PUT /v1/channels/{channel_id}/behavior; absent switches stay as they are."""
 
     free_response: bool | UnsetType = UNSET
@@ -88,14 +99,14 @@ class BehaviorUpdate(Body):
     thread_require_mention: bool | UnsetType = UNSET
 
 
-class OperatorUpdate(Body):
+class OperatorUpdate(Body, frozen=True):
     """Body of PUT /v1/channels/{channel_id}/operator."""
 
     mode: Literal["inherit", "agent", "none"]
     operator_id: uuid.UUID | UnsetType = UNSET
 
 
-class GrantCreate(Body):
+class GrantCreate(Body, frozen=True):
     """Body of POST /v1/grants."""
 
     principal_id: uuid.UUID
@@ -104,14 +115,14 @@ class GrantCreate(Body):
     level: Literal["read", "write", "trigger"]
 
 
-class AgentConfigUpdate(Body):
+class AgentConfigUpdate(OptionalBody, frozen=True):
     """Body of PUT /v1/agents/{agent_id}/config."""
 
     supports_followups: bool | UnsetType = UNSET
     enabled: bool | UnsetType = UNSET
 
 
-class MessageCreate(Body):
+class MessageCreate(Body, frozen=True):
     """MessageCreate: body of POST /v1/threads/{thread_id}/messages.
 
     ``kind`` is free text here so that the message rules answer ``system`` and ``run``
@@ -143,7 +154,7 @@ class MessageCreate(Body):
         )
 
 
-class ThreadCreate(Body):
+class ThreadCreate(Body, frozen=True):
     """Body of POST /v1/channels/{channel_id}/threads."""
 
     first_message: MessageCreate
@@ -153,44 +164,44 @@ class ThreadCreate(Body):
 # -- runs and the agent runtime ---------------------------------------------------------
 
 
-class InvocationTokenBody(Body):
+class InvocationTokenBody(Body, frozen=True):
     """Body of POST /v1/runs/{run_id}/start and /resume."""
 
     invocation_token: str
 
 
-class AwaitInputBody(Body):
+class AwaitInputBody(OptionalBody, frozen=True):
     """Body of POST /v1/runs/{run_id}/await-input (the question is not stored)."""
 
     question: str | UnsetType = UNSET
 
 
-class FinishBody(Body):
+class FinishBody(Body, frozen=True):
     """Body of POST /v1/runs/{run_id}/finish."""
 
     state: Literal["completed", "failed", "cancelled"]
     reason: str | UnsetType = UNSET
 
 
-class AckBody(Body):
+class AckBody(Body, frozen=True):
     """Body of POST /v1/agent/events/ack."""
 
     through_seq: Seq
 
 
-class Capabilities(Body):
+class Capabilities(Body, frozen=True):
     """Capabilities an agent reports."""
 
     followups: Literal["steer", "queue"] | UnsetType = UNSET
 
 
-class HeartbeatBody(Body):
+class HeartbeatBody(Body, frozen=True):
     """Body of PUT /v1/agent/heartbeat."""
 
     capabilities: Capabilities
 
 
-class RunPatchOp(Body):
+class RunPatchOp(Body, frozen=True):
     """One operation of PATCH /v1/runs/{run_id}."""
 
     op: Literal["replace"]
@@ -207,7 +218,7 @@ class RunPatchOp(Body):
         return FollowupOp(message_id=_followup_target(self.path), value=FollowupState(self.value))
 
 
-class RunPatch(Body):
+class RunPatch(Body, frozen=True):
     """Body of PATCH /v1/runs/{run_id}."""
 
     base_version: Seq
@@ -241,7 +252,7 @@ def _followup_target(path: str) -> uuid.UUID | None:
 # -- the freshness gate (POST /v1/agent/send) -------------------------------------------
 
 
-class SendFreshnessBody(Body):
+class SendFreshnessBody(Body, frozen=True):
     """``freshness`` of POST /v1/agent/send: the frontier the agent saw in its target."""
 
     seen_up_to_seq: FrontierSeq
@@ -249,7 +260,7 @@ class SendFreshnessBody(Body):
     source_message_ids: list[str] | UnsetType = UNSET
 
 
-class AgentSendBody(Body):
+class AgentSendBody(Body, frozen=True):
     """Body of POST /v1/agent/send (``target`` is a thread id).
 
     ``client_message_id`` and ``freshness`` may be left out so that the service answers

@@ -40,6 +40,9 @@ from turnkeeper.domain.events import MAX_SEQ
 from turnkeeper.domain.runs import RunState
 from turnkeeper.domain.world import Principal
 
+#: The body of a request without one (`OptionalBody`).
+_NO_QUESTION = AwaitInputBody()
+
 
 def _run(view: RunView) -> Response[Run]:
     return Response(
@@ -109,9 +112,9 @@ async def start_run(
 )
 async def await_input(
     run_id: FromPath[uuid.UUID],
-    data: JSONBody[AwaitInputBody],
     bearer: NamedDependency[BearerToken],
     runs: NamedDependency[RunsService],
+    data: JSONBody[AwaitInputBody] = _NO_QUESTION,
 ) -> Response[Run]:
     """Running -> waiting_input (the question is shown by the agent, not stored)."""
     return _run(await runs.await_input(bearer, run_id))

@@ -18,17 +18,21 @@ from msgspec import UNSET, UnsetType
 from turnkeeper.adapters.http.answers import Answer
 from turnkeeper.adapters.http.dependencies import owner_route, v1_router
 from turnkeeper.adapters.http.openapi_problems import problems
-from turnkeeper.adapters.http.requests import Body, given
+from turnkeeper.adapters.http.requests import OptionalBody, given
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.tokens import TokenService
 from turnkeeper.domain.credentials import ApiToken
 from turnkeeper.domain.world import Principal
 
 
-class TokenCreate(Body):
+class TokenCreate(OptionalBody, frozen=True):
     """Body of POST /v1/principals/{principal_id}/tokens."""
 
     label: str | UnsetType = UNSET
+
+
+#: The body of a request without one (`OptionalBody`).
+_NO_LABEL = TokenCreate()
 
 
 class TokenIssued(Answer):
@@ -75,9 +79,9 @@ def _info(token: ApiToken) -> TokenInfo:
 )
 async def create_token(
     principal_id: FromPath[uuid.UUID],
-    data: JSONBody[TokenCreate],
     principal: NamedDependency[Principal],
     tokens: NamedDependency[TokenService],
+    data: JSONBody[TokenCreate] = _NO_LABEL,
 ) -> TokenIssued:
     """Issue one more token for a principal; the answer shows it once."""
     issued = await tokens.issue_token(principal, principal_id, label=given(data.label))
