@@ -12,15 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from types import FrameType
 from typing import Any, NoReturn, TextIO
-
-import attrs
 
 from turnkeeper.adapters.config import Config, ConfigError, load_config
 from turnkeeper.adapters.http import create_app
@@ -45,24 +42,24 @@ from turnkeeper.adapters.wiring import (
     postgres_backend,
     signing_key,
     stop_as_ctrl_c,
-    stop_signals_held,
+)
+from turnkeeper.adapters.world_setup import (
+    check_demo_world,
+    prepare_world,
+    print_json,
+    store_demo_world,
+    world_is_empty,
 )
 from turnkeeper.application.bootstrap import Services
-from turnkeeper.application.demo import build_demo_world
 from turnkeeper.application.errors import StoreUnavailable
 from turnkeeper.application.logs import get_logger
-from turnkeeper.application.services.admin import NewPrincipal
 from turnkeeper.application.services.tokens import OwnerTokenRefused
-from turnkeeper.application.settings import MAX_COUNT, Settings
-from turnkeeper.domain.errors import DomainError, ValidationFailed
+from turnkeeper.application.settings import MAX_COUNT
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
-#: Handle of the owner that `serve` creates (Robin when it also builds the demo world).
-OWNER_HANDLE = "owner"
-DEMO_OWNER_HANDLE = "robin"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 
@@ -222,14 +219,10 @@ def _fail(line: str, code: int, stream: TextIO | None = None) -> int:
     return code
 
 
-def _print_json(document: object) -> None:
-    print(json.dumps(document, indent=2), flush=True)
-
-
 async def _migrate(args: argparse.Namespace, config: Config) -> int:
     with database(config) as conninfo:
         applied = await migrate(conninfo)
-    _print_json({"applied": applied})
+    print_json({"applied": applied})
     return EXIT_OK
 
 
@@ -251,7 +244,7 @@ async def _jobs(args: argparse.Namespace, config: Config) -> int:
 
 async def _run_jobs(args: argparse.Namespace, backend: Backend) -> int:
     if args.once:
-        _print_json(await backend.services.runs.run_jobs_once())
+        print_json(await backend.services.runs.run_jobs_once())
         return EXIT_OK
     interval = backend.services.settings.jobs_interval.total_seconds()
     # The line an operator (and a supervisor's readiness check) sees once the jobs run.
@@ -291,59 +284,16 @@ async def _check(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _demo_world(args: argparse.Namespace, config: Config) -> int:
-    await _check_demo_world(config.settings)
+    await check_demo_world(config.settings)
     key = signing_key(config)  # a key file that cannot be used stops it before the database
     with database(config) as conninfo:
         await migrate(conninfo)
         async with postgres_backend(conninfo, config.settings, key) as backend:
-            if not await _world_is_empty(backend):
+            if not await world_is_empty(backend):
                 return _fail("turnkeeper: the world is not empty; demo-world needs a new one", 1)
-            with stop_signals_held():
-                owner = await _owner_for_demo(backend, config)
-                world = await build_demo_world(backend.services, owner)
-    _print_json(world.to_json())
+            world = await store_demo_world(backend, config)
+    print_json(world.to_json())
     return EXIT_OK
-
-
-async def _check_demo_world(settings: Settings) -> None:
-    """Build the demo world in memory first, so that a stored one is never left half made.
-
-    The demo world is built by many use cases, each its own unit: one refused by the
-    settings (a ``principal.max_handle_length`` below a demo handle) left the owner and
-    some principals stored, their tokens never printed, and every later ``--demo``
-    start refused. The memory store refuses exactly what PostgreSQL would.
-
-    Args:
-        settings: the configuration the world will be built under.
-
-    Raises:
-        ConfigError: the demo world does not fit the settings (naming what failed).
-    """
-    trial = memory_backend(attrs.evolve(settings, metrics_enabled=False))
-    try:
-        await build_demo_world(trial.services)
-    except DomainError as exc:
-        errors = exc.errors if isinstance(exc, ValidationFailed) else ()
-        failed = ", ".join(f"{error.pointer} {error.code}" for error in errors)
-        raise ConfigError(
-            f"the demo world does not fit these settings: {exc.code}"
-            + (f" ({failed})" if failed else "")
-        ) from exc
-
-
-async def _owner_for_demo(backend: Backend, config: Config) -> NewPrincipal:
-    created = await backend.services.admin.ensure_owner(DEMO_OWNER_HANDLE, config.owner_token)
-    if created is not None:
-        return created
-    if config.owner_token is None:
-        raise ConfigError("an owner exists already: set TURNKEEPER_OWNER_TOKEN to its token")
-    principal = await backend.services.identity.authenticate(config.owner_token)
-    return NewPrincipal(principal=principal, token=config.owner_token)
-
-
-async def _world_is_empty(backend: Backend) -> bool:
-    async with backend.services.uow() as uow:
-        return not await uow.spaces.list_all()
 
 
 def _run_on_loop(main: Coroutine[Any, Any, int], config: Config) -> int:
@@ -418,7 +368,7 @@ async def _prepare_once(
 ) -> None:
     await migrate(conninfo)
     async with postgres_backend(conninfo, config.settings, key) as pg:
-        await _prepare_world(args, config, pg)
+        await prepare_world(config, pg, demo=args.demo)
 
 
 async def _serve_worker(
@@ -455,28 +405,8 @@ async def _serve(args: argparse.Namespace, config: Config, key: bytes, sock: soc
 async def _run(
     args: argparse.Namespace, config: Config, backend: Backend, sock: socket.socket
 ) -> None:
-    await _prepare_world(args, config, backend)
+    await prepare_world(config, backend, demo=args.demo)
     await _serve_app(args, config, backend, jobs=not args.no_jobs, sock=sock)
-
-
-async def _prepare_world(args: argparse.Namespace, config: Config, backend: Backend) -> None:
-    """The owner (its token printed when new), and the demo world when asked and empty."""
-    empty = await _world_is_empty(backend)
-    demo = args.demo and empty
-    if demo:
-        await _check_demo_world(config.settings)
-    # A stop while the owner and the world are made waits until they are, and printed:
-    # a world stored without its tokens shown would be of no use to anyone.
-    with stop_signals_held():
-        handle = DEMO_OWNER_HANDLE if demo else OWNER_HANDLE
-        owner = await backend.services.admin.ensure_owner(handle, config.owner_token)
-        if demo:
-            # The demo document names the owner with its token: printed once, there.
-            demo_owner = owner or await _owner_for_demo(backend, config)
-            world = await build_demo_world(backend.services, demo_owner)
-            _print_json(world.to_json())
-        elif owner is not None and config.owner_token is None:
-            _print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
 
 
 async def _serve_app(

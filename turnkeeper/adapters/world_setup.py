@@ -1,0 +1,132 @@
+"""The world a server starts with: its owner, and the demo world when asked for.
+
+`turnkeeper serve` prepares it before it serves (in the parent, once, before several
+workers fork) and `turnkeeper demo-world` builds the demo world alone. Each prints the
+tokens it creates once, as one JSON document on standard output; a token not printed
+then is never shown again. So a world is never left half made: the demo world is built
+in memory first (`check_demo_world`), and a stop while the owner and the world are
+stored waits until they are, and printed (`stop_signals_held`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+from turnkeeper.adapters.config import Config, ConfigError
+from turnkeeper.adapters.wiring import Backend, memory_backend, stop_signals_held
+from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.services.admin import NewPrincipal
+from turnkeeper.application.settings import Settings
+from turnkeeper.domain.errors import DomainError, ValidationFailed
+
+#: The handle of the owner a server creates in a new world.
+OWNER_HANDLE = "owner"
+#: The handle of the owner of the demo world (DESIGN.md section 11: Robin owns everything).
+DEMO_OWNER_HANDLE = "robin"
+
+
+def print_json(document: object) -> None:
+    """Print one JSON document on standard output, flushed (a supervisor reads it live).
+
+    Args:
+        document: any JSON-encodable value.
+    """
+    print(json.dumps(document, indent=2), flush=True)
+
+
+async def world_is_empty(backend: Backend) -> bool:
+    """Whether the store holds no space yet (a new world).
+
+    Args:
+        backend: the store and services.
+
+    Returns:
+        True when there is no space.
+    """
+    async with backend.services.uow() as uow:
+        return not await uow.spaces.list_all()
+
+
+async def check_demo_world(settings: Settings) -> None:
+    """Build the demo world in memory first, so that a stored one is never left half made.
+
+    The demo world is built by many use cases, each its own unit: one refused by the
+    settings (a ``principal.max_handle_length`` below a demo handle) left the owner and
+    some principals stored, their tokens never printed, and every later ``--demo``
+    start refused. The memory store refuses exactly what PostgreSQL would.
+
+    Args:
+        settings: the configuration the world will be built under.
+
+    Raises:
+        ConfigError: the demo world does not fit the settings (naming what failed).
+    """
+    trial = memory_backend(attrs.evolve(settings, metrics_enabled=False))
+    try:
+        await build_demo_world(trial.services)
+    except DomainError as exc:
+        errors = exc.errors if isinstance(exc, ValidationFailed) else ()
+        failed = ", ".join(f"{error.pointer} {error.code}" for error in errors)
+        raise ConfigError(
+            f"the demo world does not fit these settings: {exc.code}"
+            + (f" ({failed})" if failed else "")
+        ) from exc
+
+
+async def _owner_for_demo(backend: Backend, config: Config) -> NewPrincipal:
+    created = await backend.services.admin.ensure_owner(DEMO_OWNER_HANDLE, config.owner_token)
+    if created is not None:
+        return created
+    if config.owner_token is None:
+        raise ConfigError("an owner exists already: set TURNKEEPER_OWNER_TOKEN to its token")
+    principal = await backend.services.identity.authenticate(config.owner_token)
+    return NewPrincipal(principal=principal, token=config.owner_token)
+
+
+async def store_demo_world(backend: Backend, config: Config) -> DemoWorld:
+    """Store the demo world, its owner included, and hold a stop until it is stored.
+
+    Args:
+        backend: the store of a world checked empty, after `check_demo_world`.
+        config: for ``TURNKEEPER_OWNER_TOKEN`` (the owner's token, when set).
+
+    Returns:
+        The world, with every token (printed by the caller, once).
+
+    Raises:
+        ConfigError: an owner exists and ``TURNKEEPER_OWNER_TOKEN`` is not set.
+    """
+    with stop_signals_held():
+        owner = await _owner_for_demo(backend, config)
+        return await build_demo_world(backend.services, owner)
+
+
+async def prepare_world(config: Config, backend: Backend, *, demo: bool) -> None:
+    """The owner (its token printed when new), and the demo world when asked and empty.
+
+    Args:
+        config: the settings and ``TURNKEEPER_OWNER_TOKEN``.
+        backend: the store and services.
+        demo: ``serve --demo``: build the demo world when the world is empty.
+
+    Raises:
+        ConfigError: the demo world does not fit the settings, or an owner exists and
+            its token is needed but not set.
+    """
+    demo = demo and await world_is_empty(backend)
+    if demo:
+        await check_demo_world(config.settings)
+    # A stop while the owner and the world are made waits until they are, and printed:
+    # a world stored without its tokens shown would be of no use to anyone.
+    with stop_signals_held():
+        handle = DEMO_OWNER_HANDLE if demo else OWNER_HANDLE
+        owner = await backend.services.admin.ensure_owner(handle, config.owner_token)
+        if demo:
+            # The demo document names the owner with its token: printed once, there.
+            demo_owner = owner or await _owner_for_demo(backend, config)
+            world = await build_demo_world(backend.services, demo_owner)
+            print_json(world.to_json())
+        elif owner is not None and config.owner_token is None:
+            print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
