@@ -36,6 +36,7 @@ from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR, EmbeddedPostg
 from turnkeeper.adapters.postgres.errors import require_conninfo
 from turnkeeper.adapters.postgres.migrations import is_current
 from turnkeeper.adapters.postgres.pool import PoolPolicy, connection_within
+from turnkeeper.adapters.postgres.stream_places import PostgresStreamPlaces
 from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory, create_pool
 from turnkeeper.adapters.postgres.wakeup import PostgresEventWaker
 from turnkeeper.adapters.system import SystemClock, UuidV7Generator
@@ -319,10 +320,12 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
         check_interval=settings.stream_heartbeat,
         watch_interval=timedelta(milliseconds=settings.stream_watch_interval_ms),
     )
+    # The places of event streams: one connection per process, opened at the first stream.
+    places = PostgresStreamPlaces(conninfo, policy)
     try:
         await waker.start()
         services = build_services(
-            PostgresUnitOfWorkFactory(pool, policy=policy, waker=waker),
+            PostgresUnitOfWorkFactory(pool, policy=policy, waker=waker, places=places),
             settings,
             SystemClock(),
             UuidV7Generator(),
@@ -335,4 +338,5 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
         yield Backend(services=services, readiness=postgres_readiness(pool, settings))
     finally:
         await waker.aclose()
+        await places.aclose()
         await pool.close()

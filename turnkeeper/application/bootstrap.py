@@ -32,6 +32,7 @@ from turnkeeper.application.services.runs.service import RunsService
 from turnkeeper.application.services.runs.trigger import TriggerDecision
 from turnkeeper.application.services.tokens import TokenService
 from turnkeeper.application.settings import Settings
+from turnkeeper.application.stream_places import ProvidesStreamPlaces
 from turnkeeper.application.telemetry import TelemetryHub
 from turnkeeper.application.transactions import Transactor
 from turnkeeper.application.wakeup import EventWaker, PollingWaker, ProvidesWaker
@@ -107,6 +108,9 @@ def build_services(
         waker: wakes waiting readers after commits; when None, the factory's own
             (`ProvidesWaker`), else a `PollingWaker`.
 
+    The places of event streams (``stream.max_per_principal``) are the factory's own
+    (`ProvidesStreamPlaces`: shared by every process of its store), else this process's.
+
     Returns:
         The services, with the in-transaction subscribers registered.
     """
@@ -154,5 +158,13 @@ def build_services(
         run_jobs=run_jobs,
         runs=runs,
         telemetry=hub,
-        live=LiveDelivery(conversation, runs, identity, waker, clock, settings),
+        live=LiveDelivery(
+            conversation,
+            runs,
+            identity,
+            waker,
+            clock,
+            settings,
+            uow.stream_places if isinstance(uow, ProvidesStreamPlaces) else None,
+        ),
     )

@@ -1555,6 +1555,19 @@ _LIST_SPACES = (
     """SELECT id, name, default_operator_id, created_by, created_at FROM spaces ORDER BY id"""
 )
 
+_TAKE_STREAM_PLACE = """WITH RECURSIVE attempt (position, taken) AS (
+    SELECT 1, pg_try_advisory_lock((%(p1)s::bigint[])[1])
+    UNION ALL
+    SELECT position + 1, pg_try_advisory_lock((%(p1)s::bigint[])[position + 1])
+    FROM attempt
+    WHERE NOT taken AND position < cardinality(%(p1)s::bigint[])
+)
+SELECT position::int4 AS position FROM attempt WHERE taken"""
+
+_FREE_STREAM_PLACES = (
+    """SELECT pg_advisory_unlock(place_key) FROM unnest(%(p1)s::bigint[]) AS place_key"""
+)
+
 _INSERT_THREAD = """INSERT INTO threads (
     id, channel_id, is_main, title, title_source, operator_agent_id, state, latest_seq,
     has_restricted, created_by, created_at
@@ -4955,6 +4968,61 @@ async def list_spaces(conn: psycopg.AsyncConnection[Any]) -> list[SpaceRow]:
         return await cur.fetchall()
 
 
+async def take_stream_place(
+    conn: psycopg.AsyncConnection[Any], *, place_keys: Sequence[int | None]
+) -> int | None:
+    """Run TakeStreamPlace (:one, sql/queries/stream_places.sql).
+
+    The places of event streams (stream.max_per_principal across every server process,
+    ADR 0040): session advisory locks on each process's places connection, never rows, so
+    a process that dies gives its places back with its connection.
+    Takes the first free place among the keys given, in their order, and returns its
+    position (1-based); no row when every one is held. At most one is taken: each step of
+    the recursion tries the next key only while none was taken.
+
+    SQL::
+
+        WITH RECURSIVE attempt (position, taken) AS (
+            SELECT 1, pg_try_advisory_lock(($1::bigint[])[1])
+            UNION ALL
+            SELECT position + 1, pg_try_advisory_lock(($1::bigint[])[position + 1])
+            FROM attempt
+            WHERE NOT taken AND position < cardinality($1::bigint[])
+        )
+        SELECT position::int4 AS position FROM attempt WHERE taken
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        place_keys: ``$1`` (``int8[]``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(_TAKE_STREAM_PLACE, {"p1": list(place_keys)})
+        return cast("int | None", await cur.fetchone())
+
+
+async def free_stream_places(
+    conn: psycopg.AsyncConnection[Any], *, place_keys: Sequence[int | None]
+) -> None:
+    """Run FreeStreamPlaces (:exec, sql/queries/stream_places.sql).
+
+    Gives places back (each key once: a session lock taken once is released once).
+
+    SQL::
+
+        SELECT pg_advisory_unlock(place_key) FROM unnest($1::bigint[]) AS place_key
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        place_keys: ``$1`` (``int8[]``).
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(_FREE_STREAM_PLACES, {"p1": list(place_keys)})
+        await settled(cur)
+
+
 async def insert_thread(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -5791,6 +5859,8 @@ keep_statements(
         _INSERT_SPACE,
         _GET_SPACE,
         _LIST_SPACES,
+        _TAKE_STREAM_PLACE,
+        _FREE_STREAM_PLACES,
         _INSERT_THREAD,
         _GET_THREAD,
         _ALLOCATE_THREAD_SEQ,

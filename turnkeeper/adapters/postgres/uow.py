@@ -59,6 +59,7 @@ from turnkeeper.adapters.postgres.runs import (
     PostgresRunRepository,
 )
 from turnkeeper.adapters.postgres.spaces import PostgresChannelRepository, PostgresSpaceRepository
+from turnkeeper.adapters.postgres.stream_places import PostgresStreamPlaces
 from turnkeeper.adapters.postgres.threads import PostgresThreadRepository
 from turnkeeper.adapters.postgres.tokens import PostgresTokenRepository
 from turnkeeper.adapters.postgres.wakeup import PostgresEventWaker
@@ -200,6 +201,8 @@ class PostgresUnitOfWorkFactory:
             (None: those of the default settings).
         waker: wakes this process's readers on commits of any process; one on the
             pool's database, listening while readers wait, when None.
+        places: the places of event streams, shared by every process; one on the
+            pool's database, connected at the first stream, when None.
     """
 
     def __init__(
@@ -208,10 +211,12 @@ class PostgresUnitOfWorkFactory:
         *,
         policy: PoolPolicy | None = None,
         waker: PostgresEventWaker | None = None,
+        places: PostgresStreamPlaces | None = None,
     ) -> None:
         self._pool = pool
         self._policy = policy or PoolPolicy.from_settings(Settings())
         self._waker = waker
+        self._places = places
 
     @property
     def waker(self) -> PostgresEventWaker:
@@ -219,6 +224,16 @@ class PostgresUnitOfWorkFactory:
         if self._waker is None:
             self._waker = PostgresEventWaker(self._pool.conninfo)
         return self._waker
+
+    @property
+    def stream_places(self) -> PostgresStreamPlaces:
+        """The stream places of this database, shared by every process.
+
+        See `turnkeeper.application.stream_places.ProvidesStreamPlaces`.
+        """
+        if self._places is None:
+            self._places = PostgresStreamPlaces(self._pool.conninfo, self._policy)
+        return self._places
 
     def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:
         """A new unit; leaving the context without `commit()` rolls back.

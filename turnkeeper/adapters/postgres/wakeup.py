@@ -65,6 +65,21 @@ _log = get_logger("turnkeeper.wakeup")
 ConnInfo = str | Callable[[], str] | Callable[[], Awaitable[str]]
 
 
+async def resolve_conninfo(conninfo: ConnInfo) -> str:
+    """The conninfo itself, or what the function returns (as a pool resolves it).
+
+    Args:
+        conninfo: a conninfo, or a function (sync or async) returning one.
+
+    Returns:
+        The conninfo.
+    """
+    if not callable(conninfo):
+        return conninfo
+    found = conninfo()
+    return await found if inspect.isawaitable(found) else found
+
+
 @attrs.frozen(kw_only=True)
 class Notification:
     """What one look of the watch found (the text form ``"<top seq> <feed> ..."``).
@@ -231,12 +246,8 @@ class PostgresEventWaker:
         """Hold one connection until it fails, the waker closes, or nobody listens."""
         seconds = self._interval.total_seconds()
         async with asyncio.timeout(seconds):
-            conninfo = self._conninfo
-            if callable(conninfo):
-                found = conninfo()
-                conninfo = await found if inspect.isawaitable(found) else found
             conn = await psycopg.AsyncConnection.connect(
-                conninfo,
+                await resolve_conninfo(self._conninfo),
                 autocommit=True,
                 application_name=LISTENER_APPLICATION_NAME,
             )

@@ -14,7 +14,8 @@ revoked token's long-poll answers 401 at its next read, its stream ends.
 
 Limits: ``stream.max_wait_seconds`` (the longest ``wait`` of a long-poll),
 ``stream.heartbeat_seconds`` (the longest wait of a stream before a heartbeat) and
-``stream.max_per_principal`` (streams per principal on this process).
+``stream.max_per_principal`` (streams per principal, across every process that shares
+the store: `turnkeeper.application.stream_places`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from turnkeeper.application.services.live_stream import (
 )
 from turnkeeper.application.services.runs import AgentEventPage, RunsService
 from turnkeeper.application.settings import Settings
+from turnkeeper.application.stream_places import LocalStreamPlaces, StreamPlaces
 from turnkeeper.application.wakeup import SHARED_FEED, EventWaker, Feed
 from turnkeeper.domain.errors import FieldError, RateLimited, ValidationFailed
 from turnkeeper.domain.world import Principal
@@ -56,6 +58,8 @@ class LiveDelivery:
         waker: the wake-up port of the store.
         clock: the time (deadlines).
         settings: ``stream.*`` and ``page.default_limit``.
+        places: the stream places of the store (`LocalStreamPlaces`, this process's
+            alone, when None).
     """
 
     def __init__(
@@ -66,6 +70,7 @@ class LiveDelivery:
         waker: EventWaker,
         clock: Clock,
         settings: Settings,
+        places: StreamPlaces | None = None,
     ) -> None:
         self._conversation = conversation
         self._runs = runs
@@ -74,8 +79,8 @@ class LiveDelivery:
         self._clock = clock
         self._settings = settings
         self._heartbeat = settings.stream_heartbeat
+        self._places = places if places is not None else LocalStreamPlaces()
         self._lock = threading.Lock()
-        self._streams: dict[uuid.UUID, int] = {}
         self._open = 0
         #: Called with the number of open streams whenever it changes (for example the
         #: gauge ``turnkeeper_event_stream_clients``).
@@ -85,6 +90,11 @@ class LiveDelivery:
     def waker(self) -> EventWaker:
         """The wake-up port in use."""
         return self._waker
+
+    @property
+    def places(self) -> StreamPlaces:
+        """The stream places in use (``stream.max_per_principal``)."""
+        return self._places
 
     @property
     def open_streams(self) -> int:
@@ -361,8 +371,7 @@ class LiveDelivery:
     ) -> LiveStream[PageT]:
         exits = ExitStack()
         try:
-            self._take_place(principal.id)
-            exits.callback(self._free_place, principal.id)
+            exits.callback(await self._take_place(principal.id))
             listener = exits.enter_context(self._waker.listen(feed))
             generation = self._waker.generation
             first = await read(after)
@@ -383,24 +392,22 @@ class LiveDelivery:
             check=caller.check,
         )
 
-    def _take_place(self, principal_id: uuid.UUID) -> None:
-        with self._lock:
-            held = self._streams.get(principal_id, 0)
-            if held >= self._settings.stream_max_per_principal:
-                raise RateLimited(retry_after=int(self._heartbeat.total_seconds()))
-            self._streams[principal_id] = held + 1
-            self._open += 1
-            count = self._open
-        self._counted(count)
+    async def _take_place(self, principal_id: uuid.UUID) -> Callable[[], None]:
+        """Take a place of the principal's streams; returns what gives it back."""
+        release = await self._places.take(principal_id, self._settings.stream_max_per_principal)
+        if release is None:
+            raise RateLimited(retry_after=int(self._heartbeat.total_seconds()))
+        self._count(+1)
 
-    def _free_place(self, principal_id: uuid.UUID) -> None:
+        def free() -> None:
+            release()
+            self._count(-1)
+
+        return free
+
+    def _count(self, change: int) -> None:
         with self._lock:
-            held = self._streams.get(principal_id, 0) - 1
-            if held > 0:
-                self._streams[principal_id] = held
-            else:
-                self._streams.pop(principal_id, None)
-            self._open -= 1
+            self._open += change
             count = self._open
         self._counted(count)
 
