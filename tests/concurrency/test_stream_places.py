@@ -158,6 +158,27 @@ async def test_a_release_gives_the_lock_back_and_the_last_one_closes_the_connect
         await places.aclose()
 
 
+async def test_a_place_released_while_others_are_given_back_goes_back_too(
+    pg_conninfo: str,
+) -> None:
+    places = PostgresStreamPlaces(pg_conninfo, _POLICY)
+    robin = uuid.uuid4()
+    try:
+        first, second = (
+            await _must(places.take(robin, LIMIT)),
+            await _must(places.take(robin, LIMIT)),
+        )
+        first()
+        # The task that gives the first back runs up to its round trip, and waits there.
+        await asyncio.sleep(0)
+        second()
+        await places.given_back()
+        assert await _locks_held(pg_conninfo) == 0
+        assert places.held == 0
+    finally:
+        await places.aclose()
+
+
 async def test_a_cut_connection_gives_its_places_back(pg_conninfo: str) -> None:
     cut = PostgresStreamPlaces(pg_conninfo, _POLICY)
     other = PostgresStreamPlaces(pg_conninfo, _POLICY)

@@ -218,7 +218,10 @@ class PostgresStreamPlaces:
                 return
             try:
                 async with asyncio.timeout(self._policy.request_timeout):
-                    await self._give_back(conn)
+                    # A stream that ends while this one gives back queues its key
+                    # behind the batch, with this task still running: it goes too.
+                    while self._freed:
+                        await self._give_back(conn)
             except (psycopg.Error, OSError, TimeoutError) as exc:
                 await self._lose(exc)
                 return
