@@ -179,6 +179,27 @@ async def test_a_place_released_while_others_are_given_back_goes_back_too(
         await places.aclose()
 
 
+async def test_a_take_whose_caller_left_runs_to_its_end_and_gives_its_place_back(
+    pg_conninfo: str,
+) -> None:
+    places = PostgresStreamPlaces(pg_conninfo, _POLICY)
+    sam = uuid.uuid4()
+    try:
+        await _must(places.take(sam, LIMIT))  # the connection is open
+        leaving = asyncio.create_task(places.take(sam, LIMIT))
+        # It runs up to its statement's round trip, and waits there; then its client goes.
+        await asyncio.sleep(0)
+        leaving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await leaving
+        await _until(lambda: _locks_held(pg_conninfo), 1)
+        await places.given_back()
+        assert places.held == 1
+        assert len(await _take_all(places, sam, LIMIT)) == LIMIT - 1
+    finally:
+        await places.aclose()
+
+
 async def test_a_cut_connection_gives_its_places_back(pg_conninfo: str) -> None:
     cut = PostgresStreamPlaces(pg_conninfo, _POLICY)
     other = PostgresStreamPlaces(pg_conninfo, _POLICY)

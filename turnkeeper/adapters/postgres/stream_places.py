@@ -66,6 +66,15 @@ def place_key(principal_id: uuid.UUID, place: int) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+def _give_back_unused(taking: asyncio.Future[Release | None]) -> None:
+    """Give back the place of a take whose caller left before it ended."""
+    if taking.cancelled() or taking.exception() is not None:
+        return
+    release = taking.result()
+    if release is not None:
+        release()
+
+
 class PostgresStreamPlaces:
     """Stream places held as session advisory locks (satisfies `StreamPlaces`).
 
@@ -94,6 +103,17 @@ class PostgresStreamPlaces:
 
     async def take(self, principal_id: uuid.UUID, limit: int) -> Release | None:
         """See `turnkeeper.application.stream_places.StreamPlaces.take`."""
+        taking = asyncio.ensure_future(self._take_locked(principal_id, limit))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            # The caller left (a client gone while its stream opened). Cut mid-statement,
+            # the take would leave a lock the process does not know it holds: it runs
+            # to its end instead, and its place goes back.
+            taking.add_done_callback(_give_back_unused)
+            raise
+
+    async def _take_locked(self, principal_id: uuid.UUID, limit: int) -> Release | None:
         async with self._lock:
             # A connection that was open may have been cut meanwhile (a restart of the
             # database, a proxy's idle timeout): a new one is tried once before a 503.
