@@ -41,10 +41,14 @@ async def _running_run(client: ContractClient, world: DemoWorld) -> str:
 
 
 async def _request(
-    client: ContractClient, world: DemoWorld, route: str, **body: Any
+    client: ContractClient,
+    world: DemoWorld,
+    route: str,
+    headers_extra: dict[str, str] | None = None,
+    **body: Any,
 ) -> tuple[int, dict[str, Any]]:
     """Send one of the routes with ``body`` (httpx's content= or json=)."""
-    owner = bearer(world.owner.token)
+    owner = {**bearer(world.owner.token), **(headers_extra or {})}
     if route == "token":
         answer = await client.post(
             f"/v1/principals/{world.principal('sam').id}/tokens", headers=owner, **body
@@ -58,7 +62,9 @@ async def _request(
     else:
         run_id = await _running_run(client, world)
         answer = await client.post(
-            f"/v1/runs/{run_id}/await-input", headers=bearer_of(world, "lotse"), **body
+            f"/v1/runs/{run_id}/await-input",
+            headers={**bearer_of(world, "lotse"), **(headers_extra or {})},
+            **body,
         )
     decoded: dict[str, Any] = answer.json()
     return answer.status_code, decoded
@@ -89,6 +95,30 @@ async def test_no_body_is_taken_as_an_empty_object(
     assert (status, _same_effect(route, answer)) == (empty_status, _same_effect(route, empty))
     if route == "token":
         assert "label" not in answer
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize(
+    "content_type", ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data"]
+)
+async def test_an_empty_body_of_another_media_type_is_no_body_either(
+    client: ContractClient, world: DemoWorld, route: str, content_type: str
+) -> None:
+    # ``curl -X POST -d ''`` sends an empty form.
+    status, answer = await _request(
+        client, world, route, content=b"", headers_extra={"content-type": content_type}
+    )
+    assert status in (200, 201), answer
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_a_body_of_another_media_type_is_still_refused(
+    client: ContractClient, world: DemoWorld, route: str
+) -> None:
+    status, answer = await _request(
+        client, world, route, content=b"label=x", headers_extra={"content-type": "text/plain"}
+    )
+    assert (status, answer["code"]) == (415, "unsupported_media_type")
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -20,7 +20,8 @@ refuses every unknown member.
 
 Before them, a route that takes a JSON body refuses a body of another media type
 (``415 unsupported_media_type``: a ``Content-Type`` that is neither ``application/json``
-nor ``*/*+json``; a request without one is read as JSON), and after them a member that
+nor ``*/*+json``; a request without one is read as JSON; an empty body to a route whose
+body has only optional members is no body, whatever its media type), and after them a member that
 fits its type only by msgspec's lax rules is refused (``invalid_type``,
 `turnkeeper.adapters.http.decoding.loose_member`). Nothing is stored in either case.
 
@@ -50,6 +51,7 @@ from turnkeeper.adapters.http.decoding import (
 )
 from turnkeeper.adapters.http.problems import ClientGone
 from turnkeeper.adapters.http.query_guard import QueryGuard
+from turnkeeper.adapters.http.requests import OptionalBody
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -277,13 +279,25 @@ def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeReque
         if request.method not in _METHODS_WITH_BODY:
             return
         kind = _body_type(request)
-        if kind is not None and not is_json_media_type(request.headers.get("content-type")):
+        # An empty body is no body at all, of whatever media type (``curl -d ''`` sends a
+        # form's), where a route takes none: read it before the media type is judged.
+        may_be_empty = kind is not None and issubclass(kind, OptionalBody)
+        if (
+            kind is not None
+            and not may_be_empty
+            and not is_json_media_type(request.headers.get("content-type"))
+        ):
             raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
         try:
             body = await request.body()
         except InternalServerException as exc:
             # Litestar's only error while it reads a body: the client disconnected.
             raise ClientGone() from exc
+        if may_be_empty:
+            if not body:
+                return
+            if not is_json_media_type(request.headers.get("content-type")):
+                raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
         hostile = hostile_member(body, max_depth)
         if hostile is not None:
             raise ValidationFailed([hostile])
