@@ -21,8 +21,8 @@ refuses every unknown member.
 Before them, a route that takes a JSON body refuses a body of another media type
 (``415 unsupported_media_type``: a ``Content-Type`` that is neither ``application/json``
 nor ``*/*+json``; a request without one is read as JSON; an empty body to a route whose
-body has only optional members is no body, whatever its media type), and after them a member that
-fits its type only by msgspec's lax rules is refused (``invalid_type``,
+body has only optional members is no body, whatever its media type), and after them a
+member that fits its type only by msgspec's lax rules is refused (``invalid_type``,
 `turnkeeper.adapters.http.decoding.loose_member`). Nothing is stored in either case.
 
 Both checks look at the raw bytes first and decode only a body that may fail them: one
@@ -279,8 +279,9 @@ def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeReque
         if request.method not in _METHODS_WITH_BODY:
             return
         kind = _body_type(request)
-        # An empty body is no body at all, of whatever media type (``curl -d ''`` sends a
-        # form's), where a route takes none: read it before the media type is judged.
+        # Where the body has only optional members, an empty one is no body at all, of
+        # whatever media type (``curl -d ''`` sends a form's): it is read before the
+        # media type is judged.
         may_be_empty = kind is not None and issubclass(kind, OptionalBody)
         if (
             kind is not None
