@@ -291,8 +291,7 @@ async def _demo_world(args: argparse.Namespace, config: Config) -> int:
         async with postgres_backend(conninfo, config.settings, key) as backend:
             if not await world_is_empty(backend):
                 return _fail("turnkeeper: the world is not empty; demo-world needs a new one", 1)
-            world = await store_demo_world(backend, config)
-    print_json(world.to_json())
+            await store_demo_world(backend, config)
     return EXIT_OK
 
 

@@ -16,7 +16,7 @@ import attrs
 
 from turnkeeper.adapters.config import Config, ConfigError
 from turnkeeper.adapters.wiring import Backend, memory_backend, stop_signals_held
-from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.demo import build_demo_world
 from turnkeeper.application.services.admin import NewPrincipal
 from turnkeeper.application.settings import Settings
 from turnkeeper.domain.errors import DomainError, ValidationFailed
@@ -85,22 +85,24 @@ async def _owner_for_demo(backend: Backend, config: Config) -> NewPrincipal:
     return NewPrincipal(principal=principal, token=config.owner_token)
 
 
-async def store_demo_world(backend: Backend, config: Config) -> DemoWorld:
-    """Store the demo world, its owner included, and hold a stop until it is stored.
+async def store_demo_world(backend: Backend, config: Config) -> None:
+    """Store the demo world, its owner included, and print it with its tokens.
+
+    A stop while they are stored and printed waits until both are done: a world stored
+    without its tokens shown would be of no use to anyone.
 
     Args:
         backend: the store of a world checked empty, after `check_demo_world`.
         config: for ``TURNKEEPER_OWNER_TOKEN`` (the owner's token, when set).
-
-    Returns:
-        The world, with every token (printed by the caller, once).
 
     Raises:
         ConfigError: an owner exists and ``TURNKEEPER_OWNER_TOKEN`` is not set.
     """
     with stop_signals_held():
         owner = await _owner_for_demo(backend, config)
-        return await build_demo_world(backend.services, owner)
+        world = await build_demo_world(backend.services, owner)
+        # The demo document names the owner with its token: printed once, here.
+        print_json(world.to_json())
 
 
 async def prepare_world(config: Config, backend: Backend, *, demo: bool) -> None:
@@ -115,18 +117,12 @@ async def prepare_world(config: Config, backend: Backend, *, demo: bool) -> None
         ConfigError: the demo world does not fit the settings, or an owner exists and
             its token is needed but not set.
     """
-    demo = demo and await world_is_empty(backend)
-    if demo:
+    if demo and await world_is_empty(backend):
         await check_demo_world(config.settings)
-    # A stop while the owner and the world are made waits until they are, and printed:
-    # a world stored without its tokens shown would be of no use to anyone.
+        await store_demo_world(backend, config)
+        return
+    # As for the demo world: a stop waits until the owner is stored and its token shown.
     with stop_signals_held():
-        handle = DEMO_OWNER_HANDLE if demo else OWNER_HANDLE
-        owner = await backend.services.admin.ensure_owner(handle, config.owner_token)
-        if demo:
-            # The demo document names the owner with its token: printed once, there.
-            demo_owner = owner or await _owner_for_demo(backend, config)
-            world = await build_demo_world(backend.services, demo_owner)
-            print_json(world.to_json())
-        elif owner is not None and config.owner_token is None:
+        owner = await backend.services.admin.ensure_owner(OWNER_HANDLE, config.owner_token)
+        if owner is not None and config.owner_token is None:
             print_json({"owner": {"id": str(owner.principal.id), "token": owner.token}})
