@@ -55,14 +55,18 @@ WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = %s
 """
 
 Processes = Callable[[], StreamPlaces]
+PgProcesses = Callable[[], PostgresStreamPlaces]
 
 
 @pytest.fixture
-async def pg_processes(pg_conninfo: str) -> AsyncIterator[Processes]:
-    """Makes the places of one more process of a server on the test's database."""
+async def pg_processes(pg_conninfo: str) -> AsyncIterator[PgProcesses]:
+    """Makes the places of one more process of a server on the test's database.
+
+    Each is closed after the test (closing twice does nothing).
+    """
     made: list[PostgresStreamPlaces] = []
 
-    def make() -> StreamPlaces:
+    def make() -> PostgresStreamPlaces:
         made.append(PostgresStreamPlaces(pg_conninfo, _POLICY))
         return made[-1]
 
@@ -121,107 +125,93 @@ async def test_a_larger_limit_is_taken_in_batches(processes: Processes) -> None:
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
 async def test_concurrent_takes_of_two_processes_never_pass_the_limit(
-    pg_conninfo: str, round_: int
+    pg_conninfo: str, pg_processes: PgProcesses, round_: int
 ) -> None:
-    first = PostgresStreamPlaces(pg_conninfo, _POLICY)
-    second = PostgresStreamPlaces(pg_conninfo, _POLICY)
+    first, second = pg_processes(), pg_processes()
     alex = uuid.uuid4()
-    try:
-        takes = [places.take(alex, LIMIT) for places in (first, second) for _ in range(LIMIT)]
-        results = await asyncio.gather(*takes)
-        assert sum(result is not None for result in results) == LIMIT
-        assert await _locks_held(pg_conninfo) == LIMIT
-        assert first.held + second.held == LIMIT
-    finally:
-        await first.aclose()
-        await second.aclose()
+    takes = [places.take(alex, LIMIT) for places in (first, second) for _ in range(LIMIT)]
+    results = await asyncio.gather(*takes)
+    assert sum(result is not None for result in results) == LIMIT
+    assert await _locks_held(pg_conninfo) == LIMIT
+    assert first.held + second.held == LIMIT
+    await first.aclose()
+    await second.aclose()
     # A closed connection's locks go when the server has ended its session.
     await _until(lambda: _locks_held(pg_conninfo), 0)
 
 
 async def test_a_release_gives_the_lock_back_and_the_last_one_closes_the_connection(
-    pg_conninfo: str,
+    pg_conninfo: str, pg_processes: PgProcesses
 ) -> None:
-    places = PostgresStreamPlaces(pg_conninfo, _POLICY)
+    places = pg_processes()
     sam = uuid.uuid4()
-    try:
-        first, second = await _must(places.take(sam, LIMIT)), await _must(places.take(sam, LIMIT))
-        assert await _locks_held(pg_conninfo) == 2
-        first()
-        await _until(lambda: _locks_held(pg_conninfo), 1)
-        second()
-        await _until(lambda: _connections(pg_conninfo), 0)
-        assert places.held == 0
-        assert await _must(places.take(sam, LIMIT)) is not None, "a new connection takes"
-        assert await _locks_held(pg_conninfo) == 1
-    finally:
-        await places.aclose()
+    first, second = await _must(places.take(sam, LIMIT)), await _must(places.take(sam, LIMIT))
+    assert await _locks_held(pg_conninfo) == 2
+    first()
+    await _until(lambda: _locks_held(pg_conninfo), 1)
+    second()
+    await _until(lambda: _connections(pg_conninfo), 0)
+    assert places.held == 0
+    assert await _must(places.take(sam, LIMIT)) is not None, "a new connection takes"
+    assert await _locks_held(pg_conninfo) == 1
 
 
 async def test_a_place_released_while_others_are_given_back_goes_back_too(
-    pg_conninfo: str,
+    pg_conninfo: str, pg_processes: PgProcesses
 ) -> None:
-    places = PostgresStreamPlaces(pg_conninfo, _POLICY)
+    places = pg_processes()
     robin = uuid.uuid4()
-    try:
-        first, second = (
-            await _must(places.take(robin, LIMIT)),
-            await _must(places.take(robin, LIMIT)),
-        )
-        first()
-        # The task that gives the first back runs up to its round trip, and waits there.
-        await asyncio.sleep(0)
-        second()
-        await places.given_back()
-        assert await _locks_held(pg_conninfo) == 0
-        assert places.held == 0
-    finally:
-        await places.aclose()
+    first, second = (
+        await _must(places.take(robin, LIMIT)),
+        await _must(places.take(robin, LIMIT)),
+    )
+    first()
+    # The task that gives the first back runs up to its round trip, and waits there.
+    await asyncio.sleep(0)
+    second()
+    await places.given_back()
+    assert await _locks_held(pg_conninfo) == 0
+    assert places.held == 0
 
 
 async def test_a_take_whose_caller_left_runs_to_its_end_and_gives_its_place_back(
-    pg_conninfo: str,
+    pg_conninfo: str, pg_processes: PgProcesses
 ) -> None:
-    places = PostgresStreamPlaces(pg_conninfo, _POLICY)
+    places = pg_processes()
     sam = uuid.uuid4()
-    try:
-        await _must(places.take(sam, LIMIT))  # the connection is open
-        leaving = asyncio.create_task(places.take(sam, LIMIT))
-        # It runs up to its statement's round trip, and waits there; then its client goes.
-        await asyncio.sleep(0)
-        leaving.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await leaving
-        await _until(lambda: _locks_held(pg_conninfo), 1)
-        await places.given_back()
-        assert places.held == 1
-        assert len(await _take_all(places, sam, LIMIT)) == LIMIT - 1
-    finally:
-        await places.aclose()
+    await _must(places.take(sam, LIMIT))  # the connection is open
+    leaving = asyncio.create_task(places.take(sam, LIMIT))
+    # It runs up to its statement's round trip, and waits there; then its client goes.
+    await asyncio.sleep(0)
+    leaving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    await _until(lambda: _locks_held(pg_conninfo), 1)
+    await places.given_back()
+    assert places.held == 1
+    assert len(await _take_all(places, sam, LIMIT)) == LIMIT - 1
 
 
-async def test_a_cut_connection_gives_its_places_back(pg_conninfo: str) -> None:
-    cut = PostgresStreamPlaces(pg_conninfo, _POLICY)
-    other = PostgresStreamPlaces(pg_conninfo, _POLICY)
+async def test_a_cut_connection_gives_its_places_back(
+    pg_conninfo: str, pg_processes: PgProcesses
+) -> None:
+    cut = pg_processes()
+    other = pg_processes()
     alex = uuid.uuid4()
-    try:
-        old = await _take_all(cut, alex, LIMIT)
-        assert await other.take(alex, LIMIT) is None
-        async with await psycopg.AsyncConnection.connect(pg_conninfo, autocommit=True) as admin:
-            await admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = %s AND datname = current_database()",
-                (PLACES_APPLICATION_NAME,),
-            )
-        await _until(lambda: _connections(pg_conninfo), 0)
-        taken = await _take_all(other, alex, LIMIT)
-        assert len(taken) == LIMIT, "the cut process's places came back"
-        for release in old:
-            release()  # gone with their connection: nothing to give back
-        assert await _locks_held(pg_conninfo) == LIMIT
-    finally:
-        await cut.aclose()
-        await other.aclose()
+    old = await _take_all(cut, alex, LIMIT)
+    assert await other.take(alex, LIMIT) is None
+    async with await psycopg.AsyncConnection.connect(pg_conninfo, autocommit=True) as admin:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",
+            (PLACES_APPLICATION_NAME,),
+        )
+    await _until(lambda: _connections(pg_conninfo), 0)
+    taken = await _take_all(other, alex, LIMIT)
+    assert len(taken) == LIMIT, "the cut process's places came back"
+    for release in old:
+        release()  # gone with their connection: nothing to give back
+    assert await _locks_held(pg_conninfo) == LIMIT
 
 
 async def test_streams_of_two_server_processes_share_the_bound(

@@ -69,13 +69,14 @@ class LocalStreamPlaces:
             if held >= limit:
                 return None
             self._held[principal_id] = held + 1
-        given_back = threading.Event()
+        given_back = False
 
         def release() -> None:
+            nonlocal given_back
             with self._lock:
-                if given_back.is_set():
+                if given_back:
                     return
-                given_back.set()
+                given_back = True
                 left = self._held.get(principal_id, 0) - 1
                 if left > 0:
                     self._held[principal_id] = left

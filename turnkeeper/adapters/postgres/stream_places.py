@@ -90,7 +90,7 @@ class PostgresStreamPlaces:
         self._policy = policy
         self._lock = asyncio.Lock()
         self._conn: psycopg.AsyncConnection[Any] | None = None
-        #: Counts the places connections opened; a place taken on an earlier one is gone.
+        #: Counts the places connections dropped; a place taken on an earlier one is gone.
         self._session = 0
         self._held: set[int] = set()
         self._freed: list[int] = []
@@ -130,7 +130,7 @@ class PostgresStreamPlaces:
                             "the places connection failed", retry_after=self._policy.retry_after
                         ) from exc
             if key is None and not self._held:
-                await self._close()
+                await self._drop()
         if key is None:
             return None
         return self._release(key, session)
@@ -152,17 +152,14 @@ class PostgresStreamPlaces:
             flush, self._flush = self._flush, None
             if flush is not None and flush is not asyncio.current_task():
                 flush.cancel()
-            conn, self._conn = self._conn, None
-            self._session += 1
-            self._held.clear()
-            self._freed.clear()
-            if conn is not None:
-                await conn.close()
+            await self._drop()
 
     # -- inside ----------------------------------------------------------------------------
 
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
-        if self._conn is None or self._conn.closed:
+        if self._conn is not None and self._conn.closed:
+            await self._drop()
+        if self._conn is None:
             conninfo = await resolve_conninfo(self._conninfo)
             self._conn = await psycopg.AsyncConnection.connect(
                 make_conninfo(
@@ -172,9 +169,6 @@ class PostgresStreamPlaces:
                 ),
                 autocommit=True,
             )
-            self._session += 1
-            self._held.clear()
-            self._freed.clear()
         return self._conn
 
     async def _take(self, principal_id: uuid.UUID, limit: int) -> int | None:
@@ -247,16 +241,18 @@ class PostgresStreamPlaces:
                 return
             if not self._held:
                 # No stream left: the connection closes, the next stream opens one.
-                await self._close()
-
-    async def _close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.close()
+                await self._drop()
 
     async def _lose(self, exc: BaseException) -> None:
         """Drop a connection that failed: its places are gone with it."""
         _log.warning("stream_places_lost", error_type=type(exc).__name__)
+        await self._drop()
+
+    async def _drop(self) -> None:
+        """Close the connection; the places held on it are gone with it.
+
+        The session count moves on, so that the releases of those places do nothing.
+        """
         conn, self._conn = self._conn, None
         self._session += 1
         self._held.clear()
