@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from types import FrameType
 from typing import Any, NoReturn, TextIO
 
-from turnkeeper.adapters.config import Config, ConfigError, load_config
+from turnkeeper.adapters.config import Config, ConfigError, decimal, load_config
 from turnkeeper.adapters.http import create_app
 from turnkeeper.adapters.http.server import (
     ACCEPT_BACKLOG,
@@ -112,9 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _positive_int(text: str) -> int:
-    # Written as the environment's values are (ASCII digits only), within a count's range.
-    value = int(text) if text.isascii() and text.isdigit() else 0
-    if not 1 <= value <= MAX_COUNT:
+    value = decimal(text, MAX_COUNT)
+    if value is None or not 1 <= value <= MAX_COUNT:
         raise argparse.ArgumentTypeError(
             f"expected a whole number from 1 to {MAX_COUNT}, got {text!r}"
         )

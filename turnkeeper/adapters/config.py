@@ -60,7 +60,7 @@ FAST_EXTRA = "fast"
 #: module's name. ``serve`` imports it only once the database is migrated.
 FAST_EXTRA_MODULES: dict[str, str] = {"http.parser": "httptools", "http.event_loop": "uvloop"}
 #: How an environment value of a count, size or duration is written: ASCII decimal
-#: digits alone. `int` also reads spaces, a sign, ``_`` and other scripts' digits.
+#: digits alone (`decimal`).
 _DECIMAL_DIGITS = re.compile(r"[0-9]+")
 #: How the environment writes the boolean: exactly these, in lower case.
 _TRUE = frozenset({"true", "1"})
@@ -323,18 +323,30 @@ def _from_text(key: str, raw: str) -> int | bool | str | timedelta:
             return False
         raise ConfigError(f"{key} must be true, false, 1 or 0, got {raw!r}")
     bounds = _range(field)
-    if _DECIMAL_DIGITS.fullmatch(raw) is None:
+    value = decimal(raw, bounds.maximum)
+    if value is None:
         raise ConfigError(f"{key} must be {_minimum_wording(bounds)}, got {raw!r}")
-    return _checked_number(key, bounds, _decimal(raw, bounds.maximum), raw)
+    return _checked_number(key, bounds, value, raw)
 
 
-def _decimal(digits: str, maximum: int) -> int:
-    """The number of ASCII `digits`, or ``maximum + 1`` for any number above `maximum`.
+def decimal(text: str, maximum: int) -> int | None:
+    """A whole number written as the environment writes one: ASCII decimal digits alone.
 
-    Python converts at most a few thousand digits to an int (a ValueError beyond);
-    a number with more significant digits than `maximum` is above it whatever they are.
+    Command-line numbers (``--workers``, ``--port``) are read by the same rule.
+
+    Args:
+        text: the value as written.
+        maximum: the largest value of interest.
+
+    Returns:
+        The number; ``maximum + 1`` for any number above `maximum` (Python converts at
+        most a few thousand digits to an int, but a number with more significant digits
+        than `maximum` is above it whatever they are); None when `text` is not digits
+        alone (``int`` also reads spaces, a sign, ``_`` and other scripts' digits).
     """
-    significant = digits.lstrip("0") or "0"
+    if _DECIMAL_DIGITS.fullmatch(text) is None:
+        return None
+    significant = text.lstrip("0") or "0"
     if len(significant) > len(str(maximum)):
         return maximum + 1
     return int(significant)

@@ -26,7 +26,7 @@ from prometheus_client import start_http_server
 
 from turnkeeper.adapters.client import AgentRuntimeClient
 from turnkeeper.adapters.client.session import ApiSession
-from turnkeeper.adapters.config import Config
+from turnkeeper.adapters.config import Config, decimal
 from turnkeeper.adapters.http.server import ACCEPT_BACKLOG
 from turnkeeper.adapters.http.workers import ListenFailed, listening_socket
 from turnkeeper.adapters.mcp.handlers import ToolHandlers
@@ -67,9 +67,8 @@ def port_number(text: str) -> int:
     Raises:
         argparse.ArgumentTypeError: for anything else (the command exits 2).
     """
-    # Written as the environment's values are: ASCII digits only.
-    value = int(text) if text.isascii() and text.isdigit() else -1
-    if not 0 <= value <= MAX_PORT:
+    value = decimal(text, MAX_PORT)
+    if value is None or not 0 <= value <= MAX_PORT:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to {MAX_PORT}, got {text!r}")
     return value
 
