@@ -558,16 +558,17 @@ def _assemble(module: _Module, constants: list[str]) -> str:
     if module.uses_jsonb:
         header.append("from psycopg.types.json import Jsonb")
     helpers = sorted(module.uses_pending) + (["settled"] if module.uses_settled else [])
-    header += ["", "from turnkeeper.adapters.postgres.executor import keep_statements"]
+    header.append("")
     if helpers:
         header.append(f"from turnkeeper.adapters.postgres.pipelining import {', '.join(helpers)}")
+    header.append("from turnkeeper.adapters.postgres.statements import keep_statements")
     header += ["", ""]
     body: list[str] = []
     for lines in module.row_classes.values():
         body += [*lines, "", ""]
     body += constants
     body += ["", *module.functions]
-    # The executor keeps (converts once, prepares per connection) only these statements.
+    # Only these statements are kept (converted once, prepared once per connection).
     body += ["", "keep_statements(", "    [", *(f"        {c}," for c in module.statements)]
     body += ["    ]", ")"]
     return "\n".join(header + body).rstrip() + "\n"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from turnkeeper.adapters.postgres import executor
+from turnkeeper.adapters.postgres import statements
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gen_queries.py"
 
@@ -207,13 +207,13 @@ def test_a_query_without_result_columns_cannot_be_one() -> None:
         gen.render_module(broken)
 
 
-def test_the_module_registers_every_statement_with_the_executor() -> None:
+def test_the_module_registers_every_statement_to_be_kept() -> None:
     namespace: dict[str, Any] = {"__name__": "generated_queries"}
     exec(compile(gen.render_module(CODEGEN), "queries.py", "exec"), namespace)
-    statements = {
+    found = {
         value
         for name, value in namespace.items()
         if name.startswith("_") and name.isupper() and isinstance(value, str)
     }
-    assert len(statements) == len(CODEGEN["queries"])
-    assert statements <= executor._GENERATED
+    assert len(found) == len(CODEGEN["queries"])
+    assert found <= statements._GENERATED

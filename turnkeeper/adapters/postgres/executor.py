@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -36,90 +35,12 @@ from psycopg.adapt import PyFormat, Transformer
 from turnkeeper.adapters.postgres.base import Conn
 from turnkeeper.adapters.postgres.observers import OBSERVERS, StatementDone
 from turnkeeper.adapters.postgres.sockets import socket_ready
+from turnkeeper.adapters.postgres.statements import Params, converted
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%|%s")
-Params = Mapping[str, Any] | Sequence[Any] | None
-
-
-class _Query:
-    """A statement in PostgreSQL's placeholders, with its parameters' order.
-
-    ``%(name)s`` placeholders (the generated statements') take their values by name,
-    ``%s`` ones by position.
-    """
-
-    __slots__ = ("names", "native")
-
-    def __init__(self, query: str) -> None:
-        names: list[str] = []
-        positions = 0
-
-        def native(match: re.Match[str]) -> str:
-            nonlocal positions
-            text = match.group(0)
-            if text == "%%":
-                return "%"
-            name = match.group(1)
-            if name is None:
-                positions += 1
-                return f"${positions}"
-            if name not in names:
-                names.append(name)
-            return f"${names.index(name) + 1}"
-
-        self.native = _PLACEHOLDER.sub(native, query).encode()
-        if names and positions:
-            raise psycopg.ProgrammingError("a query takes named or positional parameters")
-        self.names = tuple(names)
-
-    def values(self, params: Params) -> list[Any]:
-        """The parameters in the statement's order."""
-        if not params:
-            return []
-        if isinstance(params, Mapping):
-            return [params[name] for name in self.names]
-        return list(params)
-
-
-#: Converted generated statements by their text (a fixed set; see `_query`).
-_QUERIES: dict[str, _Query] = {}
 #: Statement names by query and parameter types (a NULL parameter has no type).
 _NAMES: dict[tuple[str, tuple[int, ...]], bytes] = {}
 #: The names prepared on each connection.
 _PREPARED: weakref.WeakKeyDictionary[Conn, set[bytes]] = weakref.WeakKeyDictionary()
-
-
-#: The generated statements: a fixed set, registered by `keep_statements`.
-_GENERATED: set[str] = set()
-
-
-def keep_statements(texts: Iterable[str]) -> None:
-    """Register statements as generated: converted once, and prepared once per connection.
-
-    The generated module (`turnkeeper.adapters.postgres.queries`) registers all of its
-    statements when it is imported.
-
-    Args:
-        texts: the statements' texts, as their functions run them.
-    """
-    _GENERATED.update(texts)
-
-
-def _query(text: str) -> tuple[_Query, bool]:
-    """The converted query, and whether it is one of the generated statements.
-
-    Only those are kept (converted once, prepared once per connection): they are a
-    fixed set, while any other text (a statement run through `PostgresUnitOfWork`'s
-    connection) could grow both caches without bound, here and on the server.
-    """
-    query = _QUERIES.get(text)
-    if query is not None:
-        return query, True
-    query = _Query(text)
-    if text not in _GENERATED:
-        return query, False
-    _QUERIES[text] = query
-    return query, True
 
 
 class PipelineCursor:
@@ -295,7 +216,7 @@ class PipelineLink:
             pg.send_query_params(text.encode(), None)
             self._sent(cursor, text, flush=False)
             return
-        query, kept = _query(text)
+        query, kept = converted(text)
         values = query.values(params)
         tx = self.transformer
         dumped = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))

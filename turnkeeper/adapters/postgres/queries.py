@@ -21,8 +21,8 @@ import attrs
 import psycopg
 from psycopg.rows import args_row, scalar_row
 
-from turnkeeper.adapters.postgres.executor import keep_statements
 from turnkeeper.adapters.postgres.pipelining import PendingMany, PendingOne, settled
+from turnkeeper.adapters.postgres.statements import keep_statements
 
 
 @attrs.frozen
