@@ -14,7 +14,7 @@ from turnkeeper.adapters.http.agent_send import (
     log_refused_send,
     send_fast_route,
 )
-from turnkeeper.adapters.http.body_guard import body_guard
+from turnkeeper.adapters.http.body_guard import BlankBodyRequest, body_guard
 from turnkeeper.adapters.http.console import CONSOLE_PATH, console_headers, console_router
 from turnkeeper.adapters.http.conversation import conversation_router, message_fast_route
 from turnkeeper.adapters.http.correlation import CorrelatedApp
@@ -143,6 +143,7 @@ def create_app(
         # Query names, then depth, duplicated members and NUL characters, before Litestar
         # decodes a request.
         before_request=body_guard(settings.max_json_depth, queries),
+        request_class=BlankBodyRequest,
         openapi_config=openapi,
         # http.max_body_bytes: Litestar refuses a longer body with 413 before decoding.
         request_max_body_size=settings.max_body_bytes,

@@ -21,7 +21,8 @@ refuses every unknown member.
 Before them, a route that takes a JSON body refuses a body of another media type
 (``415 unsupported_media_type``: a ``Content-Type`` that is neither ``application/json``
 nor ``*/*+json``; a request without one is read as JSON; an empty body to a route whose
-body has only optional members is no body, whatever its media type), and after them a
+body has only optional members is no body, whatever its media type, and so is a blank
+one there, `BlankBodyRequest`), and after them a
 member that fits its type only by msgspec's lax rules is refused (``invalid_type``,
 `turnkeeper.adapters.http.decoding.loose_member`). Nothing is stored in either case.
 
@@ -212,6 +213,32 @@ def _body_type(request: Request[Any, Any, Any]) -> type[Any] | None:
     return kind if isinstance(kind, type) else None
 
 
+def _takes_optional_body(request: Request[Any, Any, Any]) -> bool:
+    kind = _body_type(request)
+    return kind is not None and issubclass(kind, OptionalBody)
+
+
+class BlankBodyRequest(Request[Any, Any, Any]):
+    """The application's request: a blank body to a route of optional members is no body.
+
+    Routes that take no body take a blank one (`unexpected_body`); a route whose body has
+    only optional members takes no body as ``{}``, so a body of whitespace alone, which
+    is no JSON, reads as no body there too instead of ``malformed_json``.
+    """
+
+    async def body(self) -> bytes:
+        """The raw body; empty for a blank one on a route of optional members.
+
+        Returns:
+            The body's bytes.
+        """
+        raw = await super().body()
+        # Only a body that starts with whitespace can be blank: a JSON body costs no copy.
+        if raw[:1].isspace() and not raw.strip() and _takes_optional_body(self):
+            return b""
+        return raw
+
+
 def unexpected_body(content_type: str | None, body: bytes) -> Exception | None:
     """The refusal of a body sent to a route that takes none (close, cancel, archive ...).
 
@@ -282,7 +309,7 @@ def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeReque
         # Where the body has only optional members, an empty one is no body at all, of
         # whatever media type (``curl -d ''`` sends a form's): it is read before the
         # media type is judged.
-        may_be_empty = kind is not None and issubclass(kind, OptionalBody)
+        may_be_empty = _takes_optional_body(request)
         if (
             kind is not None
             and not may_be_empty
