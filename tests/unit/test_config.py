@@ -188,7 +188,30 @@ def test_environment_wins_over_the_file(tmp_path: Path) -> None:
         (
             "[ratelimit.rl.message]\nburst = true\n",
             "invalid configuration: ratelimit.rl.message.burst must be a positive integer, "
-            "got True",
+            "got true",
+        ),
+        # Values are printed as TOML writes them, never as Python objects.
+        (
+            "[http]\nmax_body_bytes = 1979-05-27\n",
+            "invalid configuration: http.max_body_bytes must be a positive integer, got 1979-05-27",
+        ),
+        (
+            "[http]\nmax_body_bytes = 1979-05-27T07:32:00Z\n",
+            "invalid configuration: http.max_body_bytes must be a positive integer, "
+            "got 1979-05-27T07:32:00+00:00",
+        ),
+        (
+            "[http]\nmax_body_bytes = 07:32:00\n",
+            "invalid configuration: http.max_body_bytes must be a positive integer, got 07:32:00",
+        ),
+        (
+            "[http]\nmax_body_bytes = [1, false, 'x', {a = 2.5}]\n",
+            "invalid configuration: http.max_body_bytes must be a positive integer, "
+            "got [1, false, 'x', {a = 2.5}]",
+        ),
+        (
+            "[log]\nlevel = 1979-05-27\n",
+            "invalid configuration: log.level must be one of ",
         ),
         (
             "[freshness]\nrequired_for_agents = 1\n",

@@ -20,7 +20,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import date, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -297,18 +297,35 @@ def _printable(name: str) -> str:
     return repr(name)[1:-1]
 
 
+def _shown(raw: object) -> str:
+    """A configured value as an error message prints it: as TOML writes it.
+
+    A string keeps its quotes and escapes (one line, as the environment's values print);
+    TOML's booleans, dates, times, arrays and inline tables print as TOML, not as Python.
+    """
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, date | time):
+        return raw.isoformat()
+    if isinstance(raw, list):
+        return f"[{', '.join(_shown(item) for item in raw)}]"
+    if isinstance(raw, dict):
+        return "{" + ", ".join(f"{_printable(str(k))} = {_shown(v)}" for k, v in raw.items()) + "}"
+    return repr(raw)
+
+
 def _from_toml(key: str, raw: object) -> int | bool | str | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
     if CHOICES in field.metadata:
         return _choice(key, field, raw)
     if field.type is bool:
         if not isinstance(raw, bool):
-            raise ConfigError(f"{key} must be true or false, got {raw!r}")
+            raise ConfigError(f"{key} must be true or false, got {_shown(raw)}")
         return raw
     bounds = _range(field)
     # TOML has real integers; a bool is an int to Python but never a valid count.
     if not isinstance(raw, int) or isinstance(raw, bool):
-        raise ConfigError(f"{key} must be {_minimum_wording(bounds)}, got {raw!r}")
+        raise ConfigError(f"{key} must be {_minimum_wording(bounds)}, got {_shown(raw)}")
     return _checked_number(key, bounds, raw, raw)
 
 
@@ -357,7 +374,7 @@ def _choice(key: str, field: attrs.Attribute[Any], raw: object) -> str:
     # Levels and formats are words: "INFO" and "info" mean the same.
     if isinstance(raw, str) and raw.strip().lower() in choices:
         return raw.strip().lower()
-    raise ConfigError(f"{key} must be one of {', '.join(choices)}, got {raw!r}")
+    raise ConfigError(f"{key} must be one of {', '.join(choices)}, got {_shown(raw)}")
 
 
 def _range(field: attrs.Attribute[Any]) -> CountRange | DurationRange:
