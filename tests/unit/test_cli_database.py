@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from turnkeeper.adapters import cli
@@ -9,12 +11,15 @@ from turnkeeper.adapters.config import load_config
 from turnkeeper.adapters.postgres import embedded
 
 
-@pytest.mark.parametrize("command", [["serve"], ["migrate"], ["jobs", "--once"], ["check"]])
+@pytest.mark.parametrize(
+    "command",
+    [["serve"], ["serve", "--demo"], ["migrate"], ["jobs", "--once"], ["check"], ["demo-world"]],
+)
 def test_a_database_command_without_any_database_exits_2_with_one_line(
     command: list[str],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-    tmp_path: object,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.delenv("TURNKEEPER_DATABASE_URL", raising=False)
     monkeypatch.setenv("TURNKEEPER_DATA_DIR", str(tmp_path))
@@ -27,6 +32,8 @@ def test_a_database_command_without_any_database_exits_2_with_one_line(
     assert len(lines) == 1
     assert "TURNKEEPER_DATABASE_URL" in lines[0]
     assert "pip install 'turnkeeper[embedded]'" in lines[0]
+    # A refused command leaves nothing behind: no empty pgdata/, no signing.key.
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_extra_is_found_when_installed() -> None:

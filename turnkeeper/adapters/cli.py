@@ -40,6 +40,7 @@ from turnkeeper.adapters.wiring import (
     database,
     memory_backend,
     postgres_backend,
+    require_database,
     signing_key,
     stop_as_ctrl_c,
 )
@@ -233,6 +234,7 @@ def _traced(backend: Backend, tracing: OtelTracing | None) -> Backend:
 
 
 async def _jobs(args: argparse.Namespace, config: Config) -> int:
+    require_database(config)
     key = signing_key(config)  # a key file that cannot be used stops it before the database
     with database(config) as conninfo:
         await migrate(conninfo)
@@ -284,6 +286,7 @@ async def _check(args: argparse.Namespace, config: Config) -> int:
 
 async def _demo_world(args: argparse.Namespace, config: Config) -> int:
     await check_demo_world(config.settings)
+    require_database(config)
     key = signing_key(config)  # a key file that cannot be used stops it before the database
     with database(config) as conninfo:
         await migrate(conninfo)
@@ -335,6 +338,7 @@ def _serve_bound(args: argparse.Namespace, config: Config) -> int:
     with listening_socket(args.host, args.port, ACCEPT_BACKLOG) as sock:
         if args.memory:
             return _run_on_loop(_serve_memory(args, config, sock), config)
+        require_database(config)
         key = signing_key(config)  # a key file that cannot be used stops it here
         if workers == 1:
             return _run_on_loop(_serve(args, config, key, sock), config)

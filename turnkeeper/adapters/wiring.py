@@ -32,7 +32,11 @@ from turnkeeper.adapters.http.operations import Readiness, always_ready
 from turnkeeper.adapters.http.workers import STOP_SIGNALS
 from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
 from turnkeeper.adapters.observability.metrics import attach_metrics
-from turnkeeper.adapters.postgres.embedded import EMBEDDED_SUBDIR, EmbeddedPostgres
+from turnkeeper.adapters.postgres.embedded import (
+    EMBEDDED_SUBDIR,
+    EmbeddedPostgres,
+    require_embedded,
+)
 from turnkeeper.adapters.postgres.errors import require_conninfo
 from turnkeeper.adapters.postgres.migrations import is_current
 from turnkeeper.adapters.postgres.pool import PoolPolicy, connection_within
@@ -61,6 +65,23 @@ class Backend:
 
     services: Services
     readiness: Readiness
+
+
+def require_database(config: Config) -> None:
+    """Refuse a command that needs a database when it can have none, before it makes files.
+
+    Without ``TURNKEEPER_DATABASE_URL`` the database is the embedded server, whose extra
+    may be missing: the command is refused before the signing key or the server's folder
+    is made in the data directory.
+
+    Args:
+        config: the process configuration.
+
+    Raises:
+        EmbeddedServerMissing: no database URL and no ``embedded`` extra.
+    """
+    if config.database_url is None:
+        require_embedded()
 
 
 def signing_key(config: Config) -> bytes:
@@ -181,11 +202,14 @@ def database(config: Config) -> Iterator[str]:
     Raises:
         ConfigError: when the data directory cannot hold the embedded server's files
             (a file, not writable).
+        EmbeddedServerMissing: without a database URL, when the ``embedded`` extra is
+            not installed (nothing is made).
         StoreUnavailable: when the embedded server does not start.
     """
     if config.database_url is not None:
         yield config.database_url
         return
+    require_embedded()
     folder = config.data_dir / EMBEDDED_SUBDIR
     try:
         folder.mkdir(parents=True, exist_ok=True)

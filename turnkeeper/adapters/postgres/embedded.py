@@ -55,6 +55,16 @@ def embedded_available() -> bool:
     return importlib.util.find_spec("pgserver") is not None
 
 
+def require_embedded() -> None:
+    """Refuse before anything is made when the ``embedded`` extra is not installed.
+
+    Raises:
+        EmbeddedServerMissing: pgserver is not installed.
+    """
+    if not embedded_available():
+        raise EmbeddedServerMissing
+
+
 #: Cleanup modes of pgserver: "stop" stops the server when the last handle is released,
 #: None leaves it running for the next process, "delete" also removes the data.
 CLEANUP_MODES = frozenset({"stop", "delete", None})
@@ -124,8 +134,7 @@ class EmbeddedPostgres:
         """
         if cleanup_mode not in CLEANUP_MODES:
             raise ValueError(f"cleanup_mode must be one of stop, delete or None: {cleanup_mode}")
-        if not embedded_available():
-            raise EmbeddedServerMissing
+        require_embedded()
         folder = (data_dir or default_data_dir()).resolve()
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet_runtime_dir():
