@@ -143,6 +143,54 @@ async def test_an_audience_is_not_empty(client: ContractClient, world: DemoWorld
     assert one.status_code == 201, one.text
 
 
+async def test_mentions_are_unique(client: ContractClient, world: DemoWorld) -> None:
+    assert _member(client.spec, "MessageCreate", "mentions")["uniqueItems"] is True
+    thread = main_thread(world, "allgemein")
+    alex = bearer(world.people["alex"].token)
+    url = f"/v1/threads/{thread}/messages"
+    sam = str(world.people["sam"].principal.id)
+    twice = await client.post(
+        url, json={"client_msg_id": "m2", "content": "x", "mentions": [sam, sam]}, headers=alex
+    )
+    assert twice.status_code == 400
+    assert twice.json()["errors"] == [{"pointer": "/mentions", "code": "duplicate"}]
+    once = await client.post(
+        url, json={"client_msg_id": "m1", "content": "x", "mentions": [sam]}, headers=alex
+    )
+    assert once.status_code == 201, once.text
+
+
+@pytest.mark.parametrize("schema", ["MessageCreate", "AgentSendBody"])
+async def test_content_states_its_rules(
+    client: ContractClient, world: DemoWorld, schema: str
+) -> None:
+    # JSON Schema counts characters, not UTF-8 bytes, and cannot say "not blank": the
+    # description says both, and the schema states only what holds of every content.
+    limit = Settings().max_content_bytes
+    content = _member(client.spec, schema, "content")
+    assert content["minLength"] == 1
+    assert "maxLength" not in content
+    description = content["description"]
+    assert f"{limit} UTF-8 bytes" in description
+    for code in ("required", "too_long", "invalid_character", "U+0000"):
+        assert code in description, code
+    thread = main_thread(world, "allgemein")
+    alex = bearer(world.people["alex"].token)
+    url = f"/v1/threads/{thread}/messages"
+    for index, (text, status) in enumerate(
+        (
+            (WIDE * (limit // 4), 201),
+            (WIDE * (limit // 4) + "x" * (limit % 4 + 1), 400),
+            (" ", 400),
+            ("a\u0000b", 400),
+        )
+    ):
+        answer = await client.post(
+            url, json={"client_msg_id": f"c{index}", "content": text}, headers=alex
+        )
+        assert answer.status_code == status, answer.text
+
+
 async def test_the_grant_filters_are_uuids(client: ContractClient, world: DemoWorld) -> None:
     owner = bearer(world.owner.token)
     parameters = client.spec["paths"]["/v1/grants"]["get"]["parameters"]

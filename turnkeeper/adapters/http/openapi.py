@@ -292,6 +292,18 @@ def _member_rules(schemas: Mapping[str, Schema | Reference], settings: Settings)
     sources.max_items = settings.max_source_message_ids
     kind = _member(schemas, "MessageCreate", "kind")
     kind.one_of, kind.type, kind.enum = None, OpenAPIType.STRING, list(SENDABLE_KINDS)
+    # A repeated mention: 400 duplicate.
+    _given(_member(schemas, "MessageCreate", "mentions")).unique_items = True
+    # JSON Schema counts characters and cannot say "not blank": the bounds that hold of
+    # every accepted content are stated, the rest is said.
+    for name in ("MessageCreate", "AgentSendBody"):
+        content = _member(schemas, name, "content")
+        content.min_length = 1
+        content.description = (
+            "The text: not blank (400 required), at most"
+            f" {settings.max_content_bytes} UTF-8 bytes (message.max_content_bytes; 400"
+            " too_long), and without U+0000 or a lone surrogate (400 invalid_character)."
+        )
 
 
 def complete_document(openapi: OpenAPI, settings: Settings) -> OpenAPI:
