@@ -48,6 +48,7 @@ from turnkeeper.adapters.world_setup import (
     check_demo_world,
     prepare_world,
     print_json,
+    setting_up,
     store_demo_world,
     world_is_empty,
 )
@@ -290,7 +291,10 @@ async def _demo_world(args: argparse.Namespace, config: Config) -> int:
     key = signing_key(config)  # a key file that cannot be used stops it before the database
     with database(config) as conninfo:
         await migrate(conninfo)
-        async with postgres_backend(conninfo, config.settings, key) as backend:
+        async with (
+            postgres_backend(conninfo, config.settings, key) as backend,
+            setting_up(conninfo),
+        ):
             if not await world_is_empty(backend):
                 return _fail("turnkeeper: the world is not empty; demo-world needs a new one", 1)
             await store_demo_world(backend, config)
@@ -370,7 +374,7 @@ async def _prepare_once(
 ) -> None:
     await migrate(conninfo)
     async with postgres_backend(conninfo, config.settings, key) as pg:
-        await prepare_world(config, pg, demo=args.demo)
+        await prepare_world(config, pg, demo=args.demo, conninfo=conninfo)
 
 
 async def _serve_worker(
@@ -400,14 +404,19 @@ async def _serve(args: argparse.Namespace, config: Config, key: bytes, sock: soc
         # After the migrations, before the pool: the pool's connections are traced.
         with process_tracing() as tracing:
             async with postgres_backend(conninfo, config.settings, key) as pg:
-                await _run(args, config, _traced(pg, tracing), sock)
+                await _run(args, config, _traced(pg, tracing), sock, conninfo=conninfo)
     return EXIT_OK
 
 
 async def _run(
-    args: argparse.Namespace, config: Config, backend: Backend, sock: socket.socket
+    args: argparse.Namespace,
+    config: Config,
+    backend: Backend,
+    sock: socket.socket,
+    *,
+    conninfo: str | None = None,
 ) -> None:
-    await prepare_world(config, backend, demo=args.demo)
+    await prepare_world(config, backend, demo=args.demo, conninfo=conninfo)
     await _serve_app(args, config, backend, jobs=not args.no_jobs, sock=sock)
 
 

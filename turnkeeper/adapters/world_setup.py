@@ -5,16 +5,21 @@ workers fork) and `turnkeeper demo-world` builds the demo world alone. Each prin
 tokens it creates once, as one JSON document on standard output; a token not printed
 then is never shown again. So a world is never left half made: the demo world is built
 in memory first (`check_demo_world`), and a stop while the owner and the world are
-stored waits until they are, and printed (`stop_signals_held`).
+stored waits until they are, and printed (`stop_signals_held`). On PostgreSQL the setup
+is one process at a time (`turnkeeper.adapters.postgres.world_lock`, ADR 0041): servers
+that start together on a new database make one owner and one world.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import attrs
 
 from turnkeeper.adapters.config import Config, ConfigError
+from turnkeeper.adapters.postgres.world_lock import world_setup_lock
 from turnkeeper.adapters.wiring import Backend, memory_backend, stop_signals_held
 from turnkeeper.application.demo import build_demo_world
 from turnkeeper.application.services.admin import NewPrincipal
@@ -105,18 +110,49 @@ async def store_demo_world(backend: Backend, config: Config) -> None:
         print_json(world.to_json())
 
 
-async def prepare_world(config: Config, backend: Backend, *, demo: bool) -> None:
+@asynccontextmanager
+async def setting_up(conninfo: str | None) -> AsyncIterator[None]:
+    """The setup of the world alone: under the world setup lock on PostgreSQL.
+
+    Args:
+        conninfo: the database the backend stores in; None for the memory store, which
+            one process holds.
+
+    Yields:
+        Nothing; no other process sets this database's world up meanwhile.
+
+    Raises:
+        StoreUnavailable: the database cannot be reached.
+    """
+    if conninfo is None:
+        yield
+        return
+    async with world_setup_lock(conninfo):
+        yield
+
+
+async def prepare_world(
+    config: Config, backend: Backend, *, demo: bool, conninfo: str | None = None
+) -> None:
     """The owner (its token printed when new), and the demo world when asked and empty.
 
     Args:
         config: the settings and ``TURNKEEPER_OWNER_TOKEN``.
         backend: the store and services.
         demo: ``serve --demo``: build the demo world when the world is empty.
+        conninfo: the database of a PostgreSQL backend, whose world is set up by one
+            process at a time (`setting_up`); None for the memory store.
 
     Raises:
         ConfigError: the demo world does not fit the settings, or an owner exists and
             its token is needed but not set.
+        StoreUnavailable: the database cannot be reached.
     """
+    async with setting_up(conninfo):
+        await _prepare(config, backend, demo=demo)
+
+
+async def _prepare(config: Config, backend: Backend, *, demo: bool) -> None:
     if demo and await world_is_empty(backend):
         await check_demo_world(config.settings)
         await store_demo_world(backend, config)

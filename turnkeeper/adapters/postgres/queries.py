@@ -1748,6 +1748,8 @@ _SET_API_TOKEN_ORIGIN = """UPDATE api_tokens
 SET origin = %(p1)s, label = %(p2)s
 WHERE id = %(p3)s"""
 
+_TAKE_WORLD_SETUP_LOCK = """SELECT pg_advisory_lock(%(p1)s::bigint)"""
+
 
 async def lock_agent_cursor(
     conn: psycopg.AsyncConnection[Any], *, agent_id: uuid.UUID
@@ -5774,6 +5776,27 @@ async def set_api_token_origin(
         return cur.rowcount
 
 
+async def take_world_setup_lock(conn: psycopg.AsyncConnection[Any], *, lock_key: int) -> None:
+    """Run TakeWorldSetupLock (:exec, sql/queries/world_setup.sql).
+
+    The setup of the world (the owner, the demo world) is one process at a time (ADR 0041):
+    a session advisory lock on a connection of its own, held while the setup runs and
+    given back with the connection, also when the process dies.
+    Waits until no other process sets the world up, then holds the lock for the session.
+
+    SQL::
+
+        SELECT pg_advisory_lock($1::bigint)
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        lock_key: ``$1`` (``int8``).
+    """
+    async with conn.cursor() as cur:
+        await cur.execute(_TAKE_WORLD_SETUP_LOCK, {"p1": lock_key})
+        await settled(cur)
+
+
 keep_statements(
     [
         _LOCK_AGENT_CURSOR,
@@ -5881,5 +5904,6 @@ keep_statements(
         _TOUCH_API_TOKEN,
         _REVOKE_API_TOKENS,
         _SET_API_TOKEN_ORIGIN,
+        _TAKE_WORLD_SETUP_LOCK,
     ]
 )
