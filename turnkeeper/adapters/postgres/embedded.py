@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from turnkeeper.application.errors import StoreUnavailable
+from turnkeeper.application.logs import get_logger
+
+_log = get_logger("turnkeeper.embedded")
 
 #: Environment variable naming the data directory (the parent of `EMBEDDED_SUBDIR`).
 DATA_DIR_ENV = "TURNKEEPER_DATA_DIR"
@@ -34,6 +37,13 @@ DEFAULT_DATA_DIR = ".turnkeeper"
 EMBEDDED_SUBDIR = "pgdata"
 #: pgserver's list of the processes that hold a handle on the server, in its folder.
 HANDLE_PIDS_FILE = ".handle_pids.json"
+#: PostgreSQL's lock file in its folder; its first line is the server's pid.
+POSTMASTER_PID_FILE = "postmaster.pid"
+#: The name of a PostgreSQL server process (what the operating system reports).
+POSTGRES_PROCESS_NAME = "postgres"
+#: How far a process's start time may be off: the kernel counts it from a boot time
+#: given in whole seconds.
+START_TIME_TOLERANCE_SECONDS = 2.0
 
 #: What a user without the embedded server reads: both ways to get a database.
 MISSING_EMBEDDED = (
@@ -145,6 +155,12 @@ class EmbeddedPostgres:
             chooser = getattr(pgserver_server, _SOCKET_DIR_CHOOSER)
             if not isinstance(chooser, _SocketDirWithoutWhitespace):
                 setattr(pgserver_server, _SOCKET_DIR_CHOOSER, _SocketDirWithoutWhitespace(chooser))
+            # Under pgserver's own lock, so that no other process starts the server or
+            # joins it between the look and the removal. The holders are looked at
+            # before this process joins them, which writes their list anew.
+            with pgserver_server.PostgresServer._lock:
+                _forget_stale_postmaster(folder)
+                _forget_dead_holders(folder / HANDLE_PIDS_FILE)
             try:
                 server = get_server(folder, cleanup_mode=cleanup_mode)
             except Exception as exc:  # pgserver raises plain exceptions of several kinds
@@ -214,23 +230,74 @@ class _SocketDirWithoutWhitespace:
 def _forget_dead_holders(path: Path) -> None:
     """Drop the pids of processes that no longer run from pgserver's list of holders.
 
+    A pid that a process started after the list was last written holds it now (a reboot
+    reuses pids): that process is not the holder the list names, and is dropped too.
+
     Args:
         path: the list (`HANDLE_PIDS_FILE` in the server's folder); absent: nothing to do.
     """
     if not path.exists():
         return
+    written = path.stat().st_mtime
     pids = json.loads(path.read_text())
-    alive = [pid for pid in pids if _process_runs(pid)]
+    alive = [pid for pid in pids if _named_process_runs(pid, written)]
     if alive != pids:
         path.write_text(json.dumps(alive))
 
 
-def _process_runs(pid: int) -> bool:
-    """Whether a process with this pid exists (one of another user's counts)."""
+def _forget_stale_postmaster(folder: Path) -> None:
+    """Remove a ``postmaster.pid`` whose pid a process other than its server holds now.
+
+    pgserver takes any live process the file names for the server: after a crash and a
+    reboot that reused the pid, it joined an unrelated process, failed to reach it, and
+    killed it when the command ended. PostgreSQL removes a lock file whose process is
+    gone by itself; one whose pid is alive but is no ``postgres`` process, or one that
+    started after the file was last written, is as stale, and is removed here.
+
+    Args:
+        folder: the server's folder.
+    """
+    path = folder / POSTMASTER_PID_FILE
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        written = path.stat().st_mtime
+        first = path.read_text(encoding="utf-8").split("\n", 1)[0].strip()
+    except (OSError, UnicodeDecodeError):
+        return
+    if not first.isdigit():
+        return
+    import psutil  # the embedded extra's, with pgserver
+
+    try:
+        process = psutil.Process(int(first))
+        stale = process.name() != POSTGRES_PROCESS_NAME or _started_after(process, written)
+    except psutil.NoSuchProcess:
+        return  # PostgreSQL's own case: a lock file of a process that is gone
+    except psutil.AccessDenied:
+        return  # cannot tell: left as it is
+    if stale:
+        _log.warning("embedded_stale_postmaster_pid_removed", folder=str(folder))
+        path.unlink(missing_ok=True)
+
+
+def _named_process_runs(pid: int, written: float) -> bool:
+    """Whether the process a file written at `written` names by `pid` still runs."""
+    import psutil  # the embedded extra's, with pgserver
+
+    try:
+        return not _started_after(psutil.Process(pid), written)
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    return True
+    except psutil.AccessDenied:
+        return True  # another user's process: it exists, and cannot be told apart
+
+
+def _started_after(process: Any, written: float) -> bool:
+    """Whether a process started after a file was last written (so the file cannot name it).
+
+    Args:
+        process: a ``psutil.Process``.
+        written: the file's modification time (seconds since the epoch).
+    """
+    # The kernel gives a start time to a second or so: a process that wrote the file
+    # right after it started is never taken for a newer one.
+    return float(process.create_time()) > written + START_TIME_TOLERANCE_SECONDS
