@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -53,3 +57,37 @@ def test_the_embedded_server_default_is_the_command_lines_folder(
         monkeypatch.setenv(name, value)
     served = load_config().data_dir / embedded.EMBEDDED_SUBDIR
     assert embedded.default_data_dir(environ) == served.absolute()
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["check"], ["jobs", "--once"]])
+def test_a_data_dir_whose_database_cannot_be_written_is_one_line(
+    command: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    # A data directory that holds a database already, mounted read-only: its folder
+    # exists, so making it succeeds, and the server failed to start with no reason given.
+    monkeypatch.delenv("TURNKEEPER_DATABASE_URL", raising=False)
+    monkeypatch.setenv("TURNKEEPER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("TURNKEEPER_SIGNING_KEY", "k" * 32)
+    (tmp_path / embedded.EMBEDDED_SUBDIR).mkdir()
+
+    def read_only(*args: object, **kwargs: object) -> NoReturn:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    def never(*args: object, **kwargs: object) -> NoReturn:
+        raise AssertionError("the embedded server must not be started")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    monkeypatch.setattr(embedded.EmbeddedPostgres, "start", never)
+
+    code = cli.main(command)
+
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == cli.EXIT_USAGE
+    folder = tmp_path / embedded.EMBEDDED_SUBDIR
+    assert line == (
+        "turnkeeper: invalid configuration: TURNKEEPER_DATA_DIR cannot hold the embedded"
+        f" database ({folder}): Read-only file system"
+    )

@@ -213,6 +213,10 @@ def database(config: Config) -> Iterator[str]:
     folder = config.data_dir / EMBEDDED_SUBDIR
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        # A folder that exists already (a read-only mount of a data directory in use)
+        # is made without a write: the server would fail later without a reason.
+        with tempfile.TemporaryFile(dir=folder):
+            pass
     except OSError as exc:
         raise ConfigError(
             f"{ENV_DATA_DIR} cannot hold the embedded database ({folder}): "
