@@ -16,6 +16,7 @@ malformed (RFC 9112, section 3.2) by both parsers (httptools let them through).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -276,3 +277,58 @@ async def test_an_idle_kept_alive_connection_is_the_header_timeouts_to_close() -
     server = guarded_server(app, host="127.0.0.1", port=0, settings=settings, live=services.live)
     assert server.config.timeout_keep_alive == 42
     assert server.config.h11_max_incomplete_event_size == settings.max_header_bytes
+
+
+#: Chunked bodies the parser cannot read, each after a whole first chunk: a size that is
+#: no hexadecimal number, a negative one, and a chunk whose data has no line end after it.
+BROKEN_CHUNKS = (
+    b"2\r\n{}\r\nzz\r\n",
+    b"2\r\n{}\r\n-5\r\n",
+    b"2\r\n{}xx",
+)
+
+
+async def test_a_running_requests_broken_chunk_is_400_at_once_and_logged_once(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    # The request runs once its head is read; a chunk it cannot read ended its body.
+    # The server waited for the body until http.body_timeout and then answered 408
+    # (httptools), or answered 400 and logged the request again as 408 later (h11).
+    async with memory_server(
+        tmp_path, parser, OWNER_TOKEN=OWNER_TOKEN, HTTP__BODY_TIMEOUT="3600"
+    ) as url:
+        thread = await _new_thread(url)
+        for broken in BROKEN_CHUNKS:
+            head = (
+                f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: example.com\r\n"
+                f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Type: application/json\r\n"
+                "Transfer-Encoding: chunked\r\n\r\n"
+            ).encode()
+            answer = await _exchange(_port(url), head, broken)
+            _assert_malformed(answer)
+            _, headers, _ = answer
+            correlation_id = headers["x-correlation-id"]
+            lines = [
+                record
+                for record in _log_records(tmp_path / "serve.log")
+                if record.get("event") == "http_request"
+                and record.get("correlation_id") == correlation_id
+            ]
+            assert [(r["status"], r["route"]) for r in lines] == [
+                (400, "/v1/threads/{thread_id}/messages")
+            ]
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {OWNER_TOKEN}"}) as client:
+            listed = await client.get(f"{url}/v1/threads/{thread}/messages")
+        assert listed.json()["messages"] == []
+
+
+def _log_records(log: Path) -> list[dict[str, Any]]:
+    """The JSON records among the server's output (which also prints its owner)."""
+    found = []
+    for line in log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict):
+                found.append(record)
+    return found

@@ -50,7 +50,7 @@ from turnkeeper.adapters.http.decoding import (
     pointer,
     pointer_token,
 )
-from turnkeeper.adapters.http.problems import ClientGone
+from turnkeeper.adapters.http.problems import UNREADABLE_BODY, ClientGone
 from turnkeeper.adapters.http.query_guard import QueryGuard
 from turnkeeper.adapters.http.requests import OptionalBody
 from turnkeeper.domain.errors import FieldError, ValidationFailed
@@ -319,8 +319,9 @@ def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeReque
         try:
             body = await request.body()
         except InternalServerException as exc:
-            # Litestar's only error while it reads a body: the client disconnected.
-            raise ClientGone() from exc
+            # Litestar's only error while it reads a body: the client disconnected, or
+            # the server ended the request because its body could not be read.
+            raise ClientGone(unreadable=bool(request.scope.get(UNREADABLE_BODY))) from exc
         if may_be_empty:
             if not body:
                 return

@@ -17,14 +17,19 @@ from typing import Any, Protocol, cast
 
 import msgspec
 
-from turnkeeper.adapters.http.answers import FieldErrorOut
 from turnkeeper.adapters.http.correlation import (
     CORRELATION_HEADER,
     UnreadAnswered,
     correlation_id_of,
     log_unread,
 )
-from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
+from turnkeeper.adapters.http.problems import (
+    MALFORMED_REQUEST,
+    PROBLEM_MEDIA_TYPE,
+    UNREADABLE_BODY,
+    ProblemAnswer,
+    problem_of,
+)
 from turnkeeper.application.logs import get_logger
 
 _log = get_logger("turnkeeper.http")
@@ -62,12 +67,6 @@ _REASONS = {
     408: "Request Timeout",
     431: "Request Header Fields Too Large",
 }
-#: The problem of a request the HTTP parser could not read.
-MALFORMED_REQUEST = ProblemAnswer(
-    code="validation_failed",
-    status=400,
-    errors=(FieldErrorOut(pointer="", code="malformed_request"),),
-)
 #: The problem of a request whose headers exceed ``http.max_header_bytes``.
 HEADERS_TOO_LARGE = ProblemAnswer(code="headers_too_large", status=431)
 
@@ -184,6 +183,46 @@ def end_late_request(
         answer: the bytes of the 408 answer for a correlation id (empty when the
             protocol cannot send one now).
     """
+    _end_request(guard, connection, transport, cycle, answer, reason="body_timeout")
+
+
+def end_unreadable_request(
+    guard: ConnectionGuard,
+    connection: GuardedConnection,
+    transport: asyncio.WriteTransport,
+    cycle: Any,
+    answer: Callable[[str], bytes],
+) -> None:
+    """End a running request whose body the parser could not read (a broken chunk).
+
+    Its head was read and the application reads its body: without this, the request
+    waited for a body that never came until ``http.body_timeout`` and then answered 408.
+    It is answered ``400 validation_failed`` (``malformed_request``) at once, with its own
+    correlation id, when the answer has not started; the application's body read ends
+    (`turnkeeper.adapters.http.problems.ClientGone` with ``unreadable``, so that its log
+    line and metrics say 400 too) and the connection is closed.
+
+    Args:
+        guard: the server's guard (forgets the connection).
+        connection: the connection.
+        transport: its transport.
+        cycle: uvicorn's request cycle of the connection (h11 or httptools).
+        answer: the bytes of the 400 answer for a correlation id (empty when the
+            protocol cannot send one now).
+    """
+    cycle.scope[UNREADABLE_BODY] = True
+    _end_request(guard, connection, transport, cycle, answer, reason="malformed_body")
+
+
+def _end_request(
+    guard: ConnectionGuard,
+    connection: GuardedConnection,
+    transport: asyncio.WriteTransport,
+    cycle: Any,
+    answer: Callable[[str], bytes],
+    *,
+    reason: str,
+) -> None:
     guard.closed(connection)
     if transport.is_closing():
         return
@@ -196,10 +235,22 @@ def end_late_request(
         # now, before the transport reports the close.
         cycle.disconnected = True
         cycle.message_event.set()
-    _log.info("http_connection_closed", reason="body_timeout")
+    _log.info("http_connection_closed", reason=reason)
     if data:
         transport.write(data)
     transport.close()
+
+
+def malformed_request_answer(correlation_id: str) -> bytes:
+    """The bytes of a ``400 malformed_request`` problem answer that closes the connection.
+
+    Args:
+        correlation_id: the request's correlation id (answered in its header).
+
+    Returns:
+        A whole HTTP/1.1 answer, status line to body.
+    """
+    return closing_answer(MALFORMED_REQUEST, correlation_id)
 
 
 class _Waits:

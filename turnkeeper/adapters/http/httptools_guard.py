@@ -28,6 +28,8 @@ from turnkeeper.adapters.http.guard import (
     ConnectionGuard,
     close_dropped,
     end_late_request,
+    end_unreadable_request,
+    malformed_request_answer,
     refuse_unread,
     request_timeout_answer,
 )
@@ -150,6 +152,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse(self, *, too_large: bool) -> None:
         self._refused = True
+        if not self._reading_head and self.cycle is not None and not self.cycle.response_complete:
+            # The running request's own body cannot be read (a broken chunk): it ends
+            # now, instead of waiting for a body that cannot come.
+            end_unreadable_request(
+                self.guard, self, self.transport, self.cycle, malformed_request_answer
+            )
+            return
         method = self._method()
         if self.cycle is None or self.cycle.response_complete:
             refuse_unread(

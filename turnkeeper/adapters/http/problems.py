@@ -112,12 +112,26 @@ _REASON_STATUSES = frozenset({HTTP_403_FORBIDDEN, HTTP_409_CONFLICT, HTTP_503_SE
 _log = get_logger("turnkeeper.http")
 
 
+#: The scope key set on a request whose body the HTTP parser could not read: the server
+#: answered it ``400 malformed_request`` and ended its connection.
+UNREADABLE_BODY = "turnkeeper.unreadable_body"
+
+
 class ClientGone(Exception):
     """The client left before its request's body arrived.
 
     For example cut off after ``http.body_timeout``: nobody reads the answer, and it is
-    no server error.
+    no server error. Answered (and logged) ``408 request_timeout``, or ``400
+    validation_failed`` (``malformed_request``) when the server ended the request
+    because its body could not be read.
+
+    Args:
+        unreadable: the body could not be read (`UNREADABLE_BODY`).
     """
+
+    def __init__(self, *, unreadable: bool = False) -> None:
+        super().__init__("unreadable body" if unreadable else "client gone")
+        self.unreadable = unreadable
 
 
 class NotReady(Exception):
@@ -153,6 +167,14 @@ class ProblemAnswer:
     errors: tuple[FieldErrorOut, ...] = ()
     current: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
+
+
+#: The problem of a request the HTTP parser could not read.
+MALFORMED_REQUEST = ProblemAnswer(
+    code="validation_failed",
+    status=HTTP_400_BAD_REQUEST,
+    errors=(FieldErrorOut(pointer="", code="malformed_request"),),
+)
 
 
 def not_found_as_problem(scope: Scope, send: Send) -> Send:
@@ -233,6 +255,8 @@ def problem_for(exc: BaseException, defaulted: Collection[str] = frozenset()) ->
     if isinstance(exc, ValidationException):
         return _domain_problem(decode_failure(exc, defaulted))
     if isinstance(exc, ClientGone):
+        if exc.unreadable:
+            return MALFORMED_REQUEST
         return ProblemAnswer(code="request_timeout", status=HTTP_408_REQUEST_TIMEOUT)
     if isinstance(exc, NotFoundException):
         return ProblemAnswer(code="not_found", status=HTTP_404_NOT_FOUND)

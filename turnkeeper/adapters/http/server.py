@@ -54,9 +54,15 @@ from turnkeeper.adapters.http.guard import (
     ConnectionGuard,
     close_dropped,
     end_late_request,
+    end_unreadable_request,
     refuse_unread,
 )
-from turnkeeper.adapters.http.problems import PROBLEM_MEDIA_TYPE, ProblemAnswer, problem_of
+from turnkeeper.adapters.http.problems import (
+    MALFORMED_REQUEST,
+    PROBLEM_MEDIA_TYPE,
+    ProblemAnswer,
+    problem_of,
+)
 from turnkeeper.adapters.http.shutdown import StreamClosingServer
 from turnkeeper.application.logs import get_logger
 from turnkeeper.application.services.live import LiveDelivery
@@ -180,6 +186,11 @@ class GuardedH11Protocol(H11Protocol):
         it are complete, so the refusal comes after them.
         """
         self._refused = True
+        if self.cycle is not None and not self.cycle.response_complete:
+            # h11 reads no request behind one still being answered: the running
+            # request's own body cannot be read (a broken chunk), and it ends now.
+            end_unreadable_request(self.guard, self, self.transport, self.cycle, self._malformed)
+            return
         too_large, method = False, None
         if isinstance(self.conn, HeadBoundConnection):
             too_large, method = self.conn.head_too_large, self.conn.refused_method
@@ -227,9 +238,16 @@ class GuardedH11Protocol(H11Protocol):
 
     def _request_timeout(self, correlation_id: str) -> bytes:
         """The bytes of a 408 problem answer, or none when h11 cannot send one now."""
-        body = msgspec.json.encode(
-            problem_of(ProblemAnswer(code="request_timeout", status=408), correlation_id)
+        return self._closing_problem(
+            ProblemAnswer(code="request_timeout", status=408), correlation_id, b"Request Timeout"
         )
+
+    def _malformed(self, correlation_id: str) -> bytes:
+        """The bytes of a 400 ``malformed_request`` answer, or none when h11 cannot send one."""
+        return self._closing_problem(MALFORMED_REQUEST, correlation_id, b"Bad Request")
+
+    def _closing_problem(self, answer: ProblemAnswer, correlation_id: str, phrase: bytes) -> bytes:
+        body = msgspec.json.encode(problem_of(answer, correlation_id))
         headers = [
             (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
             (b"content-length", str(len(body)).encode()),
@@ -238,7 +256,7 @@ class GuardedH11Protocol(H11Protocol):
         ]
         try:
             head = self.conn.send(
-                h11.Response(status_code=408, headers=headers, reason=b"Request Timeout")
+                h11.Response(status_code=answer.status, headers=headers, reason=phrase)
             )
             data = self.conn.send(h11.Data(data=body))
             end = self.conn.send(h11.EndOfMessage())
