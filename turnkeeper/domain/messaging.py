@@ -231,6 +231,7 @@ def payload_digest(
     restricted_to: Sequence[uuid.UUID] | None,
     *,
     title: str | None = None,
+    audience_repeats: bool = False,
 ) -> str:
     """The versioned digest that decides whether a repeated client id is a replay.
 
@@ -245,6 +246,8 @@ def payload_digest(
         title: createThread's title (empty for none), a member of its own, so that no
             split of text between title and content shares a digest with another;
             None for createMessage and agent sends, whose digests never hold one.
+        audience_repeats: read the audience as a sorted list that keeps a repeated id,
+            as digests stored before 2026-12-06 did (replays of those).
 
     Returns:
         ``v1:`` followed by a SHA-256 hex digest.
@@ -261,7 +264,8 @@ def payload_digest(
     # The audience is a set: a repeated id or another order is the same audience. (A
     # list without repeats digests as before, so stored digests keep their prefix.)
     if restricted_to is not None:
-        parts["restricted_to"] = sorted({str(p) for p in restricted_to})
+        members = (str(p) for p in restricted_to)
+        parts["restricted_to"] = sorted(members if audience_repeats else set(members))
     canonical = json.dumps(
         parts,
         sort_keys=True,

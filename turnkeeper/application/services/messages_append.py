@@ -13,7 +13,7 @@ compare-and-set already allocated. A run's anchor message is stored by `store` t
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 
 from turnkeeper.application.bus import EventBus, MessagePosted
@@ -43,7 +43,7 @@ async def replay(
     author: Principal,
     client_msg_id: str,
     digest: str,
-    earlier: Callable[[], str] | None = None,
+    earlier: Callable[[], Collection[str]] | None = None,
 ) -> Message | None:
     """The one idempotency lookup: the message an identical earlier request stored.
 
@@ -64,15 +64,17 @@ async def replay(
 
 
 def replayed(
-    existing: Message | None, digest: str, earlier: Callable[[], str] | None = None
+    existing: Message | None,
+    digest: str,
+    earlier: Callable[[], Collection[str]] | None = None,
 ) -> Message | None:
     """The idempotency rule on a message already read by client id.
 
     Args:
         existing: the message the author stored under the request's key, or None.
         digest: the payload digest of this request.
-        earlier: the digest this request had before its inputs were read as stored (the
-            audience without its author, a blank title as given); called only when the
+        earlier: the digests this request had before (its inputs read as given, and
+            the forms earlier versions stored, `draft_digests`); called only when the
             stored digest is not `digest`, so that a message stored before still
             replays the request it stored.
 
@@ -85,7 +87,7 @@ def replayed(
     if (
         existing is not None
         and existing.digest != digest
-        and (earlier is None or existing.digest != earlier())
+        and (earlier is None or existing.digest not in earlier())
     ):
         raise IdempotencyConflict()
     return existing
@@ -375,12 +377,15 @@ def draft_digests(
     *,
     first_of_thread: bool = False,
     title: str | None = None,
-) -> tuple[str, Callable[[], str]]:
-    """A request's payload digest, and the digest it had before (`replayed`'s ``earlier``).
+) -> tuple[str, Callable[[], tuple[str, ...]]]:
+    """A request's payload digest, and the digests it had before (`replayed`'s ``earlier``).
 
     The digest reads the request's inputs as they are stored: the audience with its
     author (`stored_audience`) and, for a thread's first message, a title that counts as
-    none as none (`given_title`); the earlier one read them as given.
+    none as none (`given_title`). The earlier ones are what versions before stored
+    under the same ``v1:`` prefix, so that their retries still replay: the inputs read
+    as given; before 2026-12-06 the audience as a sorted list that kept a repeated id,
+    and a thread's title joined to its content by a line break, with no reply.
 
     Args:
         place_id: the thread (createThread: the channel).
@@ -390,7 +395,7 @@ def draft_digests(
         title: createThread's title as requested.
 
     Returns:
-        The digest, and the reader of the earlier one.
+        The digest, and the reader of the earlier ones.
     """
     digest = payload_digest(
         place_id,
@@ -400,14 +405,35 @@ def draft_digests(
         title=(given_title(title) or "") if first_of_thread else None,
     )
 
-    def earlier() -> str:
-        return payload_digest(
-            place_id,
-            draft.content,
-            draft.reply_to_id,
-            draft.restricted_to,
-            title=(title or "") if first_of_thread else None,
-        )
+    def earlier() -> tuple[str, ...]:
+        given = draft.restricted_to
+        forms = [
+            payload_digest(
+                place_id,
+                draft.content,
+                draft.reply_to_id,
+                given,
+                title=(title or "") if first_of_thread else None,
+            )
+        ]
+        if given is not None and len(set(given)) != len(given):
+            forms.append(
+                payload_digest(
+                    place_id,
+                    draft.content,
+                    draft.reply_to_id,
+                    given,
+                    title=(title or "") if first_of_thread else None,
+                    audience_repeats=True,
+                )
+            )
+        if first_of_thread:
+            forms.append(
+                payload_digest(
+                    place_id, f"{title or ''}\n{draft.content}", None, given, audience_repeats=True
+                )
+            )
+        return tuple(forms)
 
     return digest, earlier
 
