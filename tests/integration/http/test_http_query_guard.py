@@ -198,3 +198,50 @@ async def test_a_cursor_header_given_twice_is_a_duplicate_as_a_query_parameter_i
     assert _errors(assert_problem(refused, 400, "validation_failed")) == [
         ("/Last-Event-ID", "invalid_type")
     ]
+
+
+#: A number of more digits than Python converts to an int (``sys.get_int_max_str_digits``).
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("route", "who", "query", "errors"),
+    [
+        # msgspec's lax reading of a query took the word null for an absent value: the
+        # filter was dropped and every grant listed, the wait was none.
+        ("/v1/grants", "owner", "principal_id=null", [("/principal_id", "invalid")]),
+        ("/v1/grants", "owner", "resource_id=NULL", [("/resource_id", "invalid")]),
+        ("/v1/events", "alex", "wait=null", [("/wait", "invalid_type")]),
+        ("/v1/agent/events", "lotse", "wait=Null", [("/wait", "invalid_type")]),
+        # Numbers beyond any bound are out of range, however many digits they have
+        # (Python reads at most a few thousand: they were `invalid`).
+        ("/v1/events", "alex", f"after={HUGE}", [("/after", "out_of_range")]),
+        ("/v1/events", "alex", f"after=-{HUGE}", [("/after", "out_of_range")]),
+        ("/v1/events", "alex", f"limit={HUGE}", [("/limit", "out_of_range")]),
+        ("/v1/agent/events", "lotse", f"after={HUGE}", [("/after", "out_of_range")]),
+        (
+            "/v1/threads/{thread}/messages",
+            "alex",
+            f"after_seq={HUGE}",
+            [("/after_seq", "out_of_range")],
+        ),
+        ("/v1/events", "alex", "wait=1e309", [("/wait", "out_of_range")]),
+        ("/v1/events", "alex", f"wait={HUGE}", [("/wait", "out_of_range")]),
+        ("/v1/agent/events", "lotse", f"wait={HUGE}.5", [("/wait", "out_of_range")]),
+    ],
+)
+async def test_a_value_read_loosely_or_beyond_any_bound_is_refused_as_such(
+    client: ContractClient,
+    world: DemoWorld,
+    route: str,
+    who: str,
+    query: str,
+    errors: list[tuple[str, str]],
+) -> None:
+    thread = world.channels["allgemein"].main_thread_id
+    token = (
+        world.owner.token if who == "owner" else (world.people.get(who) or world.agents[who]).token
+    )
+    response = await client.get(f"{route.format(thread=thread)}?{query}", headers=bearer(token))
+    body = assert_problem(response, 400, "validation_failed")
+    assert _errors(body) == errors

@@ -14,7 +14,7 @@ are refused here, before anything is decoded or stored, with ``400 validation_fa
 A query parameter that an API route does not declare, or a repeated one, is refused first
 (`turnkeeper.adapters.http.query_guard`).
 
-A route that takes no body (close, cancel, archive ...) refuses one that is not empty,
+A route that takes no body (close, cancel, archive, a DELETE ...) refuses one that is not empty,
 blank or ``{}`` (`unexpected_body`): ``unknown_member`` at each member, as API.md
 refuses every unknown member.
 
@@ -55,7 +55,9 @@ from turnkeeper.adapters.http.query_guard import QueryGuard
 from turnkeeper.adapters.http.requests import OptionalBody
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 
-_METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+#: The methods whose requests may carry a body: a route of one that takes none (close,
+#: archive, a DELETE) refuses one. GET and HEAD bodies mean nothing and are not read.
+_METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _SPECIAL = re.compile(rb'[\\"\[\]{}]')
 _BACKSLASH, _QUOTE, _BRACE = ord("\\"), ord('"'), ord("{")
 _OPENERS = frozenset(b"[{")
