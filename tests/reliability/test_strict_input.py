@@ -196,6 +196,48 @@ async def test_a_body_that_is_no_json_gets_415_on_every_route(
     assert await adapter_world.snapshot() == before
 
 
+@pytest.mark.parametrize("coding", ["gzip", "br", "identity, gzip"])
+async def test_a_body_in_a_content_coding_gets_415_on_every_route(
+    adapter_world: AdapterWorld,  # noqa: F811 (the imported fixture)
+    coding: str,
+) -> None:
+    # RFC 9110, section 15.5.16: the server decodes no content coding. A JSON body
+    # labelled gzip was stored as it came, and a real gzip body was malformed JSON.
+    hw = adapter_world.hw
+    run_id = await started_run(hw)
+    ids = {
+        "space_id": str(hw.world.spaces["support"].id),
+        "channel_id": str(hw.world.channels["allgemein"].id),
+        "thread_id": str(hw.main_thread("allgemein")),
+        "agent_id": str(hw.world.principal("lotse").id),
+        "principal_id": str(hw.world.principal("sam").id),
+        "run_id": run_id,
+    }
+    before = await adapter_world.snapshot()
+    for method, template in _body_routes(hw):
+        caller = "lotse" if template.startswith(("/v1/agent/", "/v1/runs/")) else "robin"
+        answer = await hw.client.request(
+            method.upper(),
+            template.format(**ids),
+            content=b'{"client_msg_id": "coded", "content": "hello"}',
+            headers={
+                **hw.headers(caller),
+                "Content-Type": "application/json",
+                "Content-Encoding": coding,
+            },
+        )
+        assert answer.status_code == 415, (method, template, answer.text)
+        assert answer.json()["code"] == "unsupported_media_type"
+    assert await adapter_world.snapshot() == before
+    # identity is no coding at all.
+    stored = await hw.client.post(
+        f"/v1/threads/{ids['thread_id']}/messages",
+        content=b'{"client_msg_id": "identity", "content": "hello"}',
+        headers={**hw.headers("alex"), "Content-Encoding": "identity"},
+    )
+    assert stored.status_code == 201, stored.text
+
+
 async def test_json_with_a_charset_or_without_a_content_type_is_json(
     adapter_world: AdapterWorld,  # noqa: F811 (the imported fixture)
 ) -> None:

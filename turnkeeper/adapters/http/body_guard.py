@@ -20,7 +20,8 @@ refuses every unknown member.
 
 Before them, a route that takes a JSON body refuses a body of another media type
 (``415 unsupported_media_type``: a ``Content-Type`` that is neither ``application/json``
-nor ``*/*+json``; a request without one is read as JSON; an empty body to a route whose
+nor ``*/*+json``; a request without one is read as JSON; a body in a content coding,
+``Content-Encoding`` other than ``identity``, is refused as well; an empty body to a route whose
 body has only optional members is no body, whatever its media type, and so is a blank
 one there, `BlankBodyRequest`), and after them a
 member that fits its type only by msgspec's lax rules is refused (``invalid_type``,
@@ -55,6 +56,8 @@ from turnkeeper.adapters.http.query_guard import QueryGuard
 from turnkeeper.adapters.http.requests import OptionalBody
 from turnkeeper.domain.errors import FieldError, ValidationFailed
 
+#: The content coding that is no coding (RFC 9110, section 8.4.1).
+IDENTITY_CODING = "identity"
 #: The methods whose requests may carry a body: a route of one that takes none (close,
 #: archive, a DELETE) refuses one. GET and HEAD bodies mean nothing and are not read.
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -207,6 +210,15 @@ def is_json_media_type(content_type: str | None) -> bool:
     return media == "application/json" or (media.count("/") == 1 and media.endswith("+json"))
 
 
+def _coded(encodings: list[str]) -> bool:
+    """Whether ``Content-Encoding`` names a coding other than ``identity`` (no coding)."""
+    return any(
+        coding.strip().lower() not in ("", IDENTITY_CODING)
+        for header in encodings
+        for coding in header.split(",")
+    )
+
+
 def _body_type(request: Request[Any, Any, Any]) -> type[Any] | None:
     """The body struct of the request's route, None for a route without a body."""
     handler = request.scope.get("route_handler")
@@ -324,6 +336,9 @@ def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeReque
             # Litestar's only error while it reads a body: the client disconnected, or
             # the server ended the request because its body could not be read.
             raise ClientGone(unreadable=bool(request.scope.get(UNREADABLE_BODY))) from exc
+        if body and _coded(request.headers.getall("content-encoding", [])):
+            # RFC 9110, section 15.5.16: no content coding is decoded here.
+            raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
         if may_be_empty:
             if not body:
                 return

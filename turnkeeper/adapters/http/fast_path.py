@@ -56,6 +56,7 @@ _UUID_TEXT = 36
 _AUTHORIZATION = b"authorization"
 _CONTENT_TYPE = b"content-type"
 _CONTENT_LENGTH = b"content-length"
+_CONTENT_ENCODING = b"content-encoding"
 _JSON_TYPE = (b"content-type", b"application/json")
 
 
@@ -297,10 +298,14 @@ def _canonical_id(text: str) -> uuid.UUID | None:
 
 
 def _headers(scope: Scope) -> tuple[str | None, Any, Any]:
-    """The bearer token, the content type and the declared length (or `_REPEATED`)."""
+    """The bearer token, the content type and the declared length (or `_REPEATED`).
+
+    A content coding makes the content type `_REPEATED`: Litestar's body guard refuses it.
+    """
     authorization: Any = None
     content_type: Any = None
     declared: Any = None
+    coded = False
     for raw_name, value in scope["headers"]:
         name = raw_name.lower()
         if name == _AUTHORIZATION:
@@ -309,6 +314,10 @@ def _headers(scope: Scope) -> tuple[str | None, Any, Any]:
             content_type = _REPEATED if content_type is not None else value.decode("latin-1")
         elif name == _CONTENT_LENGTH:
             declared = _REPEATED if declared is not None else value
+        elif name == _CONTENT_ENCODING:
+            coded = True
+    if coded:
+        content_type = _REPEATED
     if authorization is None or authorization is _REPEATED:
         return None, content_type, declared
     return token_of_header(authorization.decode("latin-1")), content_type, declared
