@@ -155,6 +155,18 @@ async def test_a_number_beyond_any_float_is_refused_at_its_pointer(
     assert await adapter_world.snapshot() == before
 
 
+async def _route_ids(hw: HttpWorld) -> dict[str, str]:
+    """The ids of the routes' path parameters, a running run's among them."""
+    return {
+        "space_id": str(hw.world.spaces["support"].id),
+        "channel_id": str(hw.world.channels["allgemein"].id),
+        "thread_id": str(hw.main_thread("allgemein")),
+        "agent_id": str(hw.world.principal("lotse").id),
+        "principal_id": str(hw.world.principal("sam").id),
+        "run_id": await started_run(hw),
+    }
+
+
 def _body_routes(hw: HttpWorld) -> list[tuple[str, str]]:
     return [
         (method, path)
@@ -170,15 +182,7 @@ async def test_a_body_that_is_no_json_gets_415_on_every_route(
     media_type: str,
 ) -> None:
     hw = adapter_world.hw
-    run_id = await started_run(hw)
-    ids = {
-        "space_id": str(hw.world.spaces["support"].id),
-        "channel_id": str(hw.world.channels["allgemein"].id),
-        "thread_id": str(hw.main_thread("allgemein")),
-        "agent_id": str(hw.world.principal("lotse").id),
-        "principal_id": str(hw.world.principal("sam").id),
-        "run_id": run_id,
-    }
+    ids = await _route_ids(hw)
     routes = _body_routes(hw)
     assert len(routes) >= 15
     before = await adapter_world.snapshot()
@@ -204,15 +208,7 @@ async def test_a_body_in_a_content_coding_gets_415_on_every_route(
     # RFC 9110, section 15.5.16: the server decodes no content coding. A JSON body
     # labelled gzip was stored as it came, and a real gzip body was malformed JSON.
     hw = adapter_world.hw
-    run_id = await started_run(hw)
-    ids = {
-        "space_id": str(hw.world.spaces["support"].id),
-        "channel_id": str(hw.world.channels["allgemein"].id),
-        "thread_id": str(hw.main_thread("allgemein")),
-        "agent_id": str(hw.world.principal("lotse").id),
-        "principal_id": str(hw.world.principal("sam").id),
-        "run_id": run_id,
-    }
+    ids = await _route_ids(hw)
     before = await adapter_world.snapshot()
     for method, template in _body_routes(hw):
         caller = "lotse" if template.startswith(("/v1/agent/", "/v1/runs/")) else "robin"
