@@ -110,7 +110,19 @@ async def test_pages_outside_the_api_keep_their_queries(client: ContractClient, 
 
 #: Integers written otherwise: Litestar read them through a float (``0.99999999999999999``
 #: as 1, ``9007199254740993.0`` as 9007199254740992) or refused some of them only.
-NOT_INTEGERS = ["1.5e1", "0.99999999999999999", "1.0", "2e0", "050", "+5", "%205", "0x10", ""]
+NOT_INTEGERS = [
+    "1.5e1",
+    "0.99999999999999999",
+    "1.0",
+    "2e0",
+    "050",
+    "+5",
+    "%205",
+    "0x10",
+    "",
+    "-0",
+    "-05",
+]
 
 
 @pytest.mark.parametrize("value", NOT_INTEGERS)

@@ -36,9 +36,9 @@ from turnkeeper.domain.errors import FieldError, ValidationFailed
 from turnkeeper.domain.events import MAX_SEQ
 
 #: An integer as a query parameter or header (a cursor, a page size) writes it: digits,
-#: without a leading zero or a sign other than ``-``; the value is then checked against its
-#: bounds (``out_of_range``).
-INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+#: without a leading zero or a sign other than ``-`` (and no ``-0``); the value is then
+#: checked against its bounds (``out_of_range``).
+INTEGER = re.compile(r"0|-?[1-9][0-9]*")
 
 #: The most digits an integer parameter within its bounds can have: every one is at most
 #: the largest seq (a cursor) or a page size far below it.
