@@ -36,6 +36,8 @@ from turnkeeper.application.settings import Settings
 HEADER_LIMIT = 4096
 #: Seconds a test waits for the server's answer.
 ANSWER_TIMEOUT_SECONDS = 10.0
+#: How often a test looks for a request's log line while it waits for it.
+LOG_POLL_SECONDS = 0.02
 #: How much a chunk of an endless header holds.
 CHUNK = 1024
 #: The head the audit sent in one write (a header of 100,000 bytes).
@@ -332,3 +334,61 @@ def _log_records(log: Path) -> list[dict[str, Any]]:
             if isinstance(record, dict):
                 found.append(record)
     return found
+
+
+async def test_a_broken_chunk_pipelined_behind_a_request_is_answered_after_it(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    # The request behind never ran: the one before it keeps its answer (an audit saw
+    # httptools close the connection under it, its message stored and its 201 lost).
+    async with memory_server(
+        tmp_path, parser, OWNER_TOKEN=OWNER_TOKEN, HTTP__BODY_TIMEOUT="3600"
+    ) as url:
+        thread = await _new_thread(url)
+        body = json.dumps({"client_msg_id": "before", "content": "first"}).encode()
+        head = (
+            f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: example.com\r\n"
+            f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Type: application/json\r\n"
+        )
+        first = f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        second = f"{head}Transfer-Encoding: chunked\r\n\r\n".encode() + BROKEN_CHUNKS[0]
+        (stored, refused) = await _answers(_port(url), first + second)
+        assert stored[0] == 201, stored
+        assert stored[2]["content"] == "first"
+        _assert_malformed(refused)
+        assert stored[1]["x-correlation-id"] != refused[1]["x-correlation-id"]
+
+
+async def test_a_broken_chunk_on_a_route_that_reads_no_body_is_logged_as_answered(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    # A GET reads no body: it ran to its end while the client got the 400, and its log
+    # line said 200.
+    async with memory_server(tmp_path, parser, OWNER_TOKEN=OWNER_TOKEN) as url:
+        request = (
+            f"GET /v1/me HTTP/1.1\r\nHost: example.com\r\nAuthorization: Bearer {OWNER_TOKEN}"
+            "\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ).encode()
+        # In one write: the broken chunk is read while the request runs.
+        answer = await _exchange(_port(url), request + b"zz\r\n")
+        _assert_malformed(answer)
+        correlation_id = answer[1]["x-correlation-id"]
+        # The line is written when the request's handling ends, after the answer.
+        assert await _request_lines(tmp_path / "serve.log", correlation_id) == [(400, "/v1/me")]
+
+
+async def _request_lines(log: Path, correlation_id: str) -> list[tuple[int, str]]:
+    """The (status, route) of a request's log lines, once it has one."""
+    async with asyncio.timeout(ANSWER_TIMEOUT_SECONDS):
+        while True:
+            found = [
+                (record["status"], record["route"])
+                for record in _log_records(log)
+                if record.get("event") == "http_request"
+                and record.get("correlation_id") == correlation_id
+            ]
+            if found:
+                return found
+            await asyncio.sleep(LOG_POLL_SECONDS)

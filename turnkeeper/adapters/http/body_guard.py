@@ -44,6 +44,7 @@ from litestar import Request
 from litestar.exceptions import HTTPException, InternalServerException
 from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 
+from turnkeeper.adapters.http.correlation import UNREADABLE_BODY
 from turnkeeper.adapters.http.decoding import (
     duplicate_member,
     loose_member,
@@ -51,7 +52,7 @@ from turnkeeper.adapters.http.decoding import (
     pointer,
     pointer_token,
 )
-from turnkeeper.adapters.http.problems import UNREADABLE_BODY, ClientGone
+from turnkeeper.adapters.http.problems import ClientGone
 from turnkeeper.adapters.http.query_guard import QueryGuard
 from turnkeeper.adapters.http.requests import OptionalBody
 from turnkeeper.domain.errors import FieldError, ValidationFailed

@@ -62,6 +62,13 @@ QUIET_ROUTES = frozenset(
 #: Statuses from here on are logged at info on every route.
 _LOUD_STATUS = 400
 
+#: The scope key set on a request whose body the HTTP parser could not read: the server
+#: answered it ``400 malformed_request`` and ended its connection, so its log line and
+#: count say 400, whatever the application made of it.
+UNREADABLE_BODY = "turnkeeper.unreadable_body"
+#: The status the server answered such a request with.
+UNREADABLE_STATUS = 400
+
 #: The logger of the request log line.
 LOGGER_NAME = "turnkeeper.http"
 #: The route of a request the server answered without reading it (in its log line and
@@ -482,6 +489,8 @@ class CorrelatedApp(Litestar):
         finally:
             try:
                 seconds = time.perf_counter() - exchange.started
+                if scope.get(UNREADABLE_BODY):
+                    exchange.status = UNREADABLE_STATUS
                 try:
                     self._answered(scope, exchange, seconds)
                 finally:

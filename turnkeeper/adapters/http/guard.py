@@ -19,6 +19,7 @@ import msgspec
 
 from turnkeeper.adapters.http.correlation import (
     CORRELATION_HEADER,
+    UNREADABLE_BODY,
     UnreadAnswered,
     correlation_id_of,
     log_unread,
@@ -26,7 +27,6 @@ from turnkeeper.adapters.http.correlation import (
 from turnkeeper.adapters.http.problems import (
     MALFORMED_REQUEST,
     PROBLEM_MEDIA_TYPE,
-    UNREADABLE_BODY,
     ProblemAnswer,
     problem_of,
 )

@@ -87,6 +87,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     _refused_method: str | None = None
     #: The URL of the last request whose message ended (uvicorn's `url`, see `_method`).
     _ended_url: bytes | None = None
+    #: A pipelined request taken out of uvicorn's queue because its body is unreadable.
+    _dropped: object = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Register the connection with the guard (after uvicorn's own setup).
@@ -153,12 +155,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _refuse(self, *, too_large: bool) -> None:
         self._refused = True
         if not self._reading_head and self.cycle is not None and not self.cycle.response_complete:
-            # The running request's own body cannot be read (a broken chunk): it ends
-            # now, instead of waiting for a body that cannot come.
-            end_unreadable_request(
-                self.guard, self, self.transport, self.cycle, malformed_request_answer
-            )
-            return
+            queued = [item for item in self.pipeline if item[0] is self.cycle]
+            if not queued:
+                # The running request's own body cannot be read (a broken chunk): it
+                # ends now, instead of waiting for a body that cannot come.
+                end_unreadable_request(
+                    self.guard, self, self.transport, self.cycle, malformed_request_answer
+                )
+                return
+            # Pipelined behind a request still being answered: it never runs, and is
+            # refused after that answer, as a request whose head is refused is.
+            self.pipeline.remove(queued[0])
+            self._dropped = self.cycle
         method = self._method()
         if self.cycle is None or self.cycle.response_complete:
             refuse_unread(
@@ -244,8 +252,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_response_complete()
         if self.transport.is_closing():
             self.guard.closed(self)
-        elif self.cycle is None or self.cycle.response_complete:
-            # No request in flight (a pipelined one would be the current cycle now).
+        elif self.cycle is None or self.cycle.response_complete or self.cycle is self._dropped:
+            # No request in flight (a pipelined one would be the current cycle now; one
+            # dropped unread never runs).
             if self._refusal is not None:
                 refuse_unread(
                     self.guard, self, self.transport, self._refusal, method=self._refused_method

@@ -112,11 +112,6 @@ _REASON_STATUSES = frozenset({HTTP_403_FORBIDDEN, HTTP_409_CONFLICT, HTTP_503_SE
 _log = get_logger("turnkeeper.http")
 
 
-#: The scope key set on a request whose body the HTTP parser could not read: the server
-#: answered it ``400 malformed_request`` and ended its connection.
-UNREADABLE_BODY = "turnkeeper.unreadable_body"
-
-
 class ClientGone(Exception):
     """The client left before its request's body arrived.
 
@@ -126,7 +121,8 @@ class ClientGone(Exception):
     because its body could not be read.
 
     Args:
-        unreadable: the body could not be read (`UNREADABLE_BODY`).
+        unreadable: the body could not be read
+            (`turnkeeper.adapters.http.correlation.UNREADABLE_BODY`).
     """
 
     def __init__(self, *, unreadable: bool = False) -> None:
