@@ -183,7 +183,7 @@ def test_environment_wins_over_the_file(tmp_path: Path) -> None:
         ),
         (
             "[ratelimit.rl.message]\nburst = 'x'\n",
-            "invalid configuration: ratelimit.rl.message.burst must be a positive integer, got 'x'",
+            'invalid configuration: ratelimit.rl.message.burst must be a positive integer, got "x"',
         ),
         (
             "[ratelimit.rl.message]\nburst = true\n",
@@ -207,7 +207,13 @@ def test_environment_wins_over_the_file(tmp_path: Path) -> None:
         (
             "[http]\nmax_body_bytes = [1, false, 'x', {a = 2.5}]\n",
             "invalid configuration: http.max_body_bytes must be a positive integer, "
-            "got [1, false, 'x', {a = 2.5}]",
+            'got [1, false, "x", {a = 2.5}]',
+        ),
+        # Keys TOML cannot write bare are quoted, and strings are basic strings.
+        (
+            '[http]\nmax_body_bytes = {"a b" = 1, "c.d" = "tab\\there"}\n',
+            "invalid configuration: http.max_body_bytes must be a positive integer, "
+            'got {"a b" = 1, "c.d" = "tab\\there"}',
         ),
         (
             "[log]\nlevel = 1979-05-27\n",

@@ -58,7 +58,7 @@ def test_an_invalid_environment_value_is_one_line_naming_the_key(raw: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("value", "shown"), [("0", "0"), ("-2", "-2"), ("'x'", "'x'"), ("true", "true"), ("1.5", "1.5")]
+    ("value", "shown"), [("0", "0"), ("-2", "-2"), ("'x'", '"x"'), ("true", "true"), ("1.5", "1.5")]
 )
 def test_an_invalid_file_value_is_one_line_naming_the_key(
     tmp_path: Path, value: str, shown: str

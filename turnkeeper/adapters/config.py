@@ -16,10 +16,11 @@ installed, and the length of ``TURNKEEPER_SIGNING_KEY``.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, time, timedelta
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,8 @@ FAST_EXTRA_MODULES: dict[str, str] = {"http.parser": "httptools", "http.event_lo
 #: How an environment value of a count, size or duration is written: ASCII decimal
 #: digits alone (`decimal`).
 _DECIMAL_DIGITS = re.compile(r"[0-9]+")
+#: A table key TOML writes without quotes.
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 #: How the environment writes the boolean: exactly these, in lower case.
 _TRUE = frozenset({"true", "1"})
 _FALSE = frozenset({"false", "0"})
@@ -298,11 +301,14 @@ def _printable(name: str) -> str:
 
 
 def _shown(raw: object) -> str:
-    """A configured value as an error message prints it: as TOML writes it.
+    """A value of the file as an error message prints it: as TOML writes it, on one line.
 
-    A string keeps its quotes and escapes (one line, as the environment's values print);
-    TOML's booleans, dates, times, arrays and inline tables print as TOML, not as Python.
+    Strings are basic strings (double quotes, escapes), table keys bare where TOML
+    allows it; booleans, dates, times, arrays and inline tables print as TOML, not as
+    Python.
     """
+    if isinstance(raw, str):
+        return json.dumps(raw, ensure_ascii=False)
     if isinstance(raw, bool):
         return "true" if raw else "false"
     if isinstance(raw, date | time):
@@ -310,14 +316,20 @@ def _shown(raw: object) -> str:
     if isinstance(raw, list):
         return f"[{', '.join(_shown(item) for item in raw)}]"
     if isinstance(raw, dict):
-        return "{" + ", ".join(f"{_printable(str(k))} = {_shown(v)}" for k, v in raw.items()) + "}"
+        members = (f"{_toml_key(str(k))} = {_shown(v)}" for k, v in raw.items())
+        return "{" + ", ".join(members) + "}"
     return repr(raw)
+
+
+def _toml_key(key: str) -> str:
+    """A table key as TOML writes it: bare when it can be, else a quoted string."""
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
 
 
 def _from_toml(key: str, raw: object) -> int | bool | str | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
     if CHOICES in field.metadata:
-        return _choice(key, field, raw)
+        return _choice(key, field, raw, _shown)
     if field.type is bool:
         if not isinstance(raw, bool):
             raise ConfigError(f"{key} must be true or false, got {_shown(raw)}")
@@ -332,7 +344,7 @@ def _from_toml(key: str, raw: object) -> int | bool | str | timedelta:
 def _from_text(key: str, raw: str) -> int | bool | str | timedelta:
     field = _FIELDS[SETTING_KEYS[key]]
     if CHOICES in field.metadata:
-        return _choice(key, field, raw)
+        return _choice(key, field, raw, repr)
     if field.type is bool:
         if raw in _TRUE:
             return True
@@ -369,12 +381,15 @@ def decimal(text: str, maximum: int) -> int | None:
     return int(significant)
 
 
-def _choice(key: str, field: attrs.Attribute[Any], raw: object) -> str:
+def _choice(
+    key: str, field: attrs.Attribute[Any], raw: object, shown: Callable[[object], str]
+) -> str:
+    """The choice a value names; `shown` prints a refused one (as the file or the env)."""
     choices: tuple[str, ...] = field.metadata[CHOICES]
     # Levels and formats are words: "INFO" and "info" mean the same.
     if isinstance(raw, str) and raw.strip().lower() in choices:
         return raw.strip().lower()
-    raise ConfigError(f"{key} must be one of {', '.join(choices)}, got {_shown(raw)}")
+    raise ConfigError(f"{key} must be one of {', '.join(choices)}, got {shown(raw)}")
 
 
 def _range(field: attrs.Attribute[Any]) -> CountRange | DurationRange:
