@@ -144,7 +144,10 @@ async def test_an_audience_is_not_empty(client: ContractClient, world: DemoWorld
 
 
 async def test_mentions_are_unique(client: ContractClient, world: DemoWorld) -> None:
-    assert _member(client.spec, "MessageCreate", "mentions")["uniqueItems"] is True
+    mentions = _member(client.spec, "MessageCreate", "mentions")
+    assert mentions["uniqueItems"] is True
+    # uniqueItems compares strings: the description says ids are compared as UUIDs.
+    assert "compared as UUIDs" in mentions["description"]
     thread = main_thread(world, "allgemein")
     alex = bearer(world.people["alex"].token)
     url = f"/v1/threads/{thread}/messages"
@@ -154,6 +157,12 @@ async def test_mentions_are_unique(client: ContractClient, world: DemoWorld) -> 
     )
     assert twice.status_code == 400
     assert twice.json()["errors"] == [{"pointer": "/mentions", "code": "duplicate"}]
+    spelt_twice = await client.post(
+        url,
+        json={"client_msg_id": "m3", "content": "x", "mentions": [sam, sam.upper()]},
+        headers=alex,
+    )
+    assert spelt_twice.json()["errors"] == [{"pointer": "/mentions", "code": "duplicate"}]
     once = await client.post(
         url, json={"client_msg_id": "m1", "content": "x", "mentions": [sam]}, headers=alex
     )

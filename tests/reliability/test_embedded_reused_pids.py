@@ -85,3 +85,32 @@ def test_a_live_process_named_as_a_holder_does_not_keep_the_server_running(
     finally:
         if process_running(postmaster):
             os.kill(postmaster, signal.SIGKILL)
+
+
+def test_another_data_directorys_server_named_by_a_postmaster_pid_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    # A postmaster.pid copied from elsewhere (or restored with new times) can name a
+    # live postgres of another data directory that started before the file's time: it
+    # was joined, and stopped at the end, another cluster's server.
+    other, data_dir = tmp_path / "other" / "pgdata", tmp_path / "pgdata"
+    (tmp_path / "other").mkdir()
+    running = _helper(other, "kill")
+    assert running.returncode == -signal.SIGKILL, running.stderr
+    theirs = int(running.stdout.split()[0])
+    try:
+        killed = _helper(data_dir, "kill")
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        crashed = int(killed.stdout.split()[0])
+        os.kill(crashed, signal.SIGKILL)
+        psutil.Process(crashed).wait(timeout=HELPER_TIMEOUT_SECONDS)
+        path = data_dir / "postmaster.pid"
+        path.write_text(path.read_text().replace(str(crashed), str(theirs), 1))
+        started = _helper(data_dir, "stop")
+        assert started.returncode == 0, started.stderr
+        assert int(started.stdout.split()[0]) != theirs
+        assert process_running(theirs)
+    finally:
+        stopped = _helper(other, "stop")
+        assert stopped.returncode == 0, stopped.stderr
+    assert not process_running(theirs)

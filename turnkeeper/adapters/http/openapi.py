@@ -232,6 +232,11 @@ MEMBER_RULES: dict[tuple[str, str], str] = {
         " (400 validation_failed at /kind)."
     ),
     ("Message", "run_id"): "Set only for kind run: the run whose live box this anchor holds.",
+    ("MessageCreate", "mentions"): (
+        "Principal ids, each once (uniqueItems). Ids are compared as UUIDs: one written in"
+        " capitals or without hyphens is the same id, and a repeat of it is 400"
+        " validation_failed, code duplicate at /mentions."
+    ),
 }
 #: The kinds a client may send (`MessageCreate` keeps ``kind`` free text so that the
 #: message rules answer the others with their own pointer and code).

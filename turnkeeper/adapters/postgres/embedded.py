@@ -251,8 +251,9 @@ def _forget_stale_postmaster(folder: Path) -> None:
     pgserver takes any live process the file names for the server: after a crash and a
     reboot that reused the pid, it joined an unrelated process, failed to reach it, and
     killed it when the command ended. PostgreSQL removes a lock file whose process is
-    gone by itself; one whose pid is alive but is no ``postgres`` process, or one that
-    started after the file was last written, is as stale, and is removed here.
+    gone by itself; one whose pid is alive but is no ``postgres`` process, a ``postgres``
+    of another folder, or one that started after the file was last written, is as
+    stale, and is removed here.
 
     Args:
         folder: the server's folder.
@@ -269,7 +270,11 @@ def _forget_stale_postmaster(folder: Path) -> None:
 
     try:
         process = psutil.Process(int(first))
-        stale = process.name() != POSTGRES_PROCESS_NAME or _started_after(process, written)
+        stale = (
+            process.name() != POSTGRES_PROCESS_NAME
+            or _started_after(process, written)
+            or not _serves(process, folder)
+        )
     except psutil.NoSuchProcess:
         return  # PostgreSQL's own case: a lock file of a process that is gone
     except psutil.AccessDenied:
@@ -277,6 +282,20 @@ def _forget_stale_postmaster(folder: Path) -> None:
     if stale:
         _log.warning("embedded_stale_postmaster_pid_removed", folder=str(folder))
         path.unlink(missing_ok=True)
+
+
+def _serves(process: Any, folder: Path) -> bool:
+    """Whether a ``postgres`` process serves this folder (its command line names it).
+
+    A postmaster is started with ``-D <folder>``; one that cannot be inspected is taken
+    for this folder's, as before.
+    """
+    import psutil  # the embedded extra's, with pgserver
+
+    try:
+        return str(folder) in process.cmdline()
+    except psutil.AccessDenied:
+        return True
 
 
 def _named_process_runs(pid: int, written: float) -> bool:
