@@ -310,14 +310,7 @@ async def test_a_running_requests_broken_chunk_is_400_at_once_and_logged_once(
             answer = await _exchange(_port(url), head, broken)
             _assert_malformed(answer)
             _, headers, _ = answer
-            correlation_id = headers["x-correlation-id"]
-            lines = [
-                record
-                for record in _log_records(tmp_path / "serve.log")
-                if record.get("event") == "http_request"
-                and record.get("correlation_id") == correlation_id
-            ]
-            assert [(r["status"], r["route"]) for r in lines] == [
+            assert await _request_lines(tmp_path / "serve.log", headers["x-correlation-id"]) == [
                 (400, "/v1/threads/{thread_id}/messages")
             ]
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {OWNER_TOKEN}"}) as client:
