@@ -309,11 +309,12 @@ CASES = [
         _json({"client_msg_id": "j1", "content": "x"}),
         headers=(("Content-Type", "application/merge-patch+json"),),
     ),
+    # Which of two tokens the client meant cannot be known: no credentials.
     Case(
         "two tokens",
         MESSAGES,
         DECLINED,
-        201,
+        401,
         _json({"client_msg_id": "t1", "content": "x"}),
         headers=(("Authorization", "Bearer nope"),),
     ),

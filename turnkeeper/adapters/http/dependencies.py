@@ -195,10 +195,11 @@ def scope_token(scope: Scope) -> str | None:
         scope: the exchange's ASGI scope (its headers are parsed once per exchange).
 
     Returns:
-        The token, or None when the header is missing or of another scheme.
+        The token, or None when the header is missing, of another scheme, or given more
+        than once (RFC 9110, section 5.3: which of two the client meant cannot be known).
     """
-    header = Headers.from_scope(scope).get("authorization")
-    return token_of_header(header) if header else None
+    headers = Headers.from_scope(scope).getall("authorization", [])
+    return token_of_header(headers[0]) if len(headers) == 1 and headers[0] else None
 
 
 def token_of_header(header: str) -> str | None:
