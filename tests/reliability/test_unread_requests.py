@@ -36,6 +36,8 @@ from turnkeeper.application.settings import Settings
 HEADER_LIMIT = 4096
 #: Seconds a test waits for the server's answer.
 ANSWER_TIMEOUT_SECONDS = 10.0
+#: The largest seq, as a cursor after every event (a long poll then waits its time).
+MAX_SEQ_TEXT = str(2**63 - 1)
 #: How often a test looks for a request's log line while it waits for it.
 LOG_POLL_SECONDS = 0.02
 #: How much a chunk of an endless header holds.
@@ -385,3 +387,78 @@ async def _request_lines(log: Path, correlation_id: str) -> list[tuple[int, str]
             if found:
                 return found
             await asyncio.sleep(LOG_POLL_SECONDS)
+
+
+def _message(thread: str, client_id: str) -> bytes:
+    body = json.dumps({"client_msg_id": client_id, "content": client_id}).encode()
+    return (
+        f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: example.com\r\n"
+        f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+def _broken(thread: str, correlation_id: str) -> bytes:
+    return (
+        f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: example.com\r\n"
+        f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Type: application/json\r\n"
+        f"X-Correlation-Id: {correlation_id}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode() + BROKEN_CHUNKS[0]
+
+
+async def test_every_request_ahead_of_a_pipelined_broken_chunk_keeps_its_answer(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    # Two ahead: httptools wrote the refusal when the first was answered, under the
+    # second (stored, its answer lost, a traceback logged).
+    async with memory_server(
+        tmp_path, parser, OWNER_TOKEN=OWNER_TOKEN, HTTP__BODY_TIMEOUT="3600"
+    ) as url:
+        thread = await _new_thread(url)
+        sent = _message(thread, "m1") + _message(thread, "m2") + _broken(thread, "broken-1")
+        first, second, refused = await _answers(_port(url), sent)
+        assert [first[0], second[0]] == [201, 201]
+        assert [first[2]["content"], second[2]["content"]] == ["m1", "m2"]
+        _assert_malformed(refused)
+        # Its head was read: the refusal answers with its own correlation id.
+        assert refused[1]["x-correlation-id"] == "broken-1"
+        assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
+async def test_a_pipelined_broken_chunk_lets_a_long_poll_ahead_of_it_end(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    # The broken request's body timer ran on: when it fired, it ended the long poll
+    # ahead of it with a 408 (httptools).
+    async with memory_server(
+        tmp_path, parser, OWNER_TOKEN=OWNER_TOKEN, HTTP__BODY_TIMEOUT="1"
+    ) as url:
+        thread = await _new_thread(url)
+        poll = (
+            f"GET /v1/events?after={MAX_SEQ_TEXT}&wait=2 HTTP/1.1\r\nHost: example.com\r\n"
+            f"Authorization: Bearer {OWNER_TOKEN}\r\n\r\n"
+        ).encode()
+        waited, refused = await _answers(_port(url), poll + _broken(thread, "broken-2"))
+        assert waited[0] == 200, waited
+        _assert_malformed(refused)
+
+
+async def test_a_head_request_with_a_broken_chunk_gets_a_400_head(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    # h11 refused to write a body on an answer to HEAD, and nothing was sent.
+    async with memory_server(tmp_path, parser, OWNER_TOKEN=OWNER_TOKEN) as url:
+        reader, writer = await asyncio.open_connection("127.0.0.1", _port(url))
+        try:
+            writer.write(
+                f"HEAD /v1/me HTTP/1.1\r\nHost: example.com\r\nAuthorization: Bearer"
+                f" {OWNER_TOKEN}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".encode()
+            )
+            async with asyncio.timeout(ANSWER_TIMEOUT_SECONDS):
+                raw = await reader.read()
+        finally:
+            writer.close()
+        assert raw.startswith(b"HTTP/1.1 400"), raw

@@ -100,6 +100,7 @@ def refuse_unread(
     *,
     method: str | None = None,
     began: float | None = None,
+    correlation_id: str | None = None,
 ) -> None:
     """Answer a request the server could not read as a problem, and end the connection.
 
@@ -121,11 +122,13 @@ def refuse_unread(
         began: `ConnectionGuard.request_clock` at the request's first byte; None when
             no byte arrived since the answer ahead of it ended (the request was
             pipelined, its bytes already here): it counts from now, that answer's end.
+        correlation_id: the request's own, when its head was read (a pipelined request
+            whose body is unreadable); else a new one.
     """
     if transport.is_closing():
         return
     answer = HEADERS_TOO_LARGE if too_large else MALFORMED_REQUEST
-    correlation_id = correlation_id_of({})
+    correlation_id = correlation_id or correlation_id_of({})
     transport.write(closing_answer(answer, correlation_id))
     answered = guard.request_clock()
     guard.body_received(connection)
@@ -210,7 +213,10 @@ def end_unreadable_request(
         answer: the bytes of the 400 answer for a correlation id (empty when the
             protocol cannot send one now).
     """
-    cycle.scope[UNREADABLE_BODY] = True
+    if not cycle.response_started:
+        # The 400 is its answer: its log line and count say so (an answer already
+        # begun, a stream's 200, stays what the client got).
+        cycle.scope[UNREADABLE_BODY] = True
     _end_request(guard, connection, transport, cycle, answer, reason="malformed_body")
 
 

@@ -19,11 +19,12 @@ This module imports httptools: import it only where httptools is installed.
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar, cast
+from typing import Any, ClassVar, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from turnkeeper.adapters.http.corked import CorkedTransport
+from turnkeeper.adapters.http.correlation import correlation_id_of
 from turnkeeper.adapters.http.guard import (
     ConnectionGuard,
     close_dropped,
@@ -89,6 +90,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     _ended_url: bytes | None = None
     #: A pipelined request taken out of uvicorn's queue because its body is unreadable.
     _dropped: object = None
+    #: The correlation id of that request (its refusal answers with it).
+    _refused_id: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Register the connection with the guard (after uvicorn's own setup).
@@ -164,9 +167,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 )
                 return
             # Pipelined behind a request still being answered: it never runs, and is
-            # refused after that answer, as a request whose head is refused is.
+            # refused after the answers ahead of it, as a request whose head is refused
+            # is, with its own correlation id. Its body will not come: no timer waits.
             self.pipeline.remove(queued[0])
             self._dropped = self.cycle
+            self._refused_id = correlation_id_of(cast("dict[str, Any]", self.cycle.scope))
+            self.guard.body_received(self)
         method = self._method()
         if self.cycle is None or self.cycle.response_complete:
             refuse_unread(
@@ -249,15 +255,23 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         A request refused behind the ones answered is answered now, and counts from now.
         """
         self._began = None
+        # uvicorn starts the next queued request, if there is one, in its own callback.
+        started_next = bool(self.pipeline)
         super().on_response_complete()
         if self.transport.is_closing():
             self.guard.closed(self)
-        elif self.cycle is None or self.cycle.response_complete or self.cycle is self._dropped:
-            # No request in flight (a pipelined one would be the current cycle now; one
-            # dropped unread never runs).
+        elif not started_next and (
+            self.cycle is None or self.cycle.response_complete or self.cycle is self._dropped
+        ):
+            # No request in flight (one dropped unread never runs).
             if self._refusal is not None:
                 refuse_unread(
-                    self.guard, self, self.transport, self._refusal, method=self._refused_method
+                    self.guard,
+                    self,
+                    self.transport,
+                    self._refusal,
+                    method=self._refused_method,
+                    correlation_id=self._refused_id,
                 )
             else:
                 # The next request's headers count from the end of this answer.

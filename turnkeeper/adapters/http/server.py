@@ -254,11 +254,13 @@ class GuardedH11Protocol(H11Protocol):
             (b"connection", b"close"),
             (CORRELATION_HEADER.lower().encode(), correlation_id.encode()),
         ]
+        head_only = self.cycle is not None and self.cycle.scope.get("method") == "HEAD"
         try:
             head = self.conn.send(
                 h11.Response(status_code=answer.status, headers=headers, reason=phrase)
             )
-            data = self.conn.send(h11.Data(data=body))
+            # An answer to HEAD has no body (h11 refuses one and nothing would be sent).
+            data = None if head_only else self.conn.send(h11.Data(data=body))
             end = self.conn.send(h11.EndOfMessage())
         except h11.LocalProtocolError:
             return b""
