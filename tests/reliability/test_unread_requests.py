@@ -292,6 +292,32 @@ BROKEN_CHUNKS = (
 )
 
 
+def _message(thread: str, client_id: str) -> bytes:
+    """A whole message post of the owner, its content its client id."""
+    body = json.dumps({"client_msg_id": client_id, "content": client_id}).encode()
+    return (
+        _chunked_head(thread).replace(
+            b"Transfer-Encoding: chunked", f"Content-Length: {len(body)}".encode()
+        )
+        + body
+    )
+
+
+def _chunked_head(thread: str, correlation_id: str | None = None) -> bytes:
+    """The head of a chunked message post of the owner (its body comes after)."""
+    named = "" if correlation_id is None else f"X-Correlation-Id: {correlation_id}\r\n"
+    return (
+        f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: example.com\r\n"
+        f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Type: application/json\r\n"
+        f"{named}Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+
+
+def _broken(thread: str, correlation_id: str | None = None) -> bytes:
+    """A chunked message post whose body the parser cannot read."""
+    return _chunked_head(thread, correlation_id) + BROKEN_CHUNKS[0]
+
+
 async def test_a_running_requests_broken_chunk_is_400_at_once_and_logged_once(
     tmp_path: Path,
     parser: str,  # noqa: F811
@@ -304,12 +330,7 @@ async def test_a_running_requests_broken_chunk_is_400_at_once_and_logged_once(
     ) as url:
         thread = await _new_thread(url)
         for broken in BROKEN_CHUNKS:
-            head = (
-                f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: example.com\r\n"
-                f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Type: application/json\r\n"
-                "Transfer-Encoding: chunked\r\n\r\n"
-            ).encode()
-            answer = await _exchange(_port(url), head, broken)
+            answer = await _exchange(_port(url), _chunked_head(thread), broken)
             _assert_malformed(answer)
             _, headers, _ = answer
             assert await _request_lines(tmp_path / "serve.log", headers["x-correlation-id"]) == [
@@ -341,14 +362,7 @@ async def test_a_broken_chunk_pipelined_behind_a_request_is_answered_after_it(
         tmp_path, parser, OWNER_TOKEN=OWNER_TOKEN, HTTP__BODY_TIMEOUT="3600"
     ) as url:
         thread = await _new_thread(url)
-        body = json.dumps({"client_msg_id": "before", "content": "first"}).encode()
-        head = (
-            f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: example.com\r\n"
-            f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Type: application/json\r\n"
-        )
-        first = f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
-        second = f"{head}Transfer-Encoding: chunked\r\n\r\n".encode() + BROKEN_CHUNKS[0]
-        (stored, refused) = await _answers(_port(url), first + second)
+        (stored, refused) = await _answers(_port(url), _message(thread, "first") + _broken(thread))
         assert stored[0] == 201, stored
         assert stored[2]["content"] == "first"
         _assert_malformed(refused)
@@ -387,23 +401,6 @@ async def _request_lines(log: Path, correlation_id: str) -> list[tuple[int, str]
             if found:
                 return found
             await asyncio.sleep(LOG_POLL_SECONDS)
-
-
-def _message(thread: str, client_id: str) -> bytes:
-    body = json.dumps({"client_msg_id": client_id, "content": client_id}).encode()
-    return (
-        f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: example.com\r\n"
-        f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    ).encode() + body
-
-
-def _broken(thread: str, correlation_id: str) -> bytes:
-    return (
-        f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: example.com\r\n"
-        f"Authorization: Bearer {OWNER_TOKEN}\r\nContent-Type: application/json\r\n"
-        f"X-Correlation-Id: {correlation_id}\r\nTransfer-Encoding: chunked\r\n\r\n"
-    ).encode() + BROKEN_CHUNKS[0]
 
 
 async def test_every_request_ahead_of_a_pipelined_broken_chunk_keeps_its_answer(
