@@ -9,7 +9,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from turnkeeper.adapters.http.correlation import RequestLog
+from turnkeeper.adapters.http.request_log import RequestLog
 from turnkeeper.adapters.logging import REDACTED, configure_logging
 
 ROUTE = "/v1/threads/{thread_id:uuid}/messages"

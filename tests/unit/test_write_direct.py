@@ -13,7 +13,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from turnkeeper.adapters.http.correlation import LOGGER_NAME, RequestLog
+from turnkeeper.adapters.http.request_log import LOGGER_NAME, RequestLog
 from turnkeeper.adapters.logging import REDACTED, configure_logging, write_direct
 from turnkeeper.application.logs import LIBRARY_LOGGER
 

@@ -1,26 +1,23 @@
-"""Correlation ids and the request log line.
+"""Correlation ids, and the request log line of every exchange.
 
 `CorrelatedApp` wraps every HTTP exchange, unknown routes and framework errors included:
 it takes the id from ``X-Correlation-Id`` (or makes one), binds it to the log context,
 adds it to the answer, and writes one log line per request with the method, the route
 template, the status and the duration (at debug for the successful polls, stream reads
-and heartbeats of `QUIET_ROUTES`, at info otherwise). Bodies, query strings and headers are never
-logged, so neither tokens nor message content can reach the log. A request the server
-answered without reading it never reaches the application: the connection guard has it
-logged and counted the same way, with route ``(unread)`` (`CorrelatedApp.unread_answered`).
+and heartbeats of `request_log.QUIET_ROUTES`, at info otherwise). Bodies, query strings
+and headers are never logged, so neither tokens nor message content can reach the log.
+A request the server answered without reading it never reaches the application: the
+connection guard has it logged and counted the same way, with route ``(unread)``
+(`CorrelatedApp.unread_answered`).
 
-The line is written once per request, so it is written the short way
-(`turnkeeper.adapters.logging.write_direct`: the configured processors and renderer,
-without structlog's bound logger and a standard library record, ADR 0028) while logging is
-configured as ``turnkeeper serve`` configures it, else through a logger bound once per
-logging configuration (`RequestLog`). The correlation id is bound to the log context with
-a token that resets it (no copy of the whole context per request).
+The line is written by `turnkeeper.adapters.http.request_log.RequestLog` (ADR 0028). The
+correlation id is bound to the log context with a token that resets it (no copy of the
+whole context per request).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import random
 import re
@@ -33,8 +30,7 @@ from litestar import Litestar
 from litestar.routes import BaseRoute, HTTPRoute
 from litestar.types import Message, Receive, ReceiveMessage, Scope, Send
 
-from turnkeeper.adapters.logging import write_direct
-from turnkeeper.application.logs import library_logger
+from turnkeeper.adapters.http.request_log import RequestLog
 
 #: The request and answer header of the correlation id.
 CORRELATION_HEADER = "X-Correlation-Id"
@@ -48,20 +44,6 @@ CORRELATION_ID_MAX_CHARS = 128
 # headers and logs.
 _ACCEPTED = re.compile(rf"^[!-~](?:[ -~]{{0,{CORRELATION_ID_MAX_CHARS - 2}}}[!-~])?$")
 _MS_PER_S = 1000.0
-#: Routes that clients call in a loop (polls, stream reads, heartbeats): their successful
-#: requests are logged at debug, so that an idle agent does not fill the log.
-QUIET_ROUTES = frozenset(
-    {
-        ("GET", "/v1/events"),
-        ("GET", "/v1/agent/events"),
-        ("GET", "/v1/events/stream"),
-        ("GET", "/v1/agent/events/stream"),
-        ("PUT", "/v1/agent/heartbeat"),
-    }
-)
-#: Statuses from here on are logged at info on every route.
-_LOUD_STATUS = 400
-
 #: The scope key set on a request whose body the HTTP parser could not read: the server
 #: answered it ``400 malformed_request`` and ended its connection, so its log line and
 #: count say 400, whatever the application made of it.
@@ -69,53 +51,9 @@ UNREADABLE_BODY = "turnkeeper.unreadable_body"
 #: The status the server answered such a request with.
 UNREADABLE_STATUS = 400
 
-#: The logger of the request log line.
-LOGGER_NAME = "turnkeeper.http"
 #: The route of a request the server answered without reading it (in its log line and
 #: its count), and its method when the parser had not read one.
 UNREAD = "(unread)"
-
-
-class RequestLog:
-    """The request log line, bound once per logging configuration.
-
-    structlog's module-level loggers assemble a bound logger at every call (they are not
-    cached, so that a new configuration takes effect at once); this one keeps its bound
-    logger while `structlog.get_config` names the same processors, wrapper and factory.
-    """
-
-    def __init__(self) -> None:
-        self._key: tuple[object, ...] = ()
-        self._logger: Any = None
-        self._stdlib = logging.getLogger(LOGGER_NAME)
-
-    def _bound(self) -> Any:
-        if not structlog.is_configured():
-            # A program that mounts the application and has not set structlog up: its
-            # standard library logging decides (turnkeeper.application.logs).
-            return library_logger(LOGGER_NAME)
-        config = structlog.get_config()
-        key = (config["processors"], config["wrapper_class"], config["logger_factory"])
-        if self._logger is None or any(a is not b for a, b in zip(key, self._key, strict=True)):
-            self._logger = structlog.get_logger(LOGGER_NAME).bind()
-            self._key = key
-        return self._logger
-
-    def write(self, *, method: str, route: str, status: int, duration_ms: float) -> None:
-        """Write the line of one request (at debug for a quiet route's success).
-
-        Args:
-            method: the HTTP method.
-            route: the route template, or ``(unmatched)``.
-            status: the answer's status.
-            duration_ms: the request's duration in milliseconds.
-        """
-        quiet = status < _LOUD_STATUS and (method, route) in QUIET_ROUTES
-        fields = {"method": method, "route": route, "status": status, "duration_ms": duration_ms}
-        if write_direct(self._stdlib, "debug" if quiet else "info", "http_request", fields):
-            return
-        logger = self._bound()
-        (logger.debug if quiet else logger.info)("http_request", **fields)
 
 
 _request_log = RequestLog()
