@@ -202,14 +202,12 @@ class BearerPostFastPath:
             if served.parameter is None
             else _canonical_id(path[len(served.prefix) : len(served.prefix) + _UUID_TEXT])
         )
-        token, content_type, declared = _headers(scope)
+        heads = _headers(scope)
         if (
-            (served.parameter is not None and found is None)
-            or token is None
-            or content_type is _REPEATED
-            or not is_json_media_type(content_type)
-            or declared is _REPEATED
-            or (declared is not None and _too_long(declared, self._max_body))
+            heads is None
+            or (served.parameter is not None and found is None)
+            or not is_json_media_type(heads.content_type)
+            or (heads.declared is not None and _too_long(heads.declared, self._max_body))
         ):
             await fallback(scope, receive, send)
             return
@@ -224,7 +222,7 @@ class BearerPostFastPath:
         scope["route_handler"] = served.handler
         scope["path_template"] = served.template
         scope["path_params"] = {} if served.parameter is None else {served.parameter: str(found)}
-        bearer = BearerToken.of(token)
+        bearer = BearerToken.of(heads.token)
         mark_unresolved(scope, bearer)
         try:
             answer = await served.route.call(bearer, found, data)
@@ -284,10 +282,6 @@ class BearerPostFastPath:
         await asgi(scope, receive, send)
 
 
-#: A header given more than once (the fast path leaves such a request to Litestar).
-_REPEATED: Any = object()
-
-
 def _canonical_id(text: str) -> uuid.UUID | None:
     try:
         parsed = uuid.UUID(text)
@@ -297,30 +291,45 @@ def _canonical_id(text: str) -> uuid.UUID | None:
     return parsed if str(parsed) == text else None
 
 
-def _headers(scope: Scope) -> tuple[str | None, Any, Any]:
-    """The bearer token, the content type and the declared length (or `_REPEATED`).
+@attrs.frozen
+class _Heads:
+    """The headers the fast path reads: the bearer token, content type, declared length."""
 
-    A content coding makes the content type `_REPEATED`: Litestar's body guard refuses it.
+    token: str
+    content_type: str | None
+    declared: bytes | None
+
+
+def _headers(scope: Scope) -> _Heads | None:
+    """The headers of a request the fast path may answer, or None to leave it to Litestar.
+
+    Litestar answers a request without a bearer token, with one of these headers given
+    twice (its guards refuse most such requests), or with a ``Content-Encoding`` (its body
+    guard refuses every coding but ``identity``).
     """
-    authorization: Any = None
-    content_type: Any = None
-    declared: Any = None
-    coded = False
+    authorization: bytes | None = None
+    content_type: str | None = None
+    declared: bytes | None = None
     for raw_name, value in scope["headers"]:
         name = raw_name.lower()
         if name == _AUTHORIZATION:
-            authorization = _REPEATED if authorization is not None else value
+            if authorization is not None:
+                return None
+            authorization = value
         elif name == _CONTENT_TYPE:
-            content_type = _REPEATED if content_type is not None else value.decode("latin-1")
+            if content_type is not None:
+                return None
+            content_type = value.decode("latin-1")
         elif name == _CONTENT_LENGTH:
-            declared = _REPEATED if declared is not None else value
+            if declared is not None:
+                return None
+            declared = value
         elif name == _CONTENT_ENCODING:
-            coded = True
-    if coded:
-        content_type = _REPEATED
-    if authorization is None or authorization is _REPEATED:
-        return None, content_type, declared
-    return token_of_header(authorization.decode("latin-1")), content_type, declared
+            return None
+    token = None if authorization is None else token_of_header(authorization.decode("latin-1"))
+    if token is None:
+        return None
+    return _Heads(token, content_type, declared)
 
 
 def _too_long(declared: bytes, limit: int) -> bool:
