@@ -10,8 +10,6 @@ line, with a method (the one read, else ``(unread)``), route ``(unread)``, the s
 
 from __future__ import annotations
 
-import contextlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import httpx
 
 from tests.reliability.test_slow_clients import _port, memory_server, parser  # noqa: F401
 from tests.reliability.test_unread_requests import HEAD_END, _exchange
+from tests.support.json_log import file_records
 
 #: ``http.max_header_bytes`` of the server under test.
 HEADER_LIMIT = 4096
@@ -36,14 +35,7 @@ METHODS = {
 
 def _unread_lines(log: Path) -> list[dict[str, Any]]:
     """The request lines of route ``(unread)`` among the server's output."""
-    found = []
-    for line in log.read_text().splitlines():
-        # The output also holds what the server prints (its owner, as indented JSON).
-        with contextlib.suppress(ValueError):
-            record = json.loads(line)
-            if isinstance(record, dict) and record.get("route") == "(unread)":
-                found.append(record)
-    return found
+    return [record for record in file_records(log) if record.get("route") == "(unread)"]
 
 
 def _count(exposition: str, status: int) -> float:

@@ -16,7 +16,6 @@ malformed (RFC 9112, section 3.2) by both parsers (httptools let them through).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +26,7 @@ import httpx
 from tests.reliability.support_server import OWNER_TOKEN
 from tests.reliability.test_slow_clients import _port, memory_server, parser  # noqa: F401
 from tests.support.fakes import FakeClock
+from tests.support.json_log import file_records
 from tests.support.services import memory_services
 from turnkeeper.adapters.http.app import create_app
 from turnkeeper.adapters.http.server import guarded_server
@@ -341,17 +341,6 @@ async def test_a_running_requests_broken_chunk_is_400_at_once_and_logged_once(
         assert listed.json()["messages"] == []
 
 
-def _log_records(log: Path) -> list[dict[str, Any]]:
-    """The JSON records among the server's output (which also prints its owner)."""
-    found = []
-    for line in log.read_text().splitlines():
-        with contextlib.suppress(ValueError):
-            record = json.loads(line)
-            if isinstance(record, dict):
-                found.append(record)
-    return found
-
-
 async def test_a_broken_chunk_pipelined_behind_a_request_is_answered_after_it(
     tmp_path: Path,
     parser: str,  # noqa: F811
@@ -394,7 +383,7 @@ async def _request_lines(log: Path, correlation_id: str) -> list[tuple[int, str]
         while True:
             found = [
                 (record["status"], record["route"])
-                for record in _log_records(log)
+                for record in file_records(log)
                 if record.get("event") == "http_request"
                 and record.get("correlation_id") == correlation_id
             ]
