@@ -448,3 +448,32 @@ async def test_a_head_request_with_a_broken_chunk_gets_a_400_head(
         finally:
             writer.close()
         assert raw.startswith(b"HTTP/1.1 400"), raw
+
+
+async def test_a_broken_chunk_under_a_begun_stream_keeps_its_logged_status(
+    tmp_path: Path,
+    parser: str,  # noqa: F811
+) -> None:
+    # The stream had answered 200 when its body broke: the client got the 200 (and no
+    # 400 after it), but the log line and count said 400. (A stream's success is logged
+    # at debug.)
+    async with memory_server(tmp_path, parser, OWNER_TOKEN=OWNER_TOKEN, LOG__LEVEL="debug") as url:
+        reader, writer = await asyncio.open_connection("127.0.0.1", _port(url))
+        try:
+            writer.write(
+                f"GET /v1/events/stream HTTP/1.1\r\nHost: example.com\r\nAuthorization: Bearer"
+                f" {OWNER_TOKEN}\r\nX-Correlation-Id: stream-1\r\n"
+                "Transfer-Encoding: chunked\r\n\r\n".encode()
+            )
+            async with asyncio.timeout(ANSWER_TIMEOUT_SECONDS):
+                begun = await reader.readuntil(HEAD_END)
+            assert begun.startswith(b"HTTP/1.1 200"), begun
+            writer.write(b"zz\r\n")
+            async with asyncio.timeout(ANSWER_TIMEOUT_SECONDS):
+                rest = await reader.read()
+        finally:
+            writer.close()
+        assert b"HTTP/1.1 400" not in rest, rest
+        assert await _request_lines(tmp_path / "serve.log", "stream-1") == [
+            (200, "/v1/events/stream")
+        ]
