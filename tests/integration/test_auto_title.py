@@ -83,3 +83,22 @@ async def test_a_blank_title_counts_as_none_for_people_and_agents(
     seen_agent = await services.conversation.get_thread(alex, by_agent.thread.id)
     assert (seen_person.title, seen_person.title_source) == (None, TitleSource.HUMAN)
     assert (seen_agent.title, seen_agent.title_source) == ("Report", TitleSource.AUTO)
+
+
+async def test_information_separators_are_text_not_white_space(
+    services: Services, world: DemoWorld
+) -> None:
+    # An audit: content of U+001F alone was refused as missing, and an auto title ended
+    # at U+001C (Python's str methods take both for white space and line breaks).
+    lotse = world.principal("lotse")
+    created = await services.conversation.create_thread(
+        lotse,
+        world.channels["reports"].id,
+        title=None,
+        first_message=draft("separators", "Report\x1cday one\x1f\nall green"),
+    )
+    assert created.thread.title == "Report\x1cday one\x1f"
+    posted = await services.conversation.create_message(
+        lotse, created.thread.id, draft("separator", "\x1f")
+    )
+    assert posted.message.content == "\x1f"

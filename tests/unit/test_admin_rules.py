@@ -104,7 +104,10 @@ def test_operator_rule(
     assert operator_errors(mode, operator_id) == expected
 
 
-@pytest.mark.parametrize(("name", "ok"), [("general", True), ("", False), ("  \t", False)])
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [("general", True), ("", False), ("  \t", False), ("\u3000", False), ("\x1f", True)],
+)
 def test_name_rule(name: str, ok: bool) -> None:
     assert name_errors(name) == ([] if ok else [fe("/name", "required")])
 

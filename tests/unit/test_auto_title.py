@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turnkeeper.domain.messaging import MessageDraft, auto_title, thread_title, title_from_content
+from turnkeeper.domain.text import is_blank
 
 ALEX = uuid.UUID(int=1)
 
@@ -58,6 +59,8 @@ def test_a_restricted_message_never_gives_a_title(
         ("", "Weekly report\nall green", True, "Weekly report"),
         ("   ", "Weekly report\nall green", True, "Weekly report"),
         ("   ", " \n ", True, None),
+        ("\u3000", "Hello", False, None),
+        ("\x1f", "Hello", False, "\x1f"),
     ],
 )
 def test_thread_title(
@@ -74,8 +77,8 @@ def test_a_thread_title_is_never_blank_and_a_given_one_is_kept(
     title = thread_title(
         requested, MessageDraft(client_msg_id="c", content=content), by_agent=by_agent
     )
-    assert title is None or title.strip()
-    if requested is not None and requested.strip():
+    assert title is None or not is_blank(title)
+    if requested is not None and not is_blank(requested):
         assert title == requested
     elif not by_agent:
         assert title is None

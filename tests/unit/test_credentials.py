@@ -111,6 +111,8 @@ def test_a_rotation_keeps_the_configured_token_and_every_issued_one(
         ("x" * 11, ["too_long"]),
         ("", ["required"]),
         (" \t", ["required"]),
+        ("\u3000", ["required"]),
+        ("\x1f", []),
     ],
 )
 def test_labels(label: str | None, codes: list[str]) -> None:

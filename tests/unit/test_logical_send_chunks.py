@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from turnkeeper.domain.logical_sends import chunk_client_message_id, split_content
+from turnkeeper.domain.text import is_blank
 
 WHITESPACE_CASES = [
     ("a run longer than a chunk", "Hi" + " " * 9 + "Sam", 4, ("Hi  ", "Sam")),
@@ -46,6 +47,7 @@ WHITESPACE_CASES = [
     ("trailing run longer than a chunk", "Sam" + "\t" * 9, 4, ("Sam\t",)),
     ("unicode whitespace", "Sam" + "\u2003" * 4 + "Alex", 4, ("Sam", "Alex")),
     ("whitespace only", " \n\t  \n", 4, ()),
+    ("information separators are visible", "\x1f" * 6, 4, ("\x1f" * 4, "\x1f" * 2)),
     ("a short run stays whole", "Sam   Alex", 8, ("Sam   ", "Alex")),
     ("a run inside the budget", "Robin \n Sam", 16, ("Robin \n Sam",)),
 ]
@@ -61,7 +63,7 @@ def test_whitespace_never_makes_a_chunk_of_its_own(
 ) -> None:
     split = split_content(content, size)
     assert split == chunks
-    assert all(chunk.strip() for chunk in split)
+    assert not any(is_blank(chunk) for chunk in split)
     assert all(len(chunk.encode("utf-8")) <= size for chunk in split)
 
 

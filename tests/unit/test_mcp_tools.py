@@ -87,6 +87,11 @@ def test_the_descriptions_send_the_model_to_read_before_it_answers() -> None:
             {"target": THREAD, "content": "Done, Alex."},
             SendArgs(target=THREAD, content="Done, Alex."),
         ),
+        (
+            ToolName.SEND_MESSAGE,
+            {"target": THREAD, "content": "\x1f"},
+            SendArgs(target=THREAD, content="\x1f"),
+        ),
         (ToolName.READ_HISTORY, {"target": THREAD}, HistoryArgs(target=THREAD)),
         (
             ToolName.READ_HISTORY,
@@ -120,6 +125,11 @@ def test_valid_arguments_are_typed(name: ToolName, arguments: dict[str, Any], pa
             ToolName.SEND_MESSAGE,
             {"target": "general", "content": "   "},
             ["target: must be an id (a UUID)", "content: must not be empty"],
+        ),
+        (
+            ToolName.SEND_MESSAGE,
+            {"target": THREAD, "content": "\u3000"},
+            ["content: must not be empty"],
         ),
         (
             ToolName.SEND_MESSAGE,

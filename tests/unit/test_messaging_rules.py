@@ -205,6 +205,9 @@ def test_one_validation_failed_carries_every_error() -> None:
     [
         ("hallo", []),
         (" \n", [("/x/content", "required")]),
+        ("\u3000\x85\u2028", [("/x/content", "required")]),
+        # Control characters, not white space (Python's strip took them for it).
+        ("\x1c\x1d\x1e\x1f", []),
         ("ü" * MAX, [("/x/content", "too_long")]),
     ],
 )
@@ -379,6 +382,9 @@ TITLE_CASES = [
     ("strips-tabs", "\tTitel\t\n", "Titel"),
     ("empty", "", ""),
     ("only-blank", "  \n \n", ""),
+    ("unicode-line-breaks", "\u2028 Titel\u3000\x85Rest", "Titel"),
+    ("separators-are-no-line-breaks", "x\x1cy\x1dz\nRest", "x\x1cy\x1dz"),
+    ("separators-are-no-white-space", "\x1fTitel\x1f", "\x1fTitel\x1f"),
 ]
 
 

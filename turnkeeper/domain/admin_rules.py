@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 from turnkeeper.domain.errors import FieldError, character_errors
+from turnkeeper.domain.text import is_blank
 from turnkeeper.domain.world import BillingMode, OperatorMode, PrincipalKind
 
 
@@ -79,7 +80,7 @@ def name_errors(name: str, pointer: str = "/name") -> list[FieldError]:
     Returns:
         ``required`` at `pointer` for a blank name, ``invalid_character`` for a NUL.
     """
-    if not name.strip():
+    if is_blank(name):
         return [FieldError(pointer=pointer, code="required")]
     return character_errors({pointer: name})
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 import attrs
 
 from turnkeeper.domain.errors import FieldError, character_errors
+from turnkeeper.domain.text import is_blank
 
 #: The label of the token that ``TURNKEEPER_OWNER_TOKEN`` names.
 OWNER_ENV_LABEL = "owner-env"
@@ -110,7 +111,7 @@ def label_errors(label: str | None, *, max_chars: int) -> list[FieldError]:
     """
     if label is None:
         return []
-    if not label.strip():
+    if is_blank(label):
         return [FieldError(pointer="/label", code="required")]
     if nul := character_errors({"/label": label}):
         return nul

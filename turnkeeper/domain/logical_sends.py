@@ -17,6 +17,7 @@ import itertools
 import attrs
 
 from turnkeeper.domain.freshness import not_negative, require_not_negative
+from turnkeeper.domain.text import is_blank, is_space
 
 #: The most bytes one character takes in UTF-8; a chunk must hold at least one character.
 MAX_UTF8_CHAR_BYTES = 4
@@ -110,7 +111,7 @@ class _Layout:
         offsets = list(itertools.accumulate(map(_char_bytes, content), initial=0))
         next_visible = [len(content)] * (len(content) + 1)
         for index in range(len(content) - 1, -1, -1):
-            next_visible[index] = next_visible[index + 1] if content[index].isspace() else index
+            next_visible[index] = next_visible[index + 1] if is_space(content[index]) else index
         return cls(offsets, next_visible, budget)
 
     def fitting_end(self, start: int) -> int:
@@ -152,7 +153,7 @@ def _split_joinably(content: str, layout: _Layout, joinable: list[bool]) -> tupl
     start = 0
     while start < len(content):
         ends = [end for end in reversed(layout.ends(start)) if joinable[end]]
-        end = next((e for e in ends if e == len(content) or content[e - 1].isspace()), ends[0])
+        end = next((e for e in ends if e == len(content) or is_space(content[e - 1])), ends[0])
         chunks.append(content[start:end])
         start = end
     return tuple(chunks)
@@ -168,14 +169,14 @@ def _split_leaving_whitespace_out(content: str, layout: _Layout) -> tuple[str, .
     while start < len(content):
         end = layout.fitting_end(start)
         window = content[start:end]
-        if not window.strip():
+        if is_blank(window):
             # Only whitespace fits: skip to the next visible character (or the end).
             start = layout.next_visible[end]
             continue
         if end < len(content):
             # Break after the last whitespace that still leaves a non-blank chunk.
             cut = max(window.rfind(" "), window.rfind("\n"), window.rfind("\t"))
-            if cut > 0 and window[:cut].strip():
+            if cut > 0 and not is_blank(window[:cut]):
                 end = start + cut + 1
         chunks.append(content[start:end])
         start = end
@@ -219,7 +220,7 @@ def split_content(content: str, max_chunk_bytes: int) -> tuple[str, ...]:
     """
     if max_chunk_bytes < 1:
         raise ValueError(f"a chunk budget of {max_chunk_bytes} bytes holds no character")
-    widest = max((_char_bytes(ch) for ch in content if not ch.isspace()), default=0)
+    widest = max((_char_bytes(ch) for ch in content if not is_space(ch)), default=0)
     if widest > max_chunk_bytes:
         raise ValueError(
             f"a chunk budget of {max_chunk_bytes} bytes cannot hold a character of {widest} bytes"

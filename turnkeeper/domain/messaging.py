@@ -16,6 +16,7 @@ from datetime import datetime
 import attrs
 
 from turnkeeper.domain.errors import FieldError, character_errors
+from turnkeeper.domain.text import is_blank, lines, stripped
 from turnkeeper.domain.world import PrincipalKind
 
 
@@ -168,7 +169,7 @@ def content_errors(content: str, *, max_content_bytes: int, prefix: str = "") ->
         ``{prefix}/content`` required, invalid_character (a NUL) or too_long; empty when
         the text is fine.
     """
-    if not content.strip():
+    if is_blank(content):
         return [FieldError(pointer=f"{prefix}/content", code="required")]
     if nul := character_errors({f"{prefix}/content": content}):
         return nul
@@ -322,7 +323,7 @@ def given_title(requested: str | None) -> str | None:
     Returns:
         The title exactly as sent, or None.
     """
-    return requested if requested is not None and requested.strip() else None
+    return requested if requested is not None and not is_blank(requested) else None
 
 
 def thread_title(
@@ -379,7 +380,7 @@ def title_from_content(content: str) -> str:
     Returns:
         The first non-empty line, stripped.
     """
-    for line in content.splitlines():
-        if line.strip():
-            return line.strip()
-    return content.strip()
+    for line in lines(content):
+        if not is_blank(line):
+            return stripped(line)
+    return stripped(content)

@@ -305,7 +305,7 @@ def _member_rules(schemas: Mapping[str, Schema | Reference], settings: Settings)
         content = _member(schemas, name, "content")
         content.min_length = 1
         content.description = (
-            "The text: not blank (400 required), at most"
+            "The text: not white space alone (Unicode's White_Space; 400 required), at most"
             f" {settings.max_content_bytes} UTF-8 bytes (message.max_content_bytes; 400"
             " too_long), and without U+0000 or a lone surrogate (400 invalid_character)."
         )

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from turnkeeper.application.settings import Settings
+from turnkeeper.domain.text import is_blank
 
 
 class ToolName(enum.StrEnum):
@@ -363,7 +364,7 @@ def _member_problem(rule: Mapping[str, Any], value: object) -> str | None:
         return "must be a string"
     if "enum" in rule and value not in rule["enum"]:
         return "must be one of " + ", ".join(rule["enum"])
-    if len(value) < rule.get("minLength", 0) or (rule.get("minLength") and not value.strip()):
+    if len(value) < rule.get("minLength", 0) or (rule.get("minLength") and is_blank(value)):
         return "must not be empty"
     if rule.get("format") == "uuid" and _canonical_uuid(value) is None:
         return "must be an id (a UUID)"
