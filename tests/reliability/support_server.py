@@ -110,6 +110,8 @@ def server_env(conninfo: str, data_dir: Path, **settings: str) -> dict[str, str]
             "TURNKEEPER_SIGNING_KEY": SIGNING_KEY,
             "TURNKEEPER_DATA_DIR": str(data_dir),
             "TURNKEEPER_RATELIMIT__RL__MESSAGE__BURST": str(LOAD_RATE_BURST),
+            # The workers' shared metrics of a server killed outright stay with the test.
+            "TMPDIR": str(data_dir),
         }
     )
     env.update({f"TURNKEEPER_{name}": value for name, value in settings.items()})

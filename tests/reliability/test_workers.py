@@ -9,6 +9,8 @@
 - a parent killed outright (SIGKILL) takes its workers with it (Linux: each asks for
   SIGTERM when its parent ends), so nobody serves the socket any more;
 - the owner and the migrations are done once, by the parent, before the workers start;
+- ``/metrics`` answers for the whole server, whichever worker accepts the scrape: the
+  workers share their counters, histograms and gauges (ADR 0043);
 - ``--memory`` (one store per process) refuses ``--workers``.
 """
 
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.reliability.support_server import (
     OWNER_TOKEN,
@@ -36,6 +39,7 @@ from tests.reliability.support_server import (
     server_env,
 )
 from tests.support.database import fetch
+from turnkeeper.application.settings import Settings
 
 #: Worker processes of the server under test.
 WORKERS = 2
@@ -123,6 +127,83 @@ async def test_each_of_two_workers_serves_on_the_shared_socket(
         # The one-time work was the parent's: one owner, migrations applied once.
         owners = await fetch(pg_conninfo, "SELECT count(*) FROM principals WHERE handle = 'owner'")
         assert owners == [(1,)]
+
+
+async def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of one ``/metrics`` answer, on a new connection."""
+    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as client:
+        answer = await client.get(f"{url}/metrics")
+    assert answer.status_code == 200, answer.text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+    }
+
+
+#: The samples the shared metrics test reads.
+HUMAN_MESSAGES = ("turnkeeper_messages_created_total", (("origin", "human"),))
+MESSAGE_POSTS = (
+    "turnkeeper_http_requests_total",
+    (("route", "/v1/threads/{thread_id}/messages"), ("status", "201")),
+)
+STREAMS = ("turnkeeper_event_stream_clients", ())
+POOL_MAX = ("turnkeeper_db_pool_connections", (("state", "max"),))
+
+
+async def _post_messages(url: str, thread: str, count: int, tag: str) -> None:
+    for index in range(count):
+        # A new client per request: each request is a new connection to accept.
+        async with httpx.AsyncClient(
+            timeout=REQUEST_TIMEOUT_SECONDS, headers={"Authorization": f"Bearer {OWNER_TOKEN}"}
+        ) as client:
+            posted = await client.post(
+                f"{url}/v1/threads/{thread}/messages",
+                json={"client_msg_id": f"{tag}-{index}", "content": f"{tag} {index}"},
+            )
+            assert posted.status_code == 201, posted.text
+
+
+async def test_every_worker_answers_a_scrape_for_the_whole_server(
+    pg_conninfo: str, tmp_path: Path
+) -> None:
+    # Each worker answered with its own counts: a scrape showed whichever worker
+    # accepted it, and a counter went back and forth between two scrapes.
+    async with workers_server(pg_conninfo, tmp_path) as server:
+        assert server.process is not None
+        first, second = _workers_of(server.process.pid)
+        headers = {"Authorization": f"Bearer {OWNER_TOKEN}"}
+        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS, headers=headers) as client:
+            space = await client.post(f"{server.url}/v1/spaces", json={"name": "Lab"})
+            channel = await client.post(
+                f"{server.url}/v1/spaces/{space.json()['id']}/channels",
+                json={"name": "Lab", "type": "text"},
+            )
+        thread = channel.json()["main_thread_id"]
+        with stopped(second):
+            before = await _scrape(server.url)
+        with stopped(first):
+            await _post_messages(server.url, thread, 3, "to-second")
+        with stopped(second):
+            await _post_messages(server.url, thread, 2, "to-first")
+        async with (
+            httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as client,
+            contextlib.AsyncExitStack() as streams,
+        ):
+            with stopped(first):
+                stream = await streams.enter_async_context(
+                    client.stream("GET", f"{server.url}/v1/events/stream", headers=headers)
+                )
+                assert stream.status_code == 200
+            with stopped(second):
+                through_first = await _scrape(server.url)
+            with stopped(first):
+                through_second = await _scrape(server.url)
+        for scraped in (through_first, through_second):
+            assert scraped[HUMAN_MESSAGES] == before[HUMAN_MESSAGES] + 5
+            assert scraped[MESSAGE_POSTS] == 5
+            assert scraped[STREAMS] == 1
+            assert scraped[POOL_MAX] == WORKERS * Settings().pool_max_size
 
 
 async def test_sigterm_stops_every_worker_and_ends_the_streams_first(

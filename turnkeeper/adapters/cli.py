@@ -15,7 +15,9 @@ import contextlib
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+import tempfile
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TextIO
 
@@ -31,6 +33,7 @@ from turnkeeper.adapters.http.workers import ListenFailed, listening_socket, run
 from turnkeeper.adapters.logging import configure_from_settings
 from turnkeeper.adapters.mcp.command import add_command as add_mcp_command
 from turnkeeper.adapters.mcp.command import port_number, run_mcp
+from turnkeeper.adapters.observability.metrics import share_process_metrics
 from turnkeeper.adapters.observability.tracing import OtelTracing, process_tracing
 from turnkeeper.adapters.postgres.embedded import EmbeddedServerMissing
 from turnkeeper.adapters.postgres.invariants import check_database
@@ -62,6 +65,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
+#: The name prefix of the directory where the workers of a server share their metrics.
+SHARED_METRICS_PREFIX = "turnkeeper-metrics-"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 
@@ -353,12 +358,14 @@ def _serve_workers(
     args: argparse.Namespace, config: Config, key: bytes, workers: int, sock: socket.socket
 ) -> int:
     """Migrate and create the owner once, then fork the workers onto the one socket."""
-    with database(config) as conninfo:
+    with database(config) as conninfo, _shared_metrics(config) as shared:
         asyncio.run(_prepare_once(args, config, conninfo, key))
 
         def worker(index: int) -> int:
             if _stop_signal.received:
                 return EXIT_OK  # the parent's stop came as the worker began
+            if shared is not None:
+                share_process_metrics(shared)
             # Worker 0 runs the periodic jobs: one pass at a time for the server.
             jobs = index == 0 and not args.no_jobs
             serve = _serve_worker(args, config, conninfo, key, sock, jobs=jobs)
@@ -367,6 +374,20 @@ def _serve_workers(
         if _stop_signal.received:
             return EXIT_OK
         return run_workers(workers, worker)
+
+
+@contextlib.contextmanager
+def _shared_metrics(config: Config) -> Iterator[Path | None]:
+    """A fresh directory for the workers' shared metrics, removed when the server ends.
+
+    Yields:
+        The directory, or None while ``metrics.enabled`` is false.
+    """
+    if not config.settings.metrics_enabled:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix=SHARED_METRICS_PREFIX) as directory:
+        yield Path(directory)
 
 
 async def _prepare_once(

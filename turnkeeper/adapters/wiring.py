@@ -7,6 +7,8 @@ connection pool and `PostgresUnitOfWorkFactory`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import secrets
 import signal
@@ -350,6 +352,7 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
     )
     # The places of event streams: one connection per process, opened at the first stream.
     places = PostgresStreamPlaces(conninfo, policy)
+    refresher: asyncio.Task[None] | None = None
     try:
         await waker.start()
         services = build_services(
@@ -362,9 +365,18 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
         if settings.metrics_enabled:
             # The pool's stats count as waiting only the units waiting now, not those
             # that gave up (`WaitCountingPool`).
-            attach_metrics(services.telemetry, pool_stats=pool.get_stats)
+            metrics = attach_metrics(services.telemetry, pool_stats=pool.get_stats)
+            if metrics.shared is not None:
+                # The other workers answer scrapes too: they read what this one wrote.
+                refresher = asyncio.create_task(
+                    metrics.refresh_pool_every(settings.metrics_pool_refresh)
+                )
         yield Backend(services=services, readiness=postgres_readiness(pool, settings))
     finally:
+        if refresher is not None:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
         await waker.aclose()
         await places.aclose()
         await pool.close()

@@ -193,6 +193,8 @@ class Settings:
         token_label_max_chars: ``auth.token_label_max_chars``, the longest label of an
             API token, in characters.
         metrics_enabled: ``metrics.enabled``, serve ``GET /metrics`` (else it is 404).
+        metrics_pool_refresh: ``metrics.pool_refresh_seconds``, how often each worker of
+            a several-worker server writes its pool's connection counts for ``/metrics``.
         log_level: ``log.level``, the lowest level written (`LOG_LEVELS`).
         log_format: ``log.format``, ``json``, ``console`` or ``auto`` (`LOG_FORMATS`).
         request_timeout: ``database.request_timeout``, how long one unit of work may take,
@@ -280,6 +282,7 @@ class Settings:
     )
     token_label_max_chars: int = attrs.field(default=100, validator=_positive)
     metrics_enabled: bool = True
+    metrics_pool_refresh: timedelta = attrs.field(default=_seconds(1), validator=_positive_duration)
     log_level: str = attrs.field(
         default="info",
         validator=attrs.validators.in_(LOG_LEVELS),
@@ -382,6 +385,7 @@ SETTING_KEYS: dict[str, str] = {
     "auth.token_last_used_interval": "token_last_used_interval",
     "auth.token_label_max_chars": "token_label_max_chars",
     "metrics.enabled": "metrics_enabled",
+    "metrics.pool_refresh_seconds": "metrics_pool_refresh",
     "log.level": "log_level",
     "log.format": "log_format",
     "database.request_timeout": "request_timeout",

@@ -4,7 +4,10 @@
 registry of its own: it turns each committed unit's changes and each committed send
 answer into counters and histograms, and it is what ``GET /metrics`` exposes. Every
 process (each ``turnkeeper serve``) has its own registry; Prometheus scrapes every
-process and sums over them (docs/operations.md).
+process and sums over them (docs/operations.md). The workers of one server
+(``http.workers`` above 1) share theirs instead (`share_process_metrics`, ADR 0043):
+each writes its values to files of a directory the parent made, and whichever worker
+answers a scrape sums every worker's, so that one scrape shows the whole server.
 
 Labels are low-cardinality by construction: states, origins, outcomes and reasons come
 from bounded vocabularies of the domain, and any other value (the reason an agent gives
@@ -19,16 +22,21 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import timedelta
+from pathlib import Path
+from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, values
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.gc_collector import GCCollector
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
@@ -83,6 +91,47 @@ _DENIAL_REASONS = frozenset(
 
 #: Pool statistics as psycopg_pool's ``get_stats()`` returns them.
 PoolStats = Callable[[], Mapping[str, int]]
+#: The environment variable that names the directory of shared metrics (prometheus-client's).
+SHARED_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+#: How the workers' values of a gauge add up: the sum over the workers alive.
+_LIVE_SUM: Final = "livesum"
+_POOL_NAME = "turnkeeper_db_pool_connections"
+_POOL_HELP = "Connections of the PostgreSQL pool by state (waiting: requests waiting for one)."
+
+
+def share_process_metrics(directory: Path) -> None:
+    """Have this process's metrics written to `directory`, shared with its siblings.
+
+    Called in each worker process, after its fork and before its metrics are made; the
+    `PrometheusMetrics` made afterwards (`attach_metrics`) answer for every process that
+    writes to `directory`. It changes prometheus-client for the whole process (its
+    environment variable and its value class), so it is for processes that are workers
+    of one server and nothing else.
+
+    Args:
+        directory: an existing directory, the same for every worker and fresh for each
+            server start (a counter in it would otherwise go on from the last start).
+    """
+    os.environ[SHARED_DIRECTORY_VARIABLE] = str(directory)
+    values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+
+
+def shared_directory() -> Path | None:
+    """The directory this process shares its metrics in (`share_process_metrics`), if any."""
+    named = os.environ.get(SHARED_DIRECTORY_VARIABLE)
+    return Path(named) if named else None
+
+
+def _pool_samples(stats: Mapping[str, int]) -> dict[str, int]:
+    """A pool's idle, in-use and maximum connections and its waiting requests."""
+    size = stats.get("pool_size", 0)
+    idle = stats.get("pool_available", 0)
+    return {
+        "idle": idle,
+        "in_use": max(size - idle, 0),
+        "max": stats.get("pool_max", 0),
+        "waiting": stats.get("requests_waiting", 0),
+    }
 
 
 def _bounded(value: str, allowed: frozenset[str]) -> str:
@@ -97,20 +146,11 @@ class _PoolCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         """The pool's idle, in-use and maximum connections and its waiting requests."""
-        family = GaugeMetricFamily(
-            "turnkeeper_db_pool_connections",
-            "Connections of the PostgreSQL pool by state (waiting: requests waiting for one).",
-            labels=["state"],
-        )
+        family = GaugeMetricFamily(_POOL_NAME, _POOL_HELP, labels=["state"])
         source = self.source
         if source is not None:
-            stats = source()
-            size = stats.get("pool_size", 0)
-            idle = stats.get("pool_available", 0)
-            family.add_metric(["idle"], idle)
-            family.add_metric(["in_use"], max(size - idle, 0))
-            family.add_metric(["max"], stats.get("pool_max", 0))
-            family.add_metric(["waiting"], stats.get("requests_waiting", 0))
+            for state, value in _pool_samples(source()).items():
+                family.add_metric([state], value)
         yield family
 
 
@@ -123,7 +163,11 @@ class PrometheusMetrics:
         pool_stats: the PostgreSQL pool's ``get_stats`` (None: no pool, the memory
             adapter; the pool gauge then has no samples).
         process_metrics: also register the ``process_*``, ``python_gc_*`` and
-            ``python_info`` collectors of prometheus-client.
+            ``python_info`` collectors of prometheus-client (never with `shared`: they
+            describe one process).
+        shared: the directory of metrics shared with the other workers of the server
+            (`share_process_metrics` must have been called in this process); None: this
+            process's metrics alone.
     """
 
     #: It records no spans: `turnkeeper.application.telemetry.TelemetryHub` skips it there.
@@ -135,8 +179,10 @@ class PrometheusMetrics:
         *,
         pool_stats: PoolStats | None = None,
         process_metrics: bool = True,
+        shared: Path | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.shared = shared
         r = self.registry
         self.freshness = Counter(
             "turnkeeper_agent_send_freshness",
@@ -213,15 +259,26 @@ class PrometheusMetrics:
             "turnkeeper_event_stream_clients",
             "Open event streams (GET /v1/events/stream and /v1/agent/events/stream).",
             registry=r,
+            multiprocess_mode=_LIVE_SUM,
         )
         self._http_series: dict[tuple[str | None, int], tuple[Counter, Histogram]] = {}
         self._pool = _PoolCollector()
         self._pool.source = pool_stats
-        r.register(self._pool)
-        if process_metrics:
-            ProcessCollector(registry=r)
-            PlatformCollector(registry=r)
-            GCCollector(registry=r)
+        self._scraped = r
+        self._pool_gauge: Gauge | None = None
+        if shared is None:
+            r.register(self._pool)
+            if process_metrics:
+                ProcessCollector(registry=r)
+                PlatformCollector(registry=r)
+                GCCollector(registry=r)
+        else:
+            # Written by each worker (`refresh_pool`), summed over the workers alive.
+            self._pool_gauge = Gauge(
+                _POOL_NAME, _POOL_HELP, ["state"], registry=r, multiprocess_mode=_LIVE_SUM
+            )
+            self._scraped = CollectorRegistry()
+            MultiProcessCollector(self._scraped, path=str(shared))  # type: ignore[no-untyped-call]
         self._initialize_series()
 
     def _initialize_series(self) -> None:
@@ -243,6 +300,25 @@ class PrometheusMetrics:
             pool_stats: the pool's ``get_stats`` (None: no pool).
         """
         self._pool.source = pool_stats
+        self.refresh_pool()
+
+    def refresh_pool(self) -> None:
+        """Write this worker's pool counts to the shared metrics (nothing otherwise)."""
+        source = self._pool.source
+        if self._pool_gauge is None or source is None:
+            return
+        for state, value in _pool_samples(source()).items():
+            self._pool_gauge.labels(state=state).set(value)
+
+    async def refresh_pool_every(self, interval: timedelta) -> None:
+        """`refresh_pool` now and then once per `interval`, until cancelled.
+
+        Args:
+            interval: ``metrics.pool_refresh_seconds``.
+        """
+        while True:
+            self.refresh_pool()
+            await asyncio.sleep(interval.total_seconds())
 
     # -- Telemetry ------------------------------------------------------------------------
 
@@ -350,7 +426,9 @@ class PrometheusMetrics:
             The body and its content type.
         """
         encode, content_type = choose_encoder(accept or "")
-        return encode(self.registry), content_type
+        # The worker that answers writes its pool's counts first: they are current.
+        self.refresh_pool()
+        return encode(self._scraped), content_type
 
 
 def metrics_of(hub: TelemetryHub) -> PrometheusMetrics | None:
@@ -375,12 +453,15 @@ def attach_metrics(hub: TelemetryHub, *, pool_stats: PoolStats | None = None) ->
         hub: the services' telemetry.
         pool_stats: the pool's ``get_stats``; given, it replaces the sink's source.
 
+    A new sink shares its metrics with the other workers of the server when this
+    process is one of them (`shared_directory`).
+
     Returns:
         The sink.
     """
     metrics = metrics_of(hub)
     if metrics is None:
-        metrics = PrometheusMetrics(pool_stats=pool_stats)
+        metrics = PrometheusMetrics(pool_stats=pool_stats, shared=shared_directory())
         hub.attach(metrics)
     elif pool_stats is not None:
         metrics.use_pool(pool_stats)
@@ -396,10 +477,13 @@ __all__ = [
     "REASON_NONE",
     "RUN_DURATION_BUCKETS",
     "SEQ_DELTA_BUCKETS",
+    "SHARED_DIRECTORY_VARIABLE",
     "TARGET_TYPE_THREAD",
     "UNMATCHED_ROUTE",
     "PoolStats",
     "PrometheusMetrics",
     "attach_metrics",
     "metrics_of",
+    "share_process_metrics",
+    "shared_directory",
 ]
