@@ -65,3 +65,14 @@ def test_every_count_and_duration_has_a_range_validator() -> None:
     # Durations a program gives need not be whole seconds.
     settings = Settings(stream_heartbeat=SUB_SECOND, token_last_used_interval=timedelta(0))
     assert settings.stream_heartbeat == SUB_SECOND
+
+
+@pytest.mark.parametrize(("default", "maximum", "size"), [(50, 500, 50), (10, 5, 5), (5, 5, 5)])
+def test_a_page_without_a_limit_never_holds_more_than_page_max_limit(
+    default: int, maximum: int, size: int
+) -> None:
+    # An audit: with page.default_limit above page.max_limit a page without a limit held
+    # more items than any limit a client may name.
+    settings = Settings(page_default_limit=default, page_max_limit=maximum)
+    assert settings.default_page_size == size
+    assert settings.page_size(None) == size

@@ -340,6 +340,15 @@ class Settings:
                 f"got {self.pool_min_size}",
             )
 
+    @property
+    def default_page_size(self) -> int:
+        """Items of a page whose request names no limit.
+
+        ``page.default_limit``, but never more than ``page.max_limit``: a page without a
+        limit holds no more than a client may ask for.
+        """
+        return min(self.page_default_limit, self.page_max_limit)
+
     def page_size(self, limit: int | None) -> int:
         """The size of a requested page.
 
@@ -347,13 +356,13 @@ class Settings:
             limit: the request's ``limit``, None when absent.
 
         Returns:
-            ``page.default_limit`` when absent, else the limit.
+            `default_page_size` when absent, else the limit.
 
         Raises:
             ValidationFailed: ``/limit`` out_of_range below 1 or above ``page.max_limit``.
         """
         if limit is None:
-            return self.page_default_limit
+            return self.default_page_size
         if limit < 1 or limit > self.page_max_limit:
             raise ValidationFailed([FieldError(pointer="/limit", code="out_of_range")])
         return limit

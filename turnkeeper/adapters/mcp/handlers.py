@@ -277,7 +277,7 @@ class ToolHandlers:
             # after_seq; a page after a gap moves nothing (the gate's rule), so a frontier
             # still below after_seq tells the gap.
             read_through = session.freshness.frontier(page.target_key).observed_seq
-        limit = args.limit if args.limit is not None else self._settings.page_default_limit
+        limit = args.limit if args.limit is not None else self._settings.default_page_size
         gap_after = read_through if args.after_seq > read_through else None
         return ToolAnswer(
             text=texts.history_text(

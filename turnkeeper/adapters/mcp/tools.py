@@ -151,7 +151,7 @@ def tool_specs(settings: Settings) -> tuple[ToolSpec, ...]:
                         "minimum": 1,
                         "maximum": settings.page_max_limit,
                         "description": (
-                            f"The most messages to return (default {settings.page_default_limit})."
+                            f"The most messages to return (default {settings.default_page_size})."
                         ),
                     },
                 },

@@ -315,7 +315,7 @@ class LiveDelivery:
             RateLimited: when the principal holds ``stream.max_per_principal`` streams.
             ValidationFailed: for a bad cursor.
         """
-        size = self._settings.page_default_limit
+        size = self._settings.default_page_size
         caller = Reader(actor, bearer, self._identity)
 
         async def read(cursor: int | None) -> EventPage:
@@ -344,7 +344,7 @@ class LiveDelivery:
             RateLimited: when the agent holds ``stream.max_per_principal`` streams.
             ValidationFailed: for a bad cursor.
         """
-        size = self._settings.page_default_limit
+        size = self._settings.default_page_size
         if not agent.is_agent:
             # Refused (403, audited) before a place is taken, as a poll is: a person
             # holding its streams is told it may not, not 429 to retry for ever.
