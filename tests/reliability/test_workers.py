@@ -28,6 +28,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.test_metrics import SERVER_METRICS
 from tests.reliability.support_server import (
     OWNER_TOKEN,
     READY_POLL_SECONDS,
@@ -130,10 +131,16 @@ async def test_each_of_two_workers_serves_on_the_shared_socket(
 
 
 async def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of one ``/metrics`` answer, on a new connection."""
+    """Every sample of one ``/metrics`` answer, on a new connection.
+
+    The answer declares every metric of the contract, as one process's does, also those
+    without samples yet (an audit: the shared files knew only the metrics with values).
+    """
     async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as client:
         answer = await client.get(f"{url}/metrics")
     assert answer.status_code == 200, answer.text
+    families = {family.name for family in text_string_to_metric_families(answer.text)}
+    assert families >= SERVER_METRICS, SERVER_METRICS - families
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
         for family in text_string_to_metric_families(answer.text)

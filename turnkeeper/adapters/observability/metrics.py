@@ -99,6 +99,9 @@ _POOL_NAME = "turnkeeper_db_pool_connections"
 _POOL_HELP = "Connections of the PostgreSQL pool by state (waiting: requests waiting for one)."
 
 
+_shared: list[Path] = []
+
+
 def share_process_metrics(directory: Path) -> None:
     """Have this process's metrics written to `directory`, shared with its siblings.
 
@@ -114,12 +117,48 @@ def share_process_metrics(directory: Path) -> None:
     """
     os.environ[SHARED_DIRECTORY_VARIABLE] = str(directory)
     values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+    _shared[:] = [directory]
+
+
+def own_process_metrics() -> None:
+    """Keep this process's metrics in its memory, whatever the environment says.
+
+    prometheus-client reads `SHARED_DIRECTORY_VARIABLE` when it is imported and then
+    writes every value to files in that directory: a variable left in a one-process
+    server's environment would carry its counts over from earlier starts (or stop the
+    start, for a directory that does not exist). The command line calls this first; the
+    workers of a server then share theirs (`share_process_metrics`).
+    """
+    os.environ.pop(SHARED_DIRECTORY_VARIABLE, None)
+    values.ValueClass = values.MutexValue
+    _shared.clear()
 
 
 def shared_directory() -> Path | None:
     """The directory this process shares its metrics in (`share_process_metrics`), if any."""
-    named = os.environ.get(SHARED_DIRECTORY_VARIABLE)
-    return Path(named) if named else None
+    return _shared[0] if _shared else None
+
+
+class _DeclaredFamilies(Collector):
+    """The workers' summed metrics, and every metric of this one declared.
+
+    prometheus-client's `MultiProcessCollector` knows only the metrics that have a value
+    in the files: one without (no run ended yet) would be missing from the answer,
+    where one process declares every metric it has (its help and type, no samples).
+    """
+
+    def __init__(self, own: CollectorRegistry, directory: Path) -> None:
+        self._own = own
+        self._merged = MultiProcessCollector(None, path=str(directory))  # type: ignore[no-untyped-call]
+
+    def collect(self) -> Iterable[Metric]:
+        """The summed metrics, then the others of this process without samples."""
+        merged: list[Metric] = list(self._merged.collect())  # type: ignore[no-untyped-call]
+        yield from merged
+        names = {family.name for family in merged}
+        for family in self._own.collect():
+            if family.name not in names:
+                yield Metric(family.name, family.documentation, family.type, family.unit)
 
 
 def _pool_samples(stats: Mapping[str, int]) -> dict[str, int]:
@@ -278,7 +317,7 @@ class PrometheusMetrics:
                 _POOL_NAME, _POOL_HELP, ["state"], registry=r, multiprocess_mode=_LIVE_SUM
             )
             self._scraped = CollectorRegistry()
-            MultiProcessCollector(self._scraped, path=str(shared))  # type: ignore[no-untyped-call]
+            self._scraped.register(_DeclaredFamilies(r, shared))
         self._initialize_series()
 
     def _initialize_series(self) -> None:
@@ -484,6 +523,7 @@ __all__ = [
     "PrometheusMetrics",
     "attach_metrics",
     "metrics_of",
+    "own_process_metrics",
     "share_process_metrics",
     "shared_directory",
 ]
