@@ -30,6 +30,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -39,6 +40,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.reliability.support_faults import FaultyPostgres, faulty_postgres
+from tests.reliability.support_server import run_cli, server_env
 from turnkeeper.adapters.http import create_app
 from turnkeeper.adapters.postgres.invariants import check_database
 from turnkeeper.adapters.postgres.migrations import migrate
@@ -327,3 +329,22 @@ async def test_a_unit_running_past_the_request_timeout_is_an_unavailable_store(
             assert await cursor.fetchone() == (1,)
     finally:
         await pool.close()
+
+
+async def test_check_and_migrate_end_on_a_frozen_database(tmp_path: Path) -> None:
+    # An audit: `turnkeeper check` waited for ever on a frozen database (no bound on its
+    # connection), where a database that is down ends it at once with one line.
+    with faulty_postgres() as pg:
+        await migrate(pg.uri())
+        env = server_env(pg.uri(), tmp_path, DATABASE__REQUEST_TIMEOUT="1")
+        pg.freeze()
+        try:
+            for command in ("check", "migrate"):
+                # run_cli raises TimeoutExpired for a command that does not end.
+                done = await asyncio.to_thread(run_cli, env, command)
+                assert done.returncode == 1, (command, done.stderr)
+                (line,) = done.stderr.strip().splitlines()
+                assert line.startswith("turnkeeper: "), line
+                assert "Traceback" not in done.stderr
+        finally:
+            pg.thaw()

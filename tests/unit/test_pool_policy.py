@@ -7,9 +7,10 @@ from datetime import timedelta
 import psycopg
 import pytest
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolTimeout, TooManyRequests
 
-from turnkeeper.adapters.postgres.errors import translate
+from turnkeeper.adapters.postgres.errors import bounded_conninfo, translate
 from turnkeeper.adapters.postgres.pool import PoolPolicy
 from turnkeeper.application.errors import RetriableConflict, StoreUnavailable
 from turnkeeper.application.settings import Settings
@@ -85,3 +86,20 @@ def test_timeouts_and_lost_connections_are_an_unavailable_store(error: psycopg.E
 def test_a_lock_timeout_stays_a_retriable_conflict() -> None:
     translated = translate(pg_errors.LockNotAvailable("canceling statement due to lock timeout"))
     assert isinstance(translated, RetriableConflict)
+
+
+@pytest.mark.parametrize(
+    ("conninfo", "seconds", "bounded"),
+    [
+        ("dbname=turnkeeper", 5.0, "5"),
+        ("dbname=turnkeeper", 0.2, "1"),
+        ("dbname=turnkeeper connect_timeout=2", 5.0, "2"),
+        ("dbname=turnkeeper connect_timeout=10", 5.0, "5"),
+        ("dbname=turnkeeper connect_timeout=0", 5.0, "5"),
+    ],
+)
+def test_check_and_migrate_bound_their_connection_attempt(
+    conninfo: str, seconds: float, bounded: str
+) -> None:
+    assert conninfo_to_dict(bounded_conninfo(conninfo, seconds))["connect_timeout"] == bounded
+    assert bounded_conninfo(conninfo, None) == conninfo

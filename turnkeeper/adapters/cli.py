@@ -226,9 +226,14 @@ def _fail(line: str, code: int, stream: TextIO | None = None) -> int:
     return code
 
 
+async def _migrated(conninfo: str, config: Config) -> list[str]:
+    """`migrate`, its connection attempt bounded by ``database.request_timeout``."""
+    return await migrate(conninfo, connect_within=config.settings.request_timeout.total_seconds())
+
+
 async def _migrate(args: argparse.Namespace, config: Config) -> int:
     with database(config) as conninfo:
-        applied = await migrate(conninfo)
+        applied = await _migrated(conninfo, config)
     print_json({"applied": applied})
     return EXIT_OK
 
@@ -244,7 +249,7 @@ async def _jobs(args: argparse.Namespace, config: Config) -> int:
     require_database(config)
     key = signing_key(config)  # a key file that cannot be used stops it before the database
     with database(config) as conninfo:
-        await migrate(conninfo)
+        await _migrated(conninfo, config)
         with process_tracing() as tracing:
             async with postgres_backend(conninfo, config.settings, key) as pg:
                 return await _run_jobs(args, _traced(pg, tracing))
@@ -285,7 +290,9 @@ async def run_jobs_forever(services: Services) -> None:
 
 async def _check(args: argparse.Namespace, config: Config) -> int:
     with database(config) as conninfo:
-        violations = await check_database(conninfo)
+        violations = await check_database(
+            conninfo, connect_within=config.settings.request_timeout.total_seconds()
+        )
     for violation in violations:
         print(violation.line(), flush=True)
     return EXIT_FAILURE if violations else EXIT_OK
@@ -296,7 +303,7 @@ async def _demo_world(args: argparse.Namespace, config: Config) -> int:
     require_database(config)
     key = signing_key(config)  # a key file that cannot be used stops it before the database
     with database(config) as conninfo:
-        await migrate(conninfo)
+        await _migrated(conninfo, config)
         async with (
             postgres_backend(conninfo, config.settings, key) as backend,
             setting_up(conninfo),
@@ -394,7 +401,7 @@ def _shared_metrics(config: Config) -> Iterator[Path | None]:
 async def _prepare_once(
     args: argparse.Namespace, config: Config, conninfo: str, key: bytes
 ) -> None:
-    await migrate(conninfo)
+    await _migrated(conninfo, config)
     async with postgres_backend(conninfo, config.settings, key) as pg:
         await prepare_world(config, pg, demo=args.demo, conninfo=conninfo)
 
@@ -422,7 +429,7 @@ async def _serve_memory(args: argparse.Namespace, config: Config, sock: socket.s
 
 async def _serve(args: argparse.Namespace, config: Config, key: bytes, sock: socket.socket) -> int:
     with database(config) as conninfo:
-        await migrate(conninfo)
+        await _migrated(conninfo, config)
         # After the migrations, before the pool: the pool's connections are traced.
         with process_tracing() as tracing:
             async with postgres_backend(conninfo, config.settings, key) as pg:

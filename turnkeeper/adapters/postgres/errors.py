@@ -28,13 +28,14 @@ connects.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from turnkeeper.application.errors import DuplicateKey, RetriableConflict, StoreUnavailable
 
@@ -199,3 +200,39 @@ def _port(text: str) -> bool:
     if text == "":
         return True
     return bool(_INTEGER.fullmatch(text)) and 1 <= int(text) <= MAX_PORT
+
+
+def connect_timeout(conninfo: str, seconds: float) -> str:
+    """The ``connect_timeout`` of a connection bounded by `seconds`.
+
+    A frozen server accepts the connection's socket and never answers: without a bound
+    the attempt waits for ever. A smaller positive ``connect_timeout`` of the conninfo
+    is kept (libpq reads 0 or less as "wait for ever": the bound holds then).
+
+    Args:
+        conninfo: libpq connection string or URI (parsed by `require_conninfo` first).
+        seconds: the bound (``database.request_timeout``).
+
+    Returns:
+        Whole seconds, as libpq reads them.
+    """
+    bound = math.ceil(seconds)
+    given = conninfo_to_dict(conninfo).get("connect_timeout")
+    if given is not None and int(str(given)) > 0:
+        bound = min(bound, int(str(given)))
+    return str(bound)
+
+
+def bounded_conninfo(conninfo: str, seconds: float | None) -> str:
+    """The connection string with its attempt bounded by `seconds` (`connect_timeout`).
+
+    Args:
+        conninfo: libpq connection string or URI.
+        seconds: the bound; None leaves the string as it is.
+
+    Returns:
+        The connection string to connect with.
+    """
+    if seconds is None:
+        return conninfo
+    return make_conninfo(conninfo, connect_timeout=connect_timeout(conninfo, seconds))

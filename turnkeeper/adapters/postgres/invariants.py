@@ -22,7 +22,7 @@ import attrs
 import psycopg
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.errors import require_conninfo, wrap_errors
+from turnkeeper.adapters.postgres.errors import bounded_conninfo, require_conninfo, wrap_errors
 
 
 class Invariant(enum.StrEnum):
@@ -109,11 +109,13 @@ async def check_invariants(conn: psycopg.AsyncConnection[Any]) -> list[Violation
     return violations
 
 
-async def check_database(conninfo: str) -> list[Violation]:
+async def check_database(conninfo: str, *, connect_within: float | None = None) -> list[Violation]:
     """Connect to a database and run every invariant check.
 
     Args:
         conninfo: libpq connection string or URI.
+        connect_within: seconds the connection attempt may take (``database.request_timeout``;
+            None: libpq's own bound, none by default).
 
     Returns:
         Every violation found.
@@ -124,7 +126,8 @@ async def check_database(conninfo: str) -> list[Violation]:
     """
     require_conninfo(conninfo)
     with wrap_errors():
-        async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+        target = bounded_conninfo(conninfo, connect_within)
+        async with await psycopg.AsyncConnection.connect(target) as conn:
             return await check_invariants(conn)
 
 

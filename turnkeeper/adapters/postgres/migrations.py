@@ -29,7 +29,7 @@ import attrs
 import psycopg
 
 from turnkeeper.adapters.postgres import queries as q
-from turnkeeper.adapters.postgres.errors import require_conninfo, wrap_errors
+from turnkeeper.adapters.postgres.errors import bounded_conninfo, require_conninfo, wrap_errors
 from turnkeeper.application.errors import ApplicationError
 from turnkeeper.application.logs import get_logger
 
@@ -169,12 +169,17 @@ async def _applied(conn: psycopg.AsyncConnection[Any]) -> dict[str, str]:
     return {row.version: row.checksum for row in await q.list_applied_migrations(conn)}
 
 
-async def migrate(conninfo: str, *, directory: Path | None = None) -> list[str]:
+async def migrate(
+    conninfo: str, *, directory: Path | None = None, connect_within: float | None = None
+) -> list[str]:
     """Apply every pending migration, each in one transaction under the advisory lock.
 
     Args:
         conninfo: libpq connection string or URI of the database.
         directory: the migration files (default ``sql/migrations``).
+        connect_within: seconds the connection attempt may take (``database.request_timeout``;
+            None: libpq's own bound, none by default). The migrations themselves are not
+            bounded: one may rewrite a large table.
 
     Then raises the event seq offset when the database was restored into another
     cluster (ADR 0038).
@@ -193,7 +198,8 @@ async def migrate(conninfo: str, *, directory: Path | None = None) -> list[str]:
     bootstrap = (sql_dir() / _BOOTSTRAP).read_bytes()
     applied_now: list[str] = []
     with wrap_errors():
-        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        target = bounded_conninfo(conninfo, connect_within)
+        conn = await psycopg.AsyncConnection.connect(target, autocommit=True)
         async with conn:
             async with conn.transaction():
                 await q.take_migration_lock(conn, lock_key=MIGRATION_LOCK_KEY)

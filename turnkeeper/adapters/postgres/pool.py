@@ -49,6 +49,7 @@ from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 from psycopg_pool.pool_async import AddConnection
 
+from turnkeeper.adapters.postgres.errors import connect_timeout
 from turnkeeper.application.logs import get_logger
 from turnkeeper.application.settings import Settings
 
@@ -122,18 +123,12 @@ class PoolPolicy:
         given = conninfo_to_dict(conninfo)
         options = str(given.get("options") or os.environ.get(_PGOPTIONS, ""))
         statement_ms = math.ceil(self.request_timeout * _MS_PER_SECOND)
-        connect = math.ceil(self.request_timeout)
-        if given.get("connect_timeout"):
-            given_seconds = int(str(given["connect_timeout"]))
-            # libpq reads 0 or less as "wait for ever": the request's bound holds then.
-            if given_seconds > 0:
-                connect = min(connect, given_seconds)
         return {
             "options": (
                 f"{options} -c statement_timeout={statement_ms}"
                 f" -c idle_in_transaction_session_timeout={statement_ms}"
             ).strip(),
-            "connect_timeout": str(connect),
+            "connect_timeout": connect_timeout(conninfo, self.request_timeout),
         }
 
 
