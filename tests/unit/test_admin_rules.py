@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from turnkeeper.domain.admin_rules import name_errors, operator_errors, principal_errors
 from turnkeeper.domain.errors import FieldError
+from turnkeeper.domain.text import WHITE_SPACE
 from turnkeeper.domain.world import BillingMode, OperatorMode, PrincipalKind
 
 HOLDER = uuid.UUID(int=7)
@@ -48,6 +49,10 @@ def errors_of(
         ({"kind": PrincipalKind.APP}, {fe("/kind", "invalid_enum")}),
         ({"handle": ""}, {fe("/handle", "invalid")}),
         ({"handle": "alex sam"}, {fe("/handle", "invalid")}),
+        ({"handle": "alex\u3000sam"}, {fe("/handle", "invalid")}),
+        ({"handle": "\u2028"}, {fe("/handle", "invalid")}),
+        # Control characters, not white space: one word.
+        ({"handle": "alex\x1fsam"}, set()),
         ({"handle": "a" * (LIMIT + 1)}, {fe("/handle", "too_long")}),
         ({"handle": "a" * LIMIT}, set()),
         ({"billing_mode": BillingMode.PERSONAL}, {fe("/billing_mode", "agents_only")}),
@@ -128,7 +133,9 @@ def test_principal_rules_accept_exactly_the_valid_requests(
 ) -> None:
     found = errors_of(kind, handle, billing_mode, holder_id, supports_followups)
     # A NUL is refused in every text member (invalid_character), handles included.
-    one_word = bool(handle) and len(handle.split()) == 1 and "\x00" not in handle
+    # One word: no white space (Unicode's) but around it.
+    inner = handle.strip(WHITE_SPACE)
+    one_word = bool(inner) and not any(c in WHITE_SPACE for c in inner) and "\x00" not in handle
     if kind is PrincipalKind.AGENT:
         personal = billing_mode is BillingMode.PERSONAL
         valid = one_word and len(handle) <= LIMIT and personal == (holder_id is not None)

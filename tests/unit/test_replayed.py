@@ -123,3 +123,23 @@ def test_an_audience_stored_with_its_repeats_replays(first_of_thread: bool) -> N
     draft = MessageDraft(client_msg_id="R1", content="Only for you", restricted_to=tuple(audience))
     digests = draft_digests(PLACE, draft, AUTHOR, first_of_thread=first_of_thread, title=None)
     assert _replays(_stored(_v1(parts)), digests)
+
+
+@pytest.mark.parametrize("title", ["\x1f", " \x1c\x1d\x1e "])
+def test_a_thread_whose_title_of_separators_counted_as_none_replays(title: str) -> None:
+    # Before 2026-12-07 the information separators U+001C to U+001F were white space: a
+    # title of them alone counted as none, and the digest held no title (an audit saw
+    # the retry answered 409).
+    draft = MessageDraft(client_msg_id="T1", content="First", restricted_to=None)
+    stored, _ = draft_digests(PLACE, draft, AUTHOR, first_of_thread=True, title=None)
+    digests = draft_digests(PLACE, draft, AUTHOR, first_of_thread=True, title=title)
+    assert digests[0] != stored
+    assert _replays(_stored(stored), digests)
+
+
+def test_a_title_with_separators_and_text_was_no_blank_title() -> None:
+    draft = MessageDraft(client_msg_id="T1", content="First", restricted_to=None)
+    stored, _ = draft_digests(PLACE, draft, AUTHOR, first_of_thread=True, title=None)
+    digests = draft_digests(PLACE, draft, AUTHOR, first_of_thread=True, title="\x1fPlans")
+    with pytest.raises(IdempotencyConflict):
+        replayed(_stored(stored), *digests)

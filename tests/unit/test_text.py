@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnkeeper.domain.text import WHITE_SPACE, is_blank, is_space, lines, stripped
+from turnkeeper.domain.text import WHITE_SPACE, is_blank, is_space, lines, stripped, words
 
 #: The information separators: Python's isspace says True, Unicode's White_Space no.
 SEPARATORS = "\x1c\x1d\x1e\x1f"
@@ -68,3 +68,22 @@ def test_lines_join_back_to_the_text_without_its_breaks(text: str) -> None:
     assert "".join(lines(text)) == "".join(
         char for char in text.replace("\r\n", "") if char not in "\n\v\f\r\x85\u2028\u2029"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", []),
+        ("  Alex\u3000 Sam\n", ["Alex", "Sam"]),
+        ("Alex\x1fSam", ["Alex\x1fSam"]),
+    ],
+)
+def test_words(text: str, expected: list[str]) -> None:
+    assert words(text) == expected
+
+
+@given(st.text())
+def test_words_are_what_python_splits_apart_from_the_separators(text: str) -> None:
+    if not any(char in SEPARATORS for char in text):
+        assert words(text) == text.split()
+    assert all(not any(is_space(char) for char in word) and word for word in words(text))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 
 from turnkeeper.domain.errors import FieldError, character_errors
-from turnkeeper.domain.text import is_blank
+from turnkeeper.domain.text import is_blank, words
 from turnkeeper.domain.world import BillingMode, OperatorMode, PrincipalKind
 
 
@@ -45,7 +45,7 @@ def principal_errors(
     errors: list[FieldError] = []
     if kind is PrincipalKind.APP:
         errors.append(FieldError(pointer="/kind", code="invalid_enum"))
-    if not handle or len(handle.split()) != 1:
+    if len(words(handle)) != 1:
         errors.append(FieldError(pointer="/handle", code="invalid"))
     elif nul := character_errors({"/handle": handle}):
         errors.extend(nul)

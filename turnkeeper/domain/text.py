@@ -5,7 +5,8 @@ separators U+001C to U+001F as white space, and U+001C to U+001E as line breaks.
 does not (they lack the White_Space property and are no line terminators): they are
 control characters, which a message may hold like any other. Every rule that asks
 whether a text is blank (content, titles, names, token labels, the chunks of a logical
-send) or reads a text's lines (an agent thread's title) uses these functions, so that a
+send), splits it into words (a handle is one) or reads its lines (an agent thread's
+title) uses these functions, so that a
 blank text means the same everywhere.
 """
 
@@ -20,6 +21,7 @@ WHITE_SPACE = (
     + "\u2028\u2029\u202f\u205f\u3000"
 )
 _SPACE = frozenset(WHITE_SPACE)
+_SPACE_RUN = re.compile(f"[{re.escape(WHITE_SPACE)}]+")
 # Unicode's line terminators (UAX 14 mandatory breaks, and CR LF as one).
 _LINE_BREAK = re.compile("\r\n|[\n\v\f\r\x85\u2028\u2029]")
 
@@ -42,3 +44,8 @@ def stripped(text: str) -> str:
 def lines(text: str) -> list[str]:
     """The lines of a text, split at Unicode's line breaks (CR LF counts as one)."""
     return _LINE_BREAK.split(text)
+
+
+def words(text: str) -> list[str]:
+    """The words of a text: its runs of characters between white space."""
+    return [word for word in _SPACE_RUN.split(text) if word]

@@ -211,6 +211,19 @@ def is_json_media_type(content_type: str | None) -> bool:
     return media == "application/json" or (media.count("/") == 1 and media.endswith("+json"))
 
 
+def _content_type(request: Request[Any, Any, Any]) -> str | None:
+    """The request's ``Content-Type``; one given twice reads as a proxy joins them.
+
+    The field is no list (RFC 9110, section 8.3): ``application/json`` with
+    ``text/plain`` after it is no JSON body, as the one line ``application/json,
+    text/plain`` is not (the first of the two lines was read alone).
+    """
+    given = request.headers.getall("content-type", [])
+    if not given:
+        return None
+    return given[0] if len(given) == 1 else ", ".join(given)
+
+
 def _coded(encodings: list[str]) -> bool:
     """Whether ``Content-Encoding`` names a coding other than ``identity`` (no coding)."""
     return any(
@@ -325,11 +338,7 @@ def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeReque
         # whatever media type (``curl -d ''`` sends a form's): it is read before the
         # media type is judged.
         may_be_empty = _takes_optional_body(request)
-        if (
-            kind is not None
-            and not may_be_empty
-            and not is_json_media_type(request.headers.get("content-type"))
-        ):
+        if kind is not None and not may_be_empty and not is_json_media_type(_content_type(request)):
             raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
         try:
             body = await request.body()
@@ -343,13 +352,13 @@ def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeReque
         if may_be_empty:
             if not body:
                 return
-            if not is_json_media_type(request.headers.get("content-type")):
+            if not is_json_media_type(_content_type(request)):
                 raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
         hostile = hostile_member(body, max_depth)
         if hostile is not None:
             raise ValidationFailed([hostile])
         if kind is None:
-            unexpected = unexpected_body(request.headers.get("content-type"), body)
+            unexpected = unexpected_body(_content_type(request), body)
             if unexpected is not None:
                 raise unexpected
             return

@@ -385,7 +385,8 @@ def draft_digests(
     none as none (`given_title`). The earlier ones are what versions before stored
     under the same ``v1:`` prefix, so that their retries still replay: the inputs read
     as given; before 2026-12-06 the audience as a sorted list that kept a repeated id,
-    and a thread's title joined to its content by a line break, with no reply.
+    and a thread's title joined to its content by a line break, with no reply; before
+    2026-12-07 a title of the information separators U+001C to U+001F as none.
 
     Args:
         place_id: the thread (createThread: the channel).
@@ -433,6 +434,18 @@ def draft_digests(
                     place_id, f"{title or ''}\n{draft.content}", None, given, audience_repeats=True
                 )
             )
+            if title is not None and not title.strip() and given_title(title) is not None:
+                # Before 2026-12-07 Python's white space (the information separators
+                # U+001C to U+001F too) made a title count as none.
+                forms.append(
+                    payload_digest(
+                        place_id,
+                        draft.content,
+                        draft.reply_to_id,
+                        stored_audience(draft.restricted_to, author_id),
+                        title="",
+                    )
+                )
         return tuple(forms)
 
     return digest, earlier
