@@ -33,7 +33,10 @@ from turnkeeper.adapters.http.workers import ListenFailed, listening_socket, run
 from turnkeeper.adapters.logging import configure_from_settings
 from turnkeeper.adapters.mcp.command import add_command as add_mcp_command
 from turnkeeper.adapters.mcp.command import port_number, run_mcp
-from turnkeeper.adapters.observability.metrics import own_process_metrics, share_process_metrics
+from turnkeeper.adapters.observability.shared_metrics import (
+    own_process_metrics,
+    share_process_metrics,
+)
 from turnkeeper.adapters.observability.tracing import OtelTracing, process_tracing
 from turnkeeper.adapters.postgres.embedded import EmbeddedServerMissing
 from turnkeeper.adapters.postgres.invariants import check_database

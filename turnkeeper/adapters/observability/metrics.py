@@ -5,7 +5,7 @@ registry of its own: it turns each committed unit's changes and each committed s
 answer into counters and histograms, and it is what ``GET /metrics`` exposes. Every
 process (each ``turnkeeper serve``) has its own registry; Prometheus scrapes every
 process and sums over them (docs/operations.md). The workers of one server
-(``http.workers`` above 1) share theirs instead (`share_process_metrics`, ADR 0043):
+(``http.workers`` above 1) share theirs instead (`shared_metrics`, ADR 0043):
 each writes its values to files of a directory the parent made, and whichever worker
 answers a scrape sums every worker's, so that one scrape shows the whole server.
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -32,15 +31,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, values
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.gc_collector import GCCollector
-from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from turnkeeper.adapters.observability.shared_metrics import SharedFamilies, shared_directory
 from turnkeeper.application.telemetry import (
     NO_SPAN,
     AttributeValue,
@@ -91,74 +90,10 @@ _DENIAL_REASONS = frozenset(
 
 #: Pool statistics as psycopg_pool's ``get_stats()`` returns them.
 PoolStats = Callable[[], Mapping[str, int]]
-#: The environment variable that names the directory of shared metrics (prometheus-client's).
-SHARED_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 #: How the workers' values of a gauge add up: the sum over the workers alive.
 _LIVE_SUM: Final = "livesum"
 _POOL_NAME = "turnkeeper_db_pool_connections"
 _POOL_HELP = "Connections of the PostgreSQL pool by state (waiting: requests waiting for one)."
-
-
-_shared: list[Path] = []
-
-
-def share_process_metrics(directory: Path) -> None:
-    """Have this process's metrics written to `directory`, shared with its siblings.
-
-    Called in each worker process, after its fork and before its metrics are made; the
-    `PrometheusMetrics` made afterwards (`attach_metrics`) answer for every process that
-    writes to `directory`. It changes prometheus-client for the whole process (its
-    environment variable and its value class), so it is for processes that are workers
-    of one server and nothing else.
-
-    Args:
-        directory: an existing directory, the same for every worker and fresh for each
-            server start (a counter in it would otherwise go on from the last start).
-    """
-    os.environ[SHARED_DIRECTORY_VARIABLE] = str(directory)
-    values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
-    _shared[:] = [directory]
-
-
-def own_process_metrics() -> None:
-    """Keep this process's metrics in its memory, whatever the environment says.
-
-    prometheus-client reads `SHARED_DIRECTORY_VARIABLE` when it is imported and then
-    writes every value to files in that directory: a variable left in a one-process
-    server's environment would carry its counts over from earlier starts (or stop the
-    start, for a directory that does not exist). The command line calls this first; the
-    workers of a server then share theirs (`share_process_metrics`).
-    """
-    os.environ.pop(SHARED_DIRECTORY_VARIABLE, None)
-    values.ValueClass = values.MutexValue
-    _shared.clear()
-
-
-def shared_directory() -> Path | None:
-    """The directory this process shares its metrics in (`share_process_metrics`), if any."""
-    return _shared[0] if _shared else None
-
-
-class _DeclaredFamilies(Collector):
-    """The workers' summed metrics, and every metric of this one declared.
-
-    prometheus-client's `MultiProcessCollector` knows only the metrics that have a value
-    in the files: one without (no run ended yet) would be missing from the answer,
-    where one process declares every metric it has (its help and type, no samples).
-    """
-
-    def __init__(self, own: CollectorRegistry, directory: Path) -> None:
-        self._own = own
-        self._merged = MultiProcessCollector(None, path=str(directory))  # type: ignore[no-untyped-call]
-
-    def collect(self) -> Iterable[Metric]:
-        """The summed metrics, then the others of this process without samples."""
-        merged: list[Metric] = list(self._merged.collect())  # type: ignore[no-untyped-call]
-        yield from merged
-        names = {family.name for family in merged}
-        for family in self._own.collect():
-            if family.name not in names:
-                yield Metric(family.name, family.documentation, family.type, family.unit)
 
 
 def _pool_samples(stats: Mapping[str, int]) -> dict[str, int]:
@@ -317,7 +252,7 @@ class PrometheusMetrics:
                 _POOL_NAME, _POOL_HELP, ["state"], registry=r, multiprocess_mode=_LIVE_SUM
             )
             self._scraped = CollectorRegistry()
-            self._scraped.register(_DeclaredFamilies(r, shared))
+            self._scraped.register(SharedFamilies(r, shared))
         self._initialize_series()
 
     def _initialize_series(self) -> None:
@@ -516,14 +451,10 @@ __all__ = [
     "REASON_NONE",
     "RUN_DURATION_BUCKETS",
     "SEQ_DELTA_BUCKETS",
-    "SHARED_DIRECTORY_VARIABLE",
     "TARGET_TYPE_THREAD",
     "UNMATCHED_ROUTE",
     "PoolStats",
     "PrometheusMetrics",
     "attach_metrics",
     "metrics_of",
-    "own_process_metrics",
-    "share_process_metrics",
-    "shared_directory",
 ]
