@@ -229,9 +229,14 @@ def _fail(line: str, code: int, stream: TextIO | None = None) -> int:
     return code
 
 
+def _connect_within(config: Config) -> float:
+    """Seconds a command's connection attempt may take: ``database.request_timeout``."""
+    return config.settings.request_timeout.total_seconds()
+
+
 async def _migrated(conninfo: str, config: Config) -> list[str]:
-    """`migrate`, its connection attempt bounded by ``database.request_timeout``."""
-    return await migrate(conninfo, connect_within=config.settings.request_timeout.total_seconds())
+    """`migrate`, its connection attempt bounded (`_connect_within`)."""
+    return await migrate(conninfo, connect_within=_connect_within(config))
 
 
 async def _migrate(args: argparse.Namespace, config: Config) -> int:
@@ -293,9 +298,7 @@ async def run_jobs_forever(services: Services) -> None:
 
 async def _check(args: argparse.Namespace, config: Config) -> int:
     with database(config) as conninfo:
-        violations = await check_database(
-            conninfo, connect_within=config.settings.request_timeout.total_seconds()
-        )
+        violations = await check_database(conninfo, connect_within=_connect_within(config))
     for violation in violations:
         print(violation.line(), flush=True)
     return EXIT_FAILURE if violations else EXIT_OK

@@ -338,7 +338,8 @@ def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeReque
         # whatever media type (``curl -d ''`` sends a form's): it is read before the
         # media type is judged.
         may_be_empty = _takes_optional_body(request)
-        if kind is not None and not may_be_empty and not is_json_media_type(_content_type(request)):
+        content_type = _content_type(request)
+        if kind is not None and not may_be_empty and not is_json_media_type(content_type):
             raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
         try:
             body = await request.body()
@@ -352,13 +353,13 @@ def body_guard(max_depth: int, queries: QueryGuard | None = None) -> BeforeReque
         if may_be_empty:
             if not body:
                 return
-            if not is_json_media_type(_content_type(request)):
+            if not is_json_media_type(content_type):
                 raise HTTPException(status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE)
         hostile = hostile_member(body, max_depth)
         if hostile is not None:
             raise ValidationFailed([hostile])
         if kind is None:
-            unexpected = unexpected_body(_content_type(request), body)
+            unexpected = unexpected_body(content_type, body)
             if unexpected is not None:
                 raise unexpected
             return
