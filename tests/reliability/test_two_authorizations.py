@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.reliability.support_server import OWNER_TOKEN
 from tests.reliability.test_slow_clients import _port, memory_server, parser  # noqa: F401
-from tests.reliability.test_unread_requests import _exchange, _new_thread
+from tests.reliability.test_unread_requests import _exchange, _new_thread, _stored_contents
 
 #: The second header of each case.
 SECONDS = {
@@ -48,6 +47,4 @@ async def test_two_authorization_headers_are_401_and_store_nothing(
             status, headers, answer = await _exchange(_port(url), request)
             assert (status, answer["code"]) == (401, "unauthenticated")
             assert headers["www-authenticate"] == "Bearer"
-        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {OWNER_TOKEN}"}) as client:
-            listed = await client.get(f"{url}/v1/threads/{thread}/messages")
-        assert listed.json()["messages"] == []
+        assert await _stored_contents(url, thread) == []

@@ -128,6 +128,14 @@ async def _new_thread(url: str) -> str:
         return str(channel.json()["main_thread_id"])
 
 
+async def _stored_contents(url: str, thread: str) -> list[str]:
+    """The contents of the messages stored in a thread, read by the owner."""
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {OWNER_TOKEN}"}) as client:
+        listed = await client.get(f"{url}/v1/threads/{thread}/messages")
+    assert listed.status_code == 200, listed.text
+    return [message["content"] for message in listed.json()["messages"]]
+
+
 def _post_message(thread: str, content: str, head_size: int, hosts: int) -> bytes:
     """A POST of a message by the owner, its head `head_size` bytes with `hosts` Host lines."""
     body = json.dumps({"content": content, "client_msg_id": content}).encode()
@@ -217,9 +225,7 @@ async def test_a_message_refused_unread_is_not_stored(
         stored = _post_message(thread, "at the bound", HEADER_LIMIT, hosts=1)
         status, _, _ = await _exchange(_port(url), stored)
         assert status == 201
-        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {OWNER_TOKEN}"}) as client:
-            listed = await client.get(f"{url}/v1/threads/{thread}/messages")
-        assert [m["content"] for m in listed.json()["messages"]] == ["at the bound"]
+        assert await _stored_contents(url, thread) == ["at the bound"]
 
 
 async def test_an_http_1_1_request_needs_exactly_one_host_line(
@@ -336,9 +342,7 @@ async def test_a_running_requests_broken_chunk_is_400_at_once_and_logged_once(
             assert await _request_lines(tmp_path / "serve.log", headers["x-correlation-id"]) == [
                 (400, "/v1/threads/{thread_id}/messages")
             ]
-        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {OWNER_TOKEN}"}) as client:
-            listed = await client.get(f"{url}/v1/threads/{thread}/messages")
-        assert listed.json()["messages"] == []
+        assert await _stored_contents(url, thread) == []
 
 
 async def test_a_broken_chunk_pipelined_behind_a_request_is_answered_after_it(
