@@ -18,6 +18,7 @@ from turnkeeper.domain.messaging import (
     payload_digest,
     visible_to,
 )
+from turnkeeper.domain.text import is_blank
 from turnkeeper.domain.world import PrincipalKind
 
 MAX_BYTES = 64
@@ -32,7 +33,7 @@ storable = st.characters(codec="utf-8", exclude_characters=NUL)
 
 
 def fits(text: str) -> bool:
-    return bool(text.strip()) and len(text.encode("utf-8")) <= MAX_BYTES
+    return not is_blank(text) and len(text.encode("utf-8")) <= MAX_BYTES
 
 
 valid_contents = st.text(storable, min_size=1, max_size=MAX_BYTES).filter(fits)
@@ -129,7 +130,7 @@ def test_content_limit_counts_utf8_bytes(content: str, limit: int) -> None:
         draft, author_kind=PrincipalKind.PERSON, kind=None, max_content_bytes=limit
     )
     codes = {(e.pointer, e.code) for e in errors}
-    if not content.strip():
+    if is_blank(content):
         assert codes == {("/content", "required")}
     elif NUL in content:
         assert codes == {("/content", "invalid_character")}
