@@ -83,8 +83,11 @@ WHERE t.id = sqlc.arg(id);
 -- one column, and no row at all for an unknown or revoked token, so the post is
 -- authenticated in the round trip of its facts, ADR 0026); the thread with its channel
 -- and space (NULL columns for an unknown thread), the thread row locked (FOR UPDATE OF
--- the thread only: the channel and space are read, not changed; the lock
--- AllocateThreadSeq takes, held until the unit ends); the author's grants, each as [id,
+-- the thread: the lock AllocateThreadSeq takes, held until the unit ends) and the
+-- channel row held (FOR SHARE, after the thread: a change of the channel, which locks
+-- its row, waits for the post, and a post that waited for its thread reads the channel
+-- as committed then, not as its snapshot had it; spaces never change); the author's
+-- grants, each as [id,
 -- resource_kind, resource_id, level, created_at] in id order (a JSON array: one column
 -- for any number of grants); the id of the message the author stored under the
 -- request's client id (NULL when none); and, when `limit_class` is set, the take of one
@@ -92,8 +95,8 @@ WHERE t.id = sqlc.arg(id);
 -- the client id is stored already or no take was asked for). The take reads the locked
 -- row, so it runs after the thread lock is granted: the thread lock before the bucket
 -- lock, the order every unit takes them in. No thread is locked and no token taken for
--- an unknown caller. The locked row is the thread's newest version; the rest is read in
--- the statement's snapshot (ADR 0024).
+-- an unknown caller. The locked rows are the thread's and channel's newest versions; the
+-- rest is read in the statement's snapshot (ADR 0024, ADR 0044).
 -- name: GetPostFacts :one
 WITH token AS (
     SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
@@ -126,7 +129,7 @@ target AS (
     JOIN channels c ON c.id = t.channel_id
     JOIN spaces s ON s.id = c.space_id
     WHERE t.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM caller)
-    FOR UPDATE OF t
+    FOR UPDATE OF t FOR SHARE OF c
 ),
 -- The caller of a token as one JSON array (no row when the author was given by id: the
 -- unit knows it already, one NULL column then): [id, kind, handle, display_name,

@@ -21,13 +21,16 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
-from tests.support.locks import wait_until_blocked
+from tests.support.locks import backend_pid, wait_until_blocked
+from tests.support.scenario import draft
 from tests.support.services import services_over
 from turnkeeper.application.bootstrap import Services
 from turnkeeper.application.demo import DemoWorld, build_demo_world
 from turnkeeper.application.ports import UnitOfWorkFactory
+from turnkeeper.application.transactions import AccessDenied
+from turnkeeper.domain.authorization import DenyReason
 from turnkeeper.domain.errors import NotFound
-from turnkeeper.domain.world import ChannelType, Level, ResourceKind
+from turnkeeper.domain.world import ChannelType, Level, OperatorMode, ResourceKind
 
 T = TypeVar("T")
 
@@ -135,3 +138,141 @@ async def test_a_grant_deleted_while_its_delete_waited_is_not_found(
 async def _audit_of(services: Services, subject_id: uuid.UUID) -> list[object]:
     async with services.uow() as uow:
         return list(await uow.audit.changes(subject_id))
+
+
+async def _posted_behind_held_thread(
+    conninfo: str,
+    thread_id: uuid.UUID,
+    post: Callable[[], Coroutine[Any, Any, T]],
+    change: Callable[[], Coroutine[Any, Any, object]],
+) -> T:
+    """Run `post` queued behind another session's lock of the thread; `change` commits
+    while the post waits, then the holder commits and the post goes on."""
+    async with await psycopg.AsyncConnection.connect(conninfo) as holder:
+        await holder.execute(
+            b"SELECT 1 FROM threads WHERE id = %(id)s FOR UPDATE", {"id": thread_id}
+        )
+        waiting = asyncio.create_task(post())
+        await wait_until_blocked(conninfo, holder.info.backend_pid)
+        # The change does not wait for a post that waits for its thread.
+        await change()
+        assert not waiting.done(), "the post must wait for the held thread"
+        await holder.commit()
+    return await waiting
+
+
+async def test_a_post_that_waited_for_its_thread_sees_an_archive_committed_meanwhile(
+    pg_conninfo: str, world_on_pg: tuple[Services, DemoWorld]
+) -> None:
+    # Found by a black-box audit: the post read its channel in the snapshot taken before
+    # its thread lock wait, so posts queued in a busy thread were stored (201) in a
+    # channel whose archive had answered, and another post had been refused, before.
+    services, world = world_on_pg
+    robin = world.owner.principal
+    for round_ in range(ROUNDS):
+        channel = await services.admin.create_channel(
+            robin, world.spaces["support"].id, name=f"archive {round_}", type=ChannelType.TEXT
+        )
+        assert channel.main_thread_id is not None
+        with pytest.raises(AccessDenied) as denied:
+            await _posted_behind_held_thread(
+                pg_conninfo,
+                channel.main_thread_id,
+                partial(
+                    services.conversation.create_message,
+                    robin,
+                    channel.main_thread_id,
+                    draft(f"a{round_}"),
+                ),
+                partial(services.admin.archive_channel, robin, channel.id),
+            )
+        assert (denied.value.code, denied.value.reason) == (
+            "channel_read_only",
+            DenyReason.CHANNEL_ARCHIVED,
+        )
+        page = await services.conversation.list_messages(robin, channel.main_thread_id)
+        assert page.messages == []
+
+
+async def test_a_post_that_waited_for_its_thread_sees_an_operator_change_committed_meanwhile(
+    pg_conninfo: str, world_on_pg: tuple[Services, DemoWorld]
+) -> None:
+    # The main thread follows its channel's current operator: the old operator's post,
+    # queued behind the thread lock while the change committed, must not be stored.
+    services, world = world_on_pg
+    robin, lotse, texter = (world.principal(h) for h in ("robin", "lotse", "texter"))
+    for round_ in range(ROUNDS):
+        channel = await services.admin.create_channel(
+            robin, world.spaces["support"].id, name=f"operator {round_}", type=ChannelType.TEXT
+        )
+        assert channel.main_thread_id is not None
+        with pytest.raises(AccessDenied) as denied:
+            await _posted_behind_held_thread(
+                pg_conninfo,
+                channel.main_thread_id,
+                partial(
+                    services.conversation.create_message,
+                    lotse,
+                    channel.main_thread_id,
+                    draft(f"o{round_}"),
+                ),
+                partial(
+                    services.admin.set_operator,
+                    robin,
+                    channel.id,
+                    mode=OperatorMode.AGENT,
+                    operator_id=texter.id,
+                ),
+            )
+        assert denied.value.code == "not_found"
+        page = await services.conversation.list_messages(robin, channel.main_thread_id)
+        assert page.messages == []
+
+
+async def test_a_channel_change_waits_for_a_post_that_read_the_channel(
+    pg_conninfo: str, world_on_pg: tuple[Services, DemoWorld], pg_uow_factory: UnitOfWorkFactory
+) -> None:
+    # A post holds its channel's row (FOR KEY SHARE) from its facts to its commit, so an
+    # archive that answers has no post of the old channel still to commit behind it.
+    services, world = world_on_pg
+    robin = world.owner.principal
+    for round_ in range(ROUNDS):
+        channel = await services.admin.create_channel(
+            robin, world.spaces["support"].id, name=f"held {round_}", type=ChannelType.TEXT
+        )
+        assert channel.main_thread_id is not None
+        async with pg_uow_factory() as uow:
+            facts = await uow.threads.post_facts(channel.main_thread_id, robin.id, f"h{round_}")
+            assert facts is not None
+            assert facts.target.channel.archived is False
+            archive = asyncio.create_task(services.admin.archive_channel(robin, channel.id))
+            await wait_until_blocked(pg_conninfo, backend_pid(uow))
+            assert not archive.done(), "the archive must wait for the post's unit"
+        assert (await archive).archived is True
+
+
+async def test_a_thread_created_while_an_archive_waits_is_refused(
+    pg_conninfo: str, world_on_pg: tuple[Services, DemoWorld]
+) -> None:
+    # A thread's creation holds its channel's row from its read to its commit: created
+    # behind an uncommitted archive, it sees the archive and is refused.
+    services, world = world_on_pg
+    robin = world.owner.principal
+    for round_ in range(ROUNDS):
+        channel = await services.admin.create_channel(
+            robin, world.spaces["support"].id, name=f"forum {round_}", type=ChannelType.FORUM
+        )
+        with pytest.raises(AccessDenied) as denied:
+            await _behind_held_change(
+                pg_conninfo,
+                "UPDATE channels SET archived = true WHERE id = %(id)s",
+                {"id": channel.id},
+                partial(
+                    services.conversation.create_thread,
+                    robin,
+                    channel.id,
+                    title="late",
+                    first_message=draft(f"t{round_}"),
+                ),
+            )
+        assert denied.value.code == "channel_read_only"

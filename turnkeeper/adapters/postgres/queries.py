@@ -987,6 +987,8 @@ _INSERT_CHANNEL = """INSERT INTO channels (
 
 _GET_CHANNEL = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = %(p1)s"""
 
+_HOLD_CHANNEL = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = %(p1)s FOR SHARE"""
+
 _LOCK_CHANNEL = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = %(p1)s FOR UPDATE"""
 
 _UPDATE_CHANNEL = """UPDATE channels
@@ -1655,7 +1657,7 @@ target AS (
     JOIN channels c ON c.id = t.channel_id
     JOIN spaces s ON s.id = c.space_id
     WHERE t.id = %(p4)s AND EXISTS (SELECT 1 FROM caller)
-    FOR UPDATE OF t
+    FOR UPDATE OF t FOR SHARE OF c
 ),
 who AS (
     SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
@@ -2108,6 +2110,29 @@ async def get_channel(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> C
     """
     async with conn.cursor(row_factory=args_row(ChannelRow)) as cur:
         await cur.execute(_GET_CHANNEL, {"p1": id})
+        return await cur.fetchone()
+
+
+async def hold_channel(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> ChannelRow | None:
+    """Run HoldChannel (:one, sql/queries/channels.sql).
+
+    A write in the channel (a new thread) reads the channel under a share lock held until
+    the unit ends: a change of the channel (LockChannel) waits for the write, and a change
+    committed while the read waited is read.
+
+    SQL::
+
+        SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = $1 FOR SHARE
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(ChannelRow)) as cur:
+        await cur.execute(_HOLD_CHANNEL, {"p1": id})
         return await cur.fetchone()
 
 
@@ -5350,8 +5375,11 @@ async def get_post_facts(
     one column, and no row at all for an unknown or revoked token, so the post is
     authenticated in the round trip of its facts, ADR 0026); the thread with its channel
     and space (NULL columns for an unknown thread), the thread row locked (FOR UPDATE OF
-    the thread only: the channel and space are read, not changed; the lock
-    AllocateThreadSeq takes, held until the unit ends); the author's grants, each as [id,
+    the thread: the lock AllocateThreadSeq takes, held until the unit ends) and the
+    channel row held (FOR SHARE, after the thread: a change of the channel, which locks
+    its row, waits for the post, and a post that waited for its thread reads the channel
+    as committed then, not as its snapshot had it; spaces never change); the author's
+    grants, each as [id,
     resource_kind, resource_id, level, created_at] in id order (a JSON array: one column
     for any number of grants); the id of the message the author stored under the
     request's client id (NULL when none); and, when `limit_class` is set, the take of one
@@ -5359,8 +5387,8 @@ async def get_post_facts(
     the client id is stored already or no take was asked for). The take reads the locked
     row, so it runs after the thread lock is granted: the thread lock before the bucket
     lock, the order every unit takes them in. No thread is locked and no token taken for
-    an unknown caller. The locked row is the thread's newest version; the rest is read in
-    the statement's snapshot (ADR 0024).
+    an unknown caller. The locked rows are the thread's and channel's newest versions; the
+    rest is read in the statement's snapshot (ADR 0024, ADR 0044).
     The caller of a token as one JSON array (no row when the author was given by id: the
     unit knows it already, one NULL column then): [id, kind, handle, display_name,
     is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups,
@@ -5401,7 +5429,7 @@ async def get_post_facts(
             JOIN channels c ON c.id = t.channel_id
             JOIN spaces s ON s.id = c.space_id
             WHERE t.id = $4 AND EXISTS (SELECT 1 FROM caller)
-            FOR UPDATE OF t
+            FOR UPDATE OF t FOR SHARE OF c
         ),
         who AS (
             SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
@@ -5809,6 +5837,7 @@ keep_statements(
         _LIST_AUDIT_CHANGES,
         _INSERT_CHANNEL,
         _GET_CHANNEL,
+        _HOLD_CHANNEL,
         _LOCK_CHANNEL,
         _UPDATE_CHANNEL,
         _LIST_CHANNELS,
