@@ -12,16 +12,12 @@ INSERT INTO channels (
 -- name: GetChannel :one
 SELECT * FROM channels WHERE id = sqlc.arg(id);
 
--- A write in the channel (a new thread) reads the channel under a share lock held until
--- the unit ends: a change of the channel (LockChannel) waits for the write, and a change
--- committed while the read waited is read.
--- name: HoldChannel :one
-SELECT * FROM channels WHERE id = sqlc.arg(id) FOR SHARE;
-
 -- An administrative change's read of the row it writes back whole: a change committed
--- while it waited is read, not overwritten.
+-- while it waited is read, not overwritten. FOR NO KEY UPDATE, the mode of the UPDATE
+-- that follows: two changes serialize, and neither waits for a thread being created in
+-- the channel (its foreign key holds the row FOR KEY SHARE; ADR 0044).
 -- name: LockChannel :one
-SELECT * FROM channels WHERE id = sqlc.arg(id) FOR UPDATE;
+SELECT * FROM channels WHERE id = sqlc.arg(id) FOR NO KEY UPDATE;
 
 -- name: UpdateChannel :execrows
 UPDATE channels

@@ -84,10 +84,9 @@ WHERE t.id = sqlc.arg(id);
 -- authenticated in the round trip of its facts, ADR 0026); the thread with its channel
 -- and space (NULL columns for an unknown thread), the thread row locked (FOR UPDATE OF
 -- the thread: the lock AllocateThreadSeq takes, held until the unit ends) and the
--- channel row held (FOR SHARE, after the thread: a change of the channel, which locks
--- its row, waits for the post, and a post that waited for its thread reads the channel
--- as committed then, not as its snapshot had it; spaces never change); the author's
--- grants, each as [id,
+-- channel read after the lock is granted, unlocked (`chan`: a post that waited for its
+-- busy thread decides on a change of the channel committed meanwhile, and no change of
+-- the channel waits for the posts; spaces never change); the author's grants, each as [id,
 -- resource_kind, resource_id, level, created_at] in id order (a JSON array: one column
 -- for any number of grants); the id of the message the author stored under the
 -- request's client id (NULL when none); and, when `limit_class` is set, the take of one
@@ -95,8 +94,8 @@ WHERE t.id = sqlc.arg(id);
 -- the client id is stored already or no take was asked for). The take reads the locked
 -- row, so it runs after the thread lock is granted: the thread lock before the bucket
 -- lock, the order every unit takes them in. No thread is locked and no token taken for
--- an unknown caller. The locked rows are the thread's and channel's newest versions; the
--- rest is read in the statement's snapshot (ADR 0024, ADR 0044).
+-- an unknown caller. The locked row is the thread's newest version and the channel is read
+-- after it; the rest is read in the statement's snapshot (ADR 0024, ADR 0044).
 -- name: GetPostFacts :one
 WITH token AS (
     SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
@@ -117,19 +116,24 @@ target AS (
            t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
            t.created_by AS t_created_by, t.created_at AS t_created_at,
            t.closed_at_seq AS t_closed_at_seq,
-           c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
-           c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
-           c.free_response AS c_free_response,
-           c.allow_mentioned_agents AS c_allow_mentioned_agents,
-           c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
-           c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
            s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
            s.created_by AS s_created_by, s.created_at AS s_created_at
     FROM threads t
     JOIN channels c ON c.id = t.channel_id
     JOIN spaces s ON s.id = c.space_id
     WHERE t.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM caller)
-    FOR UPDATE OF t FOR SHARE OF c
+    FOR UPDATE OF t
+),
+-- The channel as committed when the thread lock was granted (turnkeeper_channel_now,
+-- migration 0012: called on the locked row, it reads in a snapshot of its own).
+chan AS (
+    SELECT c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+           c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+           c.free_response AS c_free_response,
+           c.allow_mentioned_agents AS c_allow_mentioned_agents,
+           c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+           c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at
+    FROM target, LATERAL turnkeeper_channel_now(target.t_channel_id) AS c
 ),
 -- The caller of a token as one JSON array (no row when the author was given by id: the
 -- unit knows it already, one NULL column then): [id, kind, handle, display_name,
@@ -164,10 +168,10 @@ SELECT who.doc AS caller,
        target.t_title_source, target.t_operator_agent_id, target.t_state,
        target.t_latest_seq, target.t_has_restricted, target.t_created_by,
        target.t_created_at, target.t_closed_at_seq,
-       target.c_id, target.c_space_id, target.c_name, target.c_type,
-       target.c_operator_mode, target.c_operator_id, target.c_free_response,
-       target.c_allow_mentioned_agents, target.c_thread_require_mention,
-       target.c_archived, target.c_main_thread_id, target.c_created_at,
+       chan.c_id, chan.c_space_id, chan.c_name, chan.c_type,
+       chan.c_operator_mode, chan.c_operator_id, chan.c_free_response,
+       chan.c_allow_mentioned_agents, chan.c_thread_require_mention,
+       chan.c_archived, chan.c_main_thread_id, chan.c_created_at,
        target.s_id, target.s_name, target.s_default_operator_id, target.s_created_by,
        target.s_created_at,
        (SELECT coalesce(
@@ -180,6 +184,7 @@ SELECT who.doc AS caller,
 FROM caller
 LEFT JOIN who ON true
 LEFT JOIN target ON true
+LEFT JOIN chan ON true
 LEFT JOIN take ON true
 -- The author's id as the subquery's value, not a join column: the lookup stays an index
 -- scan of messages_author_client_msg_id_key whatever the planner thinks of the CTE's rows.

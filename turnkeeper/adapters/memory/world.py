@@ -124,10 +124,6 @@ class MemoryChannelRepository:
         """The channel, or None."""
         return self._t.channels.get(channel_id)
 
-    async def hold(self, channel_id: uuid.UUID) -> Channel | None:
-        """The channel, or None (memory units run one at a time)."""
-        return self._t.channels.get(channel_id)
-
     async def lock(self, channel_id: uuid.UUID) -> Channel | None:
         """The channel, or None (memory units run one at a time)."""
         return self._t.channels.get(channel_id)

@@ -987,9 +987,7 @@ _INSERT_CHANNEL = """INSERT INTO channels (
 
 _GET_CHANNEL = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = %(p1)s"""
 
-_HOLD_CHANNEL = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = %(p1)s FOR SHARE"""
-
-_LOCK_CHANNEL = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = %(p1)s FOR UPDATE"""
+_LOCK_CHANNEL = """SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = %(p1)s FOR NO KEY UPDATE"""
 
 _UPDATE_CHANNEL = """UPDATE channels
 SET name = %(p1)s,
@@ -1645,19 +1643,22 @@ target AS (
            t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
            t.created_by AS t_created_by, t.created_at AS t_created_at,
            t.closed_at_seq AS t_closed_at_seq,
-           c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
-           c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
-           c.free_response AS c_free_response,
-           c.allow_mentioned_agents AS c_allow_mentioned_agents,
-           c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
-           c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
            s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
            s.created_by AS s_created_by, s.created_at AS s_created_at
     FROM threads t
     JOIN channels c ON c.id = t.channel_id
     JOIN spaces s ON s.id = c.space_id
     WHERE t.id = %(p4)s AND EXISTS (SELECT 1 FROM caller)
-    FOR UPDATE OF t FOR SHARE OF c
+    FOR UPDATE OF t
+),
+chan AS (
+    SELECT c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+           c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+           c.free_response AS c_free_response,
+           c.allow_mentioned_agents AS c_allow_mentioned_agents,
+           c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+           c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at
+    FROM target, LATERAL turnkeeper_channel_now(target.t_channel_id) AS c
 ),
 who AS (
     SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
@@ -1688,10 +1689,10 @@ SELECT who.doc AS caller,
        target.t_title_source, target.t_operator_agent_id, target.t_state,
        target.t_latest_seq, target.t_has_restricted, target.t_created_by,
        target.t_created_at, target.t_closed_at_seq,
-       target.c_id, target.c_space_id, target.c_name, target.c_type,
-       target.c_operator_mode, target.c_operator_id, target.c_free_response,
-       target.c_allow_mentioned_agents, target.c_thread_require_mention,
-       target.c_archived, target.c_main_thread_id, target.c_created_at,
+       chan.c_id, chan.c_space_id, chan.c_name, chan.c_type,
+       chan.c_operator_mode, chan.c_operator_id, chan.c_free_response,
+       chan.c_allow_mentioned_agents, chan.c_thread_require_mention,
+       chan.c_archived, chan.c_main_thread_id, chan.c_created_at,
        target.s_id, target.s_name, target.s_default_operator_id, target.s_created_by,
        target.s_created_at,
        (SELECT coalesce(
@@ -1704,6 +1705,7 @@ SELECT who.doc AS caller,
 FROM caller
 LEFT JOIN who ON true
 LEFT JOIN target ON true
+LEFT JOIN chan ON true
 LEFT JOIN take ON true
 LEFT JOIN messages m
        ON m.author_id = (SELECT author.id FROM caller author)
@@ -2113,38 +2115,17 @@ async def get_channel(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> C
         return await cur.fetchone()
 
 
-async def hold_channel(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> ChannelRow | None:
-    """Run HoldChannel (:one, sql/queries/channels.sql).
-
-    A write in the channel (a new thread) reads the channel under a share lock held until
-    the unit ends: a change of the channel (LockChannel) waits for the write, and a change
-    committed while the read waited is read.
-
-    SQL::
-
-        SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = $1 FOR SHARE
-
-    Args:
-        conn: the connection; the statement runs in its current transaction.
-        id: ``$1`` (``uuid``).
-
-    Returns:
-        The row, or None when no row matched.
-    """
-    async with conn.cursor(row_factory=args_row(ChannelRow)) as cur:
-        await cur.execute(_HOLD_CHANNEL, {"p1": id})
-        return await cur.fetchone()
-
-
 async def lock_channel(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> ChannelRow | None:
     """Run LockChannel (:one, sql/queries/channels.sql).
 
     An administrative change's read of the row it writes back whole: a change committed
-    while it waited is read, not overwritten.
+    while it waited is read, not overwritten. FOR NO KEY UPDATE, the mode of the UPDATE
+    that follows: two changes serialize, and neither waits for a thread being created in
+    the channel (its foreign key holds the row FOR KEY SHARE; ADR 0044).
 
     SQL::
 
-        SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = $1 FOR UPDATE
+        SELECT id, space_id, name, type, operator_mode, operator_id, free_response, allow_mentioned_agents, thread_require_mention, archived, main_thread_id, created_at FROM channels WHERE id = $1 FOR NO KEY UPDATE
 
     Args:
         conn: the connection; the statement runs in its current transaction.
@@ -5376,10 +5357,9 @@ async def get_post_facts(
     authenticated in the round trip of its facts, ADR 0026); the thread with its channel
     and space (NULL columns for an unknown thread), the thread row locked (FOR UPDATE OF
     the thread: the lock AllocateThreadSeq takes, held until the unit ends) and the
-    channel row held (FOR SHARE, after the thread: a change of the channel, which locks
-    its row, waits for the post, and a post that waited for its thread reads the channel
-    as committed then, not as its snapshot had it; spaces never change); the author's
-    grants, each as [id,
+    channel read after the lock is granted, unlocked (`chan`: a post that waited for its
+    busy thread decides on a change of the channel committed meanwhile, and no change of
+    the channel waits for the posts; spaces never change); the author's grants, each as [id,
     resource_kind, resource_id, level, created_at] in id order (a JSON array: one column
     for any number of grants); the id of the message the author stored under the
     request's client id (NULL when none); and, when `limit_class` is set, the take of one
@@ -5387,8 +5367,10 @@ async def get_post_facts(
     the client id is stored already or no take was asked for). The take reads the locked
     row, so it runs after the thread lock is granted: the thread lock before the bucket
     lock, the order every unit takes them in. No thread is locked and no token taken for
-    an unknown caller. The locked rows are the thread's and channel's newest versions; the
-    rest is read in the statement's snapshot (ADR 0024, ADR 0044).
+    an unknown caller. The locked row is the thread's newest version and the channel is read
+    after it; the rest is read in the statement's snapshot (ADR 0024, ADR 0044).
+    The channel as committed when the thread lock was granted (turnkeeper_channel_now,
+    migration 0012: called on the locked row, it reads in a snapshot of its own).
     The caller of a token as one JSON array (no row when the author was given by id: the
     unit knows it already, one NULL column then): [id, kind, handle, display_name,
     is_owner, billing_mode, holder_id, supports_followups, enabled, reported_followups,
@@ -5417,19 +5399,22 @@ async def get_post_facts(
                    t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
                    t.created_by AS t_created_by, t.created_at AS t_created_at,
                    t.closed_at_seq AS t_closed_at_seq,
-                   c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
-                   c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
-                   c.free_response AS c_free_response,
-                   c.allow_mentioned_agents AS c_allow_mentioned_agents,
-                   c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
-                   c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
                    s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
                    s.created_by AS s_created_by, s.created_at AS s_created_at
             FROM threads t
             JOIN channels c ON c.id = t.channel_id
             JOIN spaces s ON s.id = c.space_id
             WHERE t.id = $4 AND EXISTS (SELECT 1 FROM caller)
-            FOR UPDATE OF t FOR SHARE OF c
+            FOR UPDATE OF t
+        ),
+        chan AS (
+            SELECT c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+                   c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+                   c.free_response AS c_free_response,
+                   c.allow_mentioned_agents AS c_allow_mentioned_agents,
+                   c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+                   c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at
+            FROM target, LATERAL turnkeeper_channel_now(target.t_channel_id) AS c
         ),
         who AS (
             SELECT json_build_array(caller.id, caller.kind, caller.handle, caller.display_name,
@@ -5460,10 +5445,10 @@ async def get_post_facts(
                target.t_title_source, target.t_operator_agent_id, target.t_state,
                target.t_latest_seq, target.t_has_restricted, target.t_created_by,
                target.t_created_at, target.t_closed_at_seq,
-               target.c_id, target.c_space_id, target.c_name, target.c_type,
-               target.c_operator_mode, target.c_operator_id, target.c_free_response,
-               target.c_allow_mentioned_agents, target.c_thread_require_mention,
-               target.c_archived, target.c_main_thread_id, target.c_created_at,
+               chan.c_id, chan.c_space_id, chan.c_name, chan.c_type,
+               chan.c_operator_mode, chan.c_operator_id, chan.c_free_response,
+               chan.c_allow_mentioned_agents, chan.c_thread_require_mention,
+               chan.c_archived, chan.c_main_thread_id, chan.c_created_at,
                target.s_id, target.s_name, target.s_default_operator_id, target.s_created_by,
                target.s_created_at,
                (SELECT coalesce(
@@ -5476,6 +5461,7 @@ async def get_post_facts(
         FROM caller
         LEFT JOIN who ON true
         LEFT JOIN target ON true
+        LEFT JOIN chan ON true
         LEFT JOIN take ON true
         LEFT JOIN messages m
                ON m.author_id = (SELECT author.id FROM caller author)
@@ -5837,7 +5823,6 @@ keep_statements(
         _LIST_AUDIT_CHANGES,
         _INSERT_CHANNEL,
         _GET_CHANNEL,
-        _HOLD_CHANNEL,
         _LOCK_CHANNEL,
         _UPDATE_CHANNEL,
         _LIST_CHANNELS,

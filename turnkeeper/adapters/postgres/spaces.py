@@ -129,18 +129,6 @@ class PostgresChannelRepository(PostgresRepository):
         row = await q.get_channel(self._conn, id=channel_id)
         return None if row is None else channel_of(row)
 
-    async def hold(self, channel_id: uuid.UUID) -> Channel | None:
-        """The channel under a share lock (``HoldChannel``), or None.
-
-        Args:
-            channel_id: the id.
-
-        Returns:
-            The channel as committed when the lock was granted, or None.
-        """
-        row = await q.hold_channel(self._conn, id=channel_id)
-        return None if row is None else channel_of(row)
-
     async def lock(self, channel_id: uuid.UUID) -> Channel | None:
         """The channel under an update lock (``LockChannel``), or None.
 

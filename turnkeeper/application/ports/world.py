@@ -109,14 +109,6 @@ class ChannelRepository(Protocol):
         """The channel, or None."""
         ...
 
-    async def hold(self, channel_id: uuid.UUID) -> Channel | None:
-        """The channel, read under a share lock held until the unit ends, or None.
-
-        For a write in the channel (a new thread): a change of the channel (`lock`)
-        waits for the unit, and one committed while this waited is read.
-        """
-        ...
-
     async def lock(self, channel_id: uuid.UUID) -> Channel | None:
         """The channel, read under an update lock held until the unit ends, or None.
 

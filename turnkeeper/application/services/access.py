@@ -41,11 +41,7 @@ from turnkeeper.domain.world import (
 
 
 async def channel_target(uow: UnitOfWork, channel_id: uuid.UUID) -> AccessTarget:
-    """The access target of a channel a unit writes in (a new thread).
-
-    The channel row is held until the unit ends (`ChannelRepository.hold`): a change of
-    the channel (an archive, its operator) waits for the unit, and one committed before
-    is read, so nothing is written in a channel after its change has answered.
+    """The access target of a channel.
 
     Args:
         uow: the unit of work.
@@ -57,7 +53,7 @@ async def channel_target(uow: UnitOfWork, channel_id: uuid.UUID) -> AccessTarget
     Raises:
         NotFound: for an unknown channel.
     """
-    channel = await uow.channels.hold(channel_id)
+    channel = await uow.channels.get(channel_id)
     if channel is None:
         raise NotFound()
     space = await uow.spaces.get(channel.space_id)
