@@ -78,6 +78,41 @@ JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = sqlc.arg(id);
 
+-- GetThreadTarget under the thread row lock (FOR NO KEY UPDATE, the mode of the close's
+-- UPDATE that follows, held until the unit ends), for a change of the thread decided on
+-- its facts (a close): the channel is read after the lock is granted
+-- (turnkeeper_channel_now, migration 0012), so a change that waited for the thread
+-- behind posts decides on a change of the channel committed meanwhile (ADR 0044).
+-- name: LockThreadTarget :one
+WITH target AS (
+    SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+           t.title AS t_title, t.title_source AS t_title_source,
+           t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+           t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+           t.created_by AS t_created_by, t.created_at AS t_created_at,
+           t.closed_at_seq AS t_closed_at_seq,
+           s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+           s.created_by AS s_created_by, s.created_at AS s_created_at
+    FROM threads t
+    JOIN channels c ON c.id = t.channel_id
+    JOIN spaces s ON s.id = c.space_id
+    WHERE t.id = sqlc.arg(id)
+    FOR NO KEY UPDATE OF t
+)
+SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
+       target.t_title_source, target.t_operator_agent_id, target.t_state,
+       target.t_latest_seq, target.t_has_restricted, target.t_created_by,
+       target.t_created_at, target.t_closed_at_seq,
+       c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+       c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+       c.free_response AS c_free_response,
+       c.allow_mentioned_agents AS c_allow_mentioned_agents,
+       c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+       c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+       target.s_id, target.s_name, target.s_default_operator_id, target.s_created_by,
+       target.s_created_at
+FROM target, LATERAL turnkeeper_channel_now(target.t_channel_id) AS c;
+
 -- Everything a message post decides on, in one statement: the author (`author_id`, or
 -- the principal of the live token of `token_hash`: then the principal and the token in
 -- one column, and no row at all for an unknown or revoked token, so the post is

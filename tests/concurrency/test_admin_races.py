@@ -30,7 +30,14 @@ from turnkeeper.application.ports import UnitOfWorkFactory
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.authorization import DenyReason
 from turnkeeper.domain.errors import NotFound
-from turnkeeper.domain.world import ChannelType, Level, OperatorMode, ResourceKind, Thread
+from turnkeeper.domain.world import (
+    ChannelType,
+    Level,
+    OperatorMode,
+    ResourceKind,
+    Thread,
+    ThreadState,
+)
 
 T = TypeVar("T")
 
@@ -262,3 +269,30 @@ async def test_a_channel_change_does_not_wait_for_the_posts_under_way_in_it(
             archived = await services.admin.archive_channel(robin, channel.id)
         assert behaved.behavior.free_response is True
         assert archived.archived is True
+
+
+async def test_a_close_that_waited_for_its_thread_sees_an_archive_committed_meanwhile(
+    pg_conninfo: str, world_on_pg: tuple[Services, DemoWorld]
+) -> None:
+    # A close authorized before it waited for the thread row behind a post marked the
+    # thread done in a channel whose archive had answered meanwhile.
+    services, world = world_on_pg
+    robin = world.owner.principal
+    for round_ in range(ROUNDS):
+        channel = await services.admin.create_channel(
+            robin, world.spaces["support"].id, name=f"close {round_}", type=ChannelType.TEXT
+        )
+        assert channel.main_thread_id is not None
+        with pytest.raises(AccessDenied) as denied:
+            await _posted_behind_held_thread(
+                pg_conninfo,
+                channel.main_thread_id,
+                partial(services.conversation.close_thread, robin, channel.main_thread_id),
+                partial(services.admin.archive_channel, robin, channel.id),
+            )
+        assert (denied.value.code, denied.value.reason) == (
+            "channel_read_only",
+            DenyReason.CHANNEL_ARCHIVED,
+        )
+        thread = await services.conversation.get_thread(robin, channel.main_thread_id)
+        assert thread.state is ThreadState.OPEN

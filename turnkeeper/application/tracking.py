@@ -320,6 +320,9 @@ class _TrackedThreads:
     async def target(self, thread_id: uuid.UUID) -> AccessTarget | None:
         return await self._inner.target(thread_id)
 
+    async def locked_target(self, thread_id: uuid.UUID) -> AccessTarget | None:
+        return await self._inner.locked_target(thread_id)
+
     async def post_facts(
         self,
         thread_id: uuid.UUID,

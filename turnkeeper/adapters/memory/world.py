@@ -226,6 +226,10 @@ class MemoryThreadRepository:
         space = self._t.spaces[channel.space_id]
         return AccessTarget(space=space, channel=channel, thread=thread)
 
+    async def locked_target(self, thread_id: uuid.UUID) -> AccessTarget | None:
+        """`target` (memory units run one at a time: the unit holds every lock)."""
+        return await self.target(thread_id)
+
     async def post_facts(
         self,
         thread_id: uuid.UUID,

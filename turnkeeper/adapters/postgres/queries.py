@@ -736,6 +736,73 @@ class GetThreadTargetRow:
 
 
 @attrs.frozen
+class LockThreadTargetRow:
+    """A result row of LockThreadTarget.
+
+    Attributes:
+        t_id: ``uuid``.
+        t_channel_id: ``uuid``.
+        t_is_main: ``bool``.
+        t_title: ``text`` or NULL.
+        t_title_source: ``text``.
+        t_operator_agent_id: ``uuid`` or NULL.
+        t_state: ``text``.
+        t_latest_seq: ``int8``.
+        t_has_restricted: ``bool``.
+        t_created_by: ``uuid``.
+        t_created_at: ``timestamptz``.
+        t_closed_at_seq: ``int8`` or NULL.
+        c_id: ``uuid``.
+        c_space_id: ``uuid``.
+        c_name: ``text``.
+        c_type: ``text``.
+        c_operator_mode: ``text``.
+        c_operator_id: ``uuid`` or NULL.
+        c_free_response: ``bool``.
+        c_allow_mentioned_agents: ``bool``.
+        c_thread_require_mention: ``bool``.
+        c_archived: ``bool``.
+        c_main_thread_id: ``uuid`` or NULL.
+        c_created_at: ``timestamptz``.
+        s_id: ``uuid``.
+        s_name: ``text``.
+        s_default_operator_id: ``uuid`` or NULL.
+        s_created_by: ``uuid``.
+        s_created_at: ``timestamptz``.
+    """
+
+    t_id: uuid.UUID
+    t_channel_id: uuid.UUID
+    t_is_main: bool
+    t_title: str | None
+    t_title_source: str
+    t_operator_agent_id: uuid.UUID | None
+    t_state: str
+    t_latest_seq: int
+    t_has_restricted: bool
+    t_created_by: uuid.UUID
+    t_created_at: datetime
+    t_closed_at_seq: int | None
+    c_id: uuid.UUID
+    c_space_id: uuid.UUID
+    c_name: str
+    c_type: str
+    c_operator_mode: str
+    c_operator_id: uuid.UUID | None
+    c_free_response: bool
+    c_allow_mentioned_agents: bool
+    c_thread_require_mention: bool
+    c_archived: bool
+    c_main_thread_id: uuid.UUID | None
+    c_created_at: datetime
+    s_id: uuid.UUID
+    s_name: str
+    s_default_operator_id: uuid.UUID | None
+    s_created_by: uuid.UUID
+    s_created_at: datetime
+
+
+@attrs.frozen
 class GetPostFactsRow:
     """A result row of GetPostFacts.
 
@@ -1623,6 +1690,35 @@ FROM threads t
 JOIN channels c ON c.id = t.channel_id
 JOIN spaces s ON s.id = c.space_id
 WHERE t.id = %(p1)s"""
+
+_LOCK_THREAD_TARGET = """WITH target AS (
+    SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+           t.title AS t_title, t.title_source AS t_title_source,
+           t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+           t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+           t.created_by AS t_created_by, t.created_at AS t_created_at,
+           t.closed_at_seq AS t_closed_at_seq,
+           s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+           s.created_by AS s_created_by, s.created_at AS s_created_at
+    FROM threads t
+    JOIN channels c ON c.id = t.channel_id
+    JOIN spaces s ON s.id = c.space_id
+    WHERE t.id = %(p1)s
+    FOR NO KEY UPDATE OF t
+)
+SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
+       target.t_title_source, target.t_operator_agent_id, target.t_state,
+       target.t_latest_seq, target.t_has_restricted, target.t_created_by,
+       target.t_created_at, target.t_closed_at_seq,
+       c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+       c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+       c.free_response AS c_free_response,
+       c.allow_mentioned_agents AS c_allow_mentioned_agents,
+       c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+       c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+       target.s_id, target.s_name, target.s_default_operator_id, target.s_created_by,
+       target.s_created_at
+FROM target, LATERAL turnkeeper_channel_now(target.t_channel_id) AS c"""
 
 _GET_POST_FACTS = """WITH token AS (
     SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
@@ -5335,6 +5431,60 @@ async def start_get_thread_target(
     return PendingOne(cur)
 
 
+async def lock_thread_target(
+    conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID
+) -> LockThreadTargetRow | None:
+    """Run LockThreadTarget (:one, sql/queries/threads.sql).
+
+    GetThreadTarget under the thread row lock (FOR NO KEY UPDATE, the mode of the close's
+    UPDATE that follows, held until the unit ends), for a change of the thread decided on
+    its facts (a close): the channel is read after the lock is granted
+    (turnkeeper_channel_now, migration 0012), so a change that waited for the thread
+    behind posts decides on a change of the channel committed meanwhile (ADR 0044).
+
+    SQL::
+
+        WITH target AS (
+            SELECT t.id AS t_id, t.channel_id AS t_channel_id, t.is_main AS t_is_main,
+                   t.title AS t_title, t.title_source AS t_title_source,
+                   t.operator_agent_id AS t_operator_agent_id, t.state AS t_state,
+                   t.latest_seq AS t_latest_seq, t.has_restricted AS t_has_restricted,
+                   t.created_by AS t_created_by, t.created_at AS t_created_at,
+                   t.closed_at_seq AS t_closed_at_seq,
+                   s.id AS s_id, s.name AS s_name, s.default_operator_id AS s_default_operator_id,
+                   s.created_by AS s_created_by, s.created_at AS s_created_at
+            FROM threads t
+            JOIN channels c ON c.id = t.channel_id
+            JOIN spaces s ON s.id = c.space_id
+            WHERE t.id = $1
+            FOR NO KEY UPDATE OF t
+        )
+        SELECT target.t_id, target.t_channel_id, target.t_is_main, target.t_title,
+               target.t_title_source, target.t_operator_agent_id, target.t_state,
+               target.t_latest_seq, target.t_has_restricted, target.t_created_by,
+               target.t_created_at, target.t_closed_at_seq,
+               c.id AS c_id, c.space_id AS c_space_id, c.name AS c_name, c.type AS c_type,
+               c.operator_mode AS c_operator_mode, c.operator_id AS c_operator_id,
+               c.free_response AS c_free_response,
+               c.allow_mentioned_agents AS c_allow_mentioned_agents,
+               c.thread_require_mention AS c_thread_require_mention, c.archived AS c_archived,
+               c.main_thread_id AS c_main_thread_id, c.created_at AS c_created_at,
+               target.s_id, target.s_name, target.s_default_operator_id, target.s_created_by,
+               target.s_created_at
+        FROM target, LATERAL turnkeeper_channel_now(target.t_channel_id) AS c
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(LockThreadTargetRow)) as cur:
+        await cur.execute(_LOCK_THREAD_TARGET, {"p1": id})
+        return await cur.fetchone()
+
+
 async def get_post_facts(
     conn: psycopg.AsyncConnection[Any],
     *,
@@ -5908,6 +6058,7 @@ keep_statements(
         _MARK_THREAD_RESTRICTED,
         _LIST_THREADS_OPERATED_BY,
         _GET_THREAD_TARGET,
+        _LOCK_THREAD_TARGET,
         _GET_POST_FACTS,
         _SET_THREAD_LATEST_SEQ,
         _INSERT_API_TOKEN,

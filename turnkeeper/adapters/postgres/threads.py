@@ -45,7 +45,7 @@ def _thread(row: q.ThreadRow) -> Thread:
     )
 
 
-def _target_of(row: q.GetThreadTargetRow) -> AccessTarget:
+def _target_of(row: q.GetThreadTargetRow | q.LockThreadTargetRow) -> AccessTarget:
     return AccessTarget(
         space=space_of(unprefixed(row, "s_", q.SpaceRow)),
         channel=channel_of(unprefixed(row, "c_", q.ChannelRow)),
@@ -240,6 +240,20 @@ class PostgresThreadRepository(PostgresRepository):
         """
         await self._locked.write()
         row = await q.get_thread_target(self._conn, id=thread_id)
+        return None if row is None else _target_of(row)
+
+    async def locked_target(self, thread_id: uuid.UUID) -> AccessTarget | None:
+        """`target` under the thread row lock, in one statement (``LockThreadTarget``).
+
+        Args:
+            thread_id: the thread.
+
+        Returns:
+            The access target (the channel read after the lock was granted), or None for
+            an unknown thread.
+        """
+        await self._locked.write()
+        row = await q.lock_thread_target(self._conn, id=thread_id)
         return None if row is None else _target_of(row)
 
     async def history_facts(

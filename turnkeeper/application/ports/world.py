@@ -267,6 +267,15 @@ class ThreadRepository(Protocol):
         """The thread with its channel and space (one read), or None when unknown."""
         ...
 
+    async def locked_target(self, thread_id: uuid.UUID) -> AccessTarget | None:
+        """`target` under the thread row lock (held until the unit ends), or None.
+
+        For a change of the thread decided on these facts (a close). The lock is the mode
+        of `set_state`; the channel is read as committed when the lock was granted, so a
+        change that waited for the thread sees a change of the channel made meanwhile.
+        """
+        ...
+
     async def post_facts(
         self,
         thread_id: uuid.UUID,

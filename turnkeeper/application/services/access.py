@@ -92,7 +92,12 @@ async def require(
 
 
 async def authorized_thread(
-    uow: UnitOfWork, principal: Principal, action: Action, thread_id: uuid.UUID
+    uow: UnitOfWork,
+    principal: Principal,
+    action: Action,
+    thread_id: uuid.UUID,
+    *,
+    lock: bool = False,
 ) -> AccessTarget:
     """A thread's access target with the rule of an action enforced on it, in one wait.
 
@@ -104,6 +109,9 @@ async def authorized_thread(
         principal: who acts.
         action: the action.
         thread_id: the thread.
+        lock: read the thread under its row lock (`ThreadRepository.locked_target`), for
+            a change of the thread: one that waited for the row decides on the channel as
+            committed when it got it (ADR 0044).
 
     Returns:
         The thread with its channel and space.
@@ -113,7 +121,10 @@ async def authorized_thread(
         AccessDenied: not_found without read, else forbidden or channel_read_only.
     """
     await uow.grants.prefetch([principal.id])
-    target = await thread_target(uow, thread_id)
+    found = await (uow.threads.locked_target if lock else uow.threads.target)(thread_id)
+    if found is None:
+        raise NotFound()
+    target = found
     await require(uow, principal, action, target)
     return target
 

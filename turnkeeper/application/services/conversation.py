@@ -364,7 +364,9 @@ class ConversationService:
         """
 
         async def work(uow: UnitOfWork) -> Thread:
-            target = await authorized_thread(uow, actor, Action.THREAD_CLOSE, thread_id)
+            # Under the row lock: a close that waited for the thread behind posts decides
+            # on an archive committed meanwhile (ADR 0044).
+            target = await authorized_thread(uow, actor, Action.THREAD_CLOSE, thread_id, lock=True)
             thread_of(target)  # a channel is no thread (404)
             # The thread as the close left it: a post committed while the close waited
             # for the row moved the frontier the target was read at.
