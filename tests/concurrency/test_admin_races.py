@@ -34,6 +34,7 @@ from turnkeeper.domain.world import (
     ChannelType,
     Level,
     OperatorMode,
+    Principal,
     ResourceKind,
     Thread,
     ThreadState,
@@ -147,58 +148,69 @@ async def _audit_of(services: Services, subject_id: uuid.UUID) -> list[object]:
         return list(await uow.audit.changes(subject_id))
 
 
-async def _posted_behind_held_thread(
+async def _behind_held_thread(
     conninfo: str,
     thread_id: uuid.UUID,
-    post: Callable[[], Coroutine[Any, Any, T]],
+    write: Callable[[], Coroutine[Any, Any, T]],
     change: Callable[[], Coroutine[Any, Any, object]],
 ) -> T:
-    """Run `post` queued behind another session's lock of the thread; `change` commits
-    while the post waits, then the holder commits and the post goes on."""
+    """Run `write` queued behind another session's lock of the thread; `change` commits
+    while the write waits, then the holder commits and the write goes on."""
     async with await psycopg.AsyncConnection.connect(conninfo) as holder:
         await holder.execute(
             b"SELECT 1 FROM threads WHERE id = %(id)s FOR UPDATE", {"id": thread_id}
         )
-        waiting = asyncio.create_task(post())
+        waiting = asyncio.create_task(write())
         await wait_until_blocked(conninfo, holder.info.backend_pid)
-        # The change does not wait for a post that waits for its thread.
+        # The change does not wait for a write that waits for its thread.
         await change()
-        assert not waiting.done(), "the post must wait for the held thread"
+        assert not waiting.done(), "the write must wait for the held thread"
         await holder.commit()
     return await waiting
 
 
-async def test_a_post_that_waited_for_its_thread_sees_an_archive_committed_meanwhile(
-    pg_conninfo: str, world_on_pg: tuple[Services, DemoWorld]
+#: Robin's writes into a main thread (services, Robin, the thread, the round).
+_WRITES: dict[str, Callable[[Services, Principal, uuid.UUID, int], Coroutine[Any, Any, object]]] = {
+    "post": lambda services, robin, thread_id, round_: services.conversation.create_message(
+        robin, thread_id, draft(f"a{round_}")
+    ),
+    "close": lambda services, robin, thread_id, _: services.conversation.close_thread(
+        robin, thread_id
+    ),
+}
+
+
+@pytest.mark.parametrize("write", sorted(_WRITES))
+async def test_a_write_that_waited_for_its_thread_sees_an_archive_committed_meanwhile(
+    pg_conninfo: str, world_on_pg: tuple[Services, DemoWorld], write: str
 ) -> None:
-    # Found by a black-box audit: the post read its channel in the snapshot taken before
+    # Found by a black-box audit: a post read its channel in the snapshot taken before
     # its thread lock wait, so posts queued in a busy thread were stored (201) in a
-    # channel whose archive had answered, and another post had been refused, before.
+    # channel whose archive had answered, and another post had been refused, before; a
+    # close authorized before its wait marked the thread done there.
     services, world = world_on_pg
     robin = world.owner.principal
     for round_ in range(ROUNDS):
         channel = await services.admin.create_channel(
-            robin, world.spaces["support"].id, name=f"archive {round_}", type=ChannelType.TEXT
+            robin, world.spaces["support"].id, name=f"{write} {round_}", type=ChannelType.TEXT
         )
-        assert channel.main_thread_id is not None
+        thread_id = channel.main_thread_id
+        assert thread_id is not None
         with pytest.raises(AccessDenied) as denied:
-            await _posted_behind_held_thread(
+            await _behind_held_thread(
                 pg_conninfo,
-                channel.main_thread_id,
-                partial(
-                    services.conversation.create_message,
-                    robin,
-                    channel.main_thread_id,
-                    draft(f"a{round_}"),
-                ),
+                thread_id,
+                partial(_WRITES[write], services, robin, thread_id, round_),
                 partial(services.admin.archive_channel, robin, channel.id),
             )
         assert (denied.value.code, denied.value.reason) == (
             "channel_read_only",
             DenyReason.CHANNEL_ARCHIVED,
         )
-        page = await services.conversation.list_messages(robin, channel.main_thread_id)
+        page = await services.conversation.list_messages(robin, thread_id)
         assert page.messages == []
+        thread = await services.conversation.get_thread(robin, thread_id)
+        assert thread.state is ThreadState.OPEN
 
 
 async def test_a_post_that_waited_for_its_thread_sees_an_operator_change_committed_meanwhile(
@@ -214,7 +226,7 @@ async def test_a_post_that_waited_for_its_thread_sees_an_operator_change_committ
         )
         assert channel.main_thread_id is not None
         with pytest.raises(AccessDenied) as denied:
-            await _posted_behind_held_thread(
+            await _behind_held_thread(
                 pg_conninfo,
                 channel.main_thread_id,
                 partial(
@@ -269,30 +281,3 @@ async def test_a_channel_change_does_not_wait_for_the_posts_under_way_in_it(
             archived = await services.admin.archive_channel(robin, channel.id)
         assert behaved.behavior.free_response is True
         assert archived.archived is True
-
-
-async def test_a_close_that_waited_for_its_thread_sees_an_archive_committed_meanwhile(
-    pg_conninfo: str, world_on_pg: tuple[Services, DemoWorld]
-) -> None:
-    # A close authorized before it waited for the thread row behind a post marked the
-    # thread done in a channel whose archive had answered meanwhile.
-    services, world = world_on_pg
-    robin = world.owner.principal
-    for round_ in range(ROUNDS):
-        channel = await services.admin.create_channel(
-            robin, world.spaces["support"].id, name=f"close {round_}", type=ChannelType.TEXT
-        )
-        assert channel.main_thread_id is not None
-        with pytest.raises(AccessDenied) as denied:
-            await _posted_behind_held_thread(
-                pg_conninfo,
-                channel.main_thread_id,
-                partial(services.conversation.close_thread, robin, channel.main_thread_id),
-                partial(services.admin.archive_channel, robin, channel.id),
-            )
-        assert (denied.value.code, denied.value.reason) == (
-            "channel_read_only",
-            DenyReason.CHANNEL_ARCHIVED,
-        )
-        thread = await services.conversation.get_thread(robin, channel.main_thread_id)
-        assert thread.state is ThreadState.OPEN
