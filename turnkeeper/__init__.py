@@ -196,6 +196,9 @@ if TYPE_CHECKING:
     from turnkeeper.application.transactions import (
         AccessDenied as AccessDenied,
     )
+    from turnkeeper.application.transactions import (
+        ReadDenied as ReadDenied,
+    )
     from turnkeeper.domain.credentials import (
         ApiToken as ApiToken,
     )
@@ -337,6 +340,7 @@ _HOMES: dict[str, str] = {
     "SendFreshness": "turnkeeper.application.services.send_types",
     "SendOutcome": "turnkeeper.application.services.send_types",
     "AccessDenied": "turnkeeper.application.transactions",
+    "ReadDenied": "turnkeeper.application.transactions",
     "BearerToken": "turnkeeper.application.services.identity",
     "FollowupOp": "turnkeeper.application.services.runs.run_patch",
     "MessagePosted": "turnkeeper.application.bus",

@@ -39,11 +39,15 @@ class TestAG26AgentWithoutWrite:
         assert denied.value.code == unknown.value.code == "not_found"
         assert denied.value.reason is None
         assert unknown.value.reason is None
+        # An embedding program catching NotFound meets the denial as an unknown id (the
+        # HTTP answer is the same 404); it was an AccessDenied alone.
+        assert isinstance(denied.value, NotFound)
         with pytest.raises(AccessDenied) as thread_denied:
             await services.conversation.create_thread(
                 lotse, world.channels["ideas"].id, title="r", first_message=draft("c3")
             )
         assert thread_denied.value.code == "not_found"
+        assert isinstance(thread_denied.value, NotFound)
         assert len(await shared_events(services)) == before
         thread = await services.conversation.get_thread(
             world.principal("robin"), main_thread(world, "kampagnen")
@@ -67,6 +71,7 @@ class TestAG26AgentWithoutWrite:
                     lotse, main_thread(world, "kampagnen"), draft("c1")
                 )
             assert (denied.value.code, denied.value.reason) == ("forbidden", "level_insufficient")
+            assert not isinstance(denied.value, NotFound)  # the caller may read the thread
         with pytest.raises(AccessDenied) as thread_denied:
             await services.conversation.create_thread(
                 lotse, world.channels["ideas"].id, title="r", first_message=draft("c2")

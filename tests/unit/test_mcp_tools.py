@@ -450,3 +450,8 @@ def test_a_page_read_after_a_gap_does_not_count_as_read_and_names_where_to_read(
         "[seq 53] @sam (person) at 2026-11-30T09:00:00Z:\nNote 53.",
         "[seq 54] @sam (person) at 2026-11-30T09:00:00Z:\nNote 54.",
     ]
+
+
+@pytest.mark.parametrize(("seconds", "said"), [(1, "within 1 second."), (30, "within 30 seconds.")])
+def test_the_idle_answer_counts_its_seconds_in_words(seconds: int, said: str) -> None:
+    assert said in texts.idle_text(seconds)

@@ -80,6 +80,7 @@ PUBLIC = [
     "Principal",
     "PrincipalKind",
     "RateLimited",
+    "ReadDenied",
     "ResourceKind",
     "RetriableConflict",
     "Run",

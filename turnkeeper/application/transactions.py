@@ -26,6 +26,7 @@ from turnkeeper.application.ports.audit import DeniedAction
 from turnkeeper.application.settings import Settings
 from turnkeeper.application.telemetry import TelemetryHub
 from turnkeeper.application.tracking import TrackedUnit
+from turnkeeper.domain.errors import NotFound
 
 T = TypeVar("T")
 
@@ -74,6 +75,33 @@ class AccessDenied(ApplicationError):
         self.audit_reason = reason
         self.principal_id = principal_id
         self.action = action
+
+
+class ReadDenied(AccessDenied, NotFound):
+    """An `AccessDenied` without read on the target (``not_found``): also a `NotFound`.
+
+    The caller may not learn that the target exists, so a program that catches
+    `NotFound` meets this denial as it meets an unknown id, as an HTTP client gets the
+    same 404 for both. Raised by `denial` for the code ``not_found``.
+    """
+
+
+def denial(
+    *, code: str, reason: str, principal_id: uuid.UUID, action: DeniedAction
+) -> AccessDenied:
+    """The `AccessDenied` of a refusal: a `ReadDenied` for ``not_found``.
+
+    Args:
+        code: ``not_found``, ``forbidden`` or ``channel_read_only``.
+        reason: the deny reason (audited).
+        principal_id: who was denied.
+        action: what was refused.
+
+    Returns:
+        The error to raise.
+    """
+    kind = ReadDenied if code == NotFound.code else AccessDenied
+    return kind(code=code, reason=reason, principal_id=principal_id, action=action)
 
 
 def use_case_name(work: Callable[..., object]) -> str:

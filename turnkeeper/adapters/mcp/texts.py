@@ -245,7 +245,8 @@ def idle_text(seconds: int) -> str:
     Returns:
         That nothing arrived, and to call again to keep waiting.
     """
-    return f"No work arrived within {seconds} seconds. Call wait_for_work again to keep waiting."
+    unit = "second" if seconds == 1 else "seconds"
+    return f"No work arrived within {seconds} {unit}. Call wait_for_work again to keep waiting."
 
 
 def awaiting_text(run: Run) -> str:

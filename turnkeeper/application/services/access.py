@@ -21,7 +21,7 @@ from turnkeeper.application.ports import (
 )
 from turnkeeper.application.ports.audit import AuditAction, DeniedAction
 from turnkeeper.application.services.identity import BearerToken
-from turnkeeper.application.transactions import AccessDenied, Transactor
+from turnkeeper.application.transactions import AccessDenied, Transactor, denial
 from turnkeeper.domain.authorization import (
     AccessTarget,
     Action,
@@ -255,7 +255,7 @@ def uphold(principal: Principal, action: DeniedAction, decision: Decision) -> No
         AccessDenied: when the decision is a denial, with its code and reason.
     """
     if not decision.allowed:
-        raise AccessDenied(
+        raise denial(
             code=decision.code or "forbidden",
             reason=str(decision.reason or ""),
             principal_id=principal.id,
