@@ -62,13 +62,23 @@ async def channel_target(uow: UnitOfWork, channel_id: uuid.UUID) -> AccessTarget
     return AccessTarget(space=space, channel=channel)
 
 
-async def thread_target(uow: UnitOfWork, thread_id: uuid.UUID) -> AccessTarget:
+async def thread_target(
+    uow: UnitOfWork, thread_id: uuid.UUID, *, lock: bool = False
+) -> AccessTarget:
     """The access target of a thread (with its channel and space).
+
+    Args:
+        uow: the unit of work.
+        thread_id: the thread.
+        lock: read it under the thread row lock (`ThreadRepository.locked_target`), for
+            a change of the thread: one that waited for the row decides on the channel as
+            committed when it got it (ADR 0044).
 
     Raises:
         NotFound: for an unknown thread.
     """
-    target = await uow.threads.target(thread_id)
+    read = uow.threads.locked_target if lock else uow.threads.target
+    target = await read(thread_id)
     if target is None:
         raise NotFound()
     return target
@@ -109,9 +119,7 @@ async def authorized_thread(
         principal: who acts.
         action: the action.
         thread_id: the thread.
-        lock: read the thread under its row lock (`ThreadRepository.locked_target`), for
-            a change of the thread: one that waited for the row decides on the channel as
-            committed when it got it (ADR 0044).
+        lock: read the thread under its row lock (`thread_target`).
 
     Returns:
         The thread with its channel and space.
@@ -121,10 +129,7 @@ async def authorized_thread(
         AccessDenied: not_found without read, else forbidden or channel_read_only.
     """
     await uow.grants.prefetch([principal.id])
-    found = await (uow.threads.locked_target if lock else uow.threads.target)(thread_id)
-    if found is None:
-        raise NotFound()
-    target = found
+    target = await thread_target(uow, thread_id, lock=lock)
     await require(uow, principal, action, target)
     return target
 
