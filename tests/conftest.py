@@ -7,7 +7,9 @@ wheel in a temporary directory, started once and stopped at the end. Never skipp
 The migrations are applied once, to a template database; every test that asks for
 `pg_conninfo` gets a fresh database cloned from it (``CREATE DATABASE ... TEMPLATE``),
 dropped after the test, so tests are isolated and nothing is left behind. Under
-pytest-xdist (``make test`` runs on every core) each worker process starts its own.
+pytest-xdist (``make test`` runs on every core) each worker process starts its own. A
+watcher process (tests/support/pg_reaper.py) stops the embedded server and removes its
+folder when the process that started it ends without the fixture's teardown (killed).
 
 The hooks at the end put the tests marked ``slow`` first, so that under xdist none of
 them starts last and keeps one worker busy while the others have finished, and write the
@@ -29,6 +31,7 @@ import pytest
 from hypothesis import settings
 from psycopg_pool import AsyncConnectionPool
 
+from tests.support import pg_reaper
 from tests.support.database import create_database, database_conninfo, drop_database
 from tests.support.stood_aside import StoodAside
 from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres
@@ -130,12 +133,15 @@ def pg_server() -> Iterator[str]:
     # when tests run as root, and every new pytest session resets its basetemp root to
     # mode 0700, which would lock a concurrently starting server out of its data.
     base = Path(tempfile.mkdtemp(prefix="turnkeeper-pg-"))
+    # Started before the server: a run killed while the server starts leaves none either.
+    release_watcher = pg_reaper.guard(base, base / "data")
     server = EmbeddedPostgres.start(base / "data", cleanup_mode="delete")
     try:
         yield server.conninfo
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+        release_watcher()
 
 
 @pytest.fixture(scope="session")
