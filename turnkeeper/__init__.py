@@ -388,29 +388,125 @@ try:
 except PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-__all__ = sorted([*_HOMES, "__version__"])
+# A literal list, not one computed from `_HOMES`: type checkers read only a literal one
+# (`from turnkeeper import *` in a checked program); a unit test keeps the two equal.
+__all__ = [
+    "AccessDenied",
+    "AdminService",
+    "AgentEventPage",
+    "AgentFeedService",
+    "AgentRuntimeClient",
+    "AgentSend",
+    "AgentSendService",
+    "ApiToken",
+    "ApplicationError",
+    "Backend",
+    "BaseVersionConflict",
+    "BearerToken",
+    "BillingMode",
+    "Channel",
+    "ChannelType",
+    "ClientError",
+    "ClientProblem",
+    "ClientUnavailable",
+    "ConfigError",
+    "Conflict",
+    "ConversationService",
+    "CreatedThread",
+    "Delivery",
+    "DomainError",
+    "DuplicateKey",
+    "EmbeddedPostgres",
+    "EmbeddedServerMissing",
+    "Event",
+    "EventBus",
+    "EventPage",
+    "EventType",
+    "FieldError",
+    "FollowupMode",
+    "FollowupOp",
+    "FollowupState",
+    "Forbidden",
+    "GrantChange",
+    "GrantService",
+    "IdempotencyConflict",
+    "IdentityService",
+    "InvalidStateTransition",
+    "InvalidToken",
+    "IssuedToken",
+    "JwtSigner",
+    "Level",
+    "MemoryUnitOfWorkFactory",
+    "Message",
+    "MessageDraft",
+    "MessagePage",
+    "MessagePosted",
+    "MigrationError",
+    "NewPrincipal",
+    "NotFound",
+    "OperatorMode",
+    "Origin",
+    "OwnerTokenRefused",
+    "PostedMessage",
+    "PostgresUnitOfWorkFactory",
+    "Principal",
+    "PrincipalKind",
+    "RateLimited",
+    "ReadDenied",
+    "ResourceKind",
+    "RetriableConflict",
+    "Run",
+    "RunJobsService",
+    "RunLifecycleService",
+    "RunPatchService",
+    "RunState",
+    "RunView",
+    "RunsService",
+    "SendFreshness",
+    "SendOutcome",
+    "Services",
+    "Settings",
+    "Space",
+    "StoreUnavailable",
+    "SystemClock",
+    "Thread",
+    "TokenService",
+    "TriggerState",
+    "Unauthenticated",
+    "UuidV7Generator",
+    "ValidationFailed",
+    "__version__",
+    "build_services",
+    "load_settings",
+    "memory_backend",
+    "migrate",
+    "postgres_backend",
+]
 
 
-def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first use (PEP 562).
+# Hidden from type checkers: a module `__getattr__` they can see makes every misspelled
+# name under `turnkeeper.` an `Any` instead of an error; they read the imports above.
+if not TYPE_CHECKING:
 
-    Args:
-        name: the attribute asked for.
+    def __getattr__(name: str) -> Any:
+        """Load a public name from its module on first use (PEP 562).
 
-    Returns:
-        The object.
+        Args:
+            name: the attribute asked for.
 
-    Raises:
-        AttributeError: for a name that is not public.
-    """
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'turnkeeper' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+        Returns:
+            The object.
 
+        Raises:
+            AttributeError: for a name that is not public.
+        """
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module 'turnkeeper' has no attribute {name!r}")
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value
+        return value
 
-def __dir__() -> list[str]:
-    """The public names, for completion in shells and editors."""
-    return __all__
+    def __dir__() -> list[str]:
+        """The public names, for completion in shells and editors."""
+        return __all__

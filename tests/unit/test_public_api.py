@@ -151,7 +151,7 @@ def test_every_public_name_resolves_and_has_a_docstring(name: str) -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'memory_store'"):
-        _ = turnkeeper.memory_store
+        _ = turnkeeper.memory_store  # type: ignore[attr-defined]  # mypy flags it, as it must
 
 
 def test_the_static_imports_match_the_lazy_table() -> None:
@@ -167,6 +167,62 @@ def test_the_static_imports_match_the_lazy_table() -> None:
                 assert alias.asname == alias.name, "re-exports need 'import X as X'"
                 static[alias.name] = module
     assert static == turnkeeper._HOMES
+
+
+def test_all_is_a_literal_list_of_the_table() -> None:
+    # Type checkers read `__all__` only when it is written out (`from turnkeeper import *`).
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    assigned = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+    ]
+    assert len(assigned) == 1
+    assert ast.literal_eval(assigned[0]) == sorted([*turnkeeper._HOMES, "__version__"])
+
+
+#: A program that uses the package root well and badly, for `mypy --strict`.
+TYPED_PROGRAM = """
+import turnkeeper
+from turnkeeper import *
+
+backend = turnkeeper.memory_backnd(turnkeeper.Settings())
+services = memory_backend(Settings())
+factory = MemoryUnitOfWorkFactory()
+
+
+async def unit() -> None:
+    async with factory() as uow:
+        await uow.no_such_repository.get(1)
+    async with factory.read_only() as reader:
+        await reader.no_such_repository.get(1)
+"""
+
+
+def test_mypy_flags_misspelled_names_and_types_what_it_loads(tmp_path: Path) -> None:
+    # A module `__getattr__` that mypy can see makes any name under `turnkeeper.` an Any;
+    # a computed `__all__` hides the names from a star import.
+    program = tmp_path / "program.py"
+    program.write_text(TYPED_PROGRAM, encoding="utf-8")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "program.py",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    errors = [line for line in done.stdout.splitlines() if ": error: " in line]
+    assert [line.split(":")[1] for line in errors] == ["5", "12", "14"], done.stdout
+    assert 'has no attribute "memory_backnd"' in errors[0]
+    assert all('"UnitOfWork" has no attribute "no_such_repository"' in e for e in errors[1:])
 
 
 def test_every_module_has_a_reference_page_in_the_nav() -> None:

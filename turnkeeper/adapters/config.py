@@ -29,6 +29,7 @@ import attrs
 
 from turnkeeper.adapters.postgres.embedded import DATA_DIR_ENV, DEFAULT_DATA_DIR
 from turnkeeper.adapters.postgres.errors import BadConninfoOption, require_conninfo
+from turnkeeper.adapters.tokens import MIN_SIGNING_KEY_BYTES as MIN_SIGNING_KEY_BYTES
 from turnkeeper.application.settings import (
     CHOICES,
     SETTING_KEYS,
@@ -51,10 +52,6 @@ ENV_OWNER_TOKEN = "TURNKEEPER_OWNER_TOKEN"  # noqa: S105 (a variable name, not a
 #: Environment variable with the key that signs invocation tokens (else a key file in
 #: the data directory, made once); every process of one deployment must share it.
 ENV_SIGNING_KEY = "TURNKEEPER_SIGNING_KEY"
-#: The shortest key `ENV_SIGNING_KEY` may give, in bytes of its UTF-8 encoding: HS256
-#: wants a key at least as long as its hash, 256 bits (RFC 7518, section 3.2), and PyJWT
-#: only warns about a shorter one.
-MIN_SIGNING_KEY_BYTES = 32
 #: The extra that installs the modules of `FAST_EXTRA_MODULES`.
 FAST_EXTRA = "fast"
 #: Key -> the value of it that needs a module of the ``fast`` extra, which is also the

@@ -16,6 +16,10 @@ from turnkeeper.application.ports import InvocationClaims
 from turnkeeper.domain.runs import TriggerKind
 
 _ALGORITHM = "HS256"
+#: The shortest signing key, in bytes (of its UTF-8 encoding where it comes as text, as
+#: `TURNKEEPER_SIGNING_KEY` does): HS256 wants a key at least as long as its hash, 256
+#: bits (RFC 7518, section 3.2), and PyJWT only warns about a shorter one.
+MIN_SIGNING_KEY_BYTES = 32
 _REQUIRED = ("run_id", "message_id", "trigger_kind", "sub", "jti", "exp")
 
 
@@ -23,10 +27,18 @@ class JwtSigner:
     """Signs and verifies invocation tokens; satisfies `turnkeeper.application.ports.TokenSigner`.
 
     Args:
-        key: the shared secret (at least 32 bytes of entropy).
+        key: the shared secret (at least `MIN_SIGNING_KEY_BYTES` bytes of entropy).
+
+    Raises:
+        ValueError: for a key shorter than `MIN_SIGNING_KEY_BYTES` (an empty one among
+            them), refused here rather than at the first token signed with it.
     """
 
     def __init__(self, key: bytes) -> None:
+        if len(key) < MIN_SIGNING_KEY_BYTES:
+            raise ValueError(
+                f"the signing key must be at least {MIN_SIGNING_KEY_BYTES} bytes, got {len(key)}"
+            )
         self._key = key
 
     def sign(self, claims: InvocationClaims) -> str:

@@ -176,8 +176,11 @@ def memory_backend(settings: Settings, key: bytes | None = None) -> Backend:
 
     Returns:
         The backend, always ready.
+
+    Raises:
+        ValueError: for a key shorter than `MIN_SIGNING_KEY_BYTES`.
     """
-    signer = JwtSigner(key or secrets.token_bytes(SIGNING_KEY_BYTES))
+    signer = JwtSigner(secrets.token_bytes(SIGNING_KEY_BYTES) if key is None else key)
     services = build_services(
         MemoryUnitOfWorkFactory(), settings, SystemClock(), UuidV7Generator(), signer
     )
@@ -335,10 +338,12 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
         The backend.
 
     Raises:
-        ValueError: for a connection string that does not parse.
+        ValueError: for a connection string that does not parse, or a key shorter than
+            `MIN_SIGNING_KEY_BYTES`.
         StoreUnavailable: when no connection can be opened.
     """
     require_conninfo(conninfo)
+    signer = JwtSigner(key)  # a short key is refused before any connection is opened
     policy = PoolPolicy.from_settings(settings)
     pool = await create_pool(
         conninfo, min_size=settings.pool_min_size, max_size=settings.pool_max_size, policy=policy
@@ -360,7 +365,7 @@ async def postgres_backend(conninfo: str, settings: Settings, key: bytes) -> Asy
             settings,
             SystemClock(),
             UuidV7Generator(),
-            JwtSigner(key),
+            signer,
         )
         if settings.metrics_enabled:
             # The pool's stats count as waiting only the units waiting now, not those

@@ -57,6 +57,33 @@ class ValidationFailed(DomainError):
         super().__init__(message or "the request is not valid")
         self.errors = tuple(errors)
 
+    def under(self, prefix: str) -> ValidationFailed:
+        """The same refusal of a body that sits at `prefix` of its request.
+
+        A pointer written relative to that body (``/content`` of a thread's first
+        message) goes under the prefix; one already under it is kept.
+
+        Args:
+            prefix: the body's pointer in the request, for example ``/first_message``.
+
+        Returns:
+            A new error with the pointers of the request.
+
+        Example:
+            >>> refusal = ValidationFailed([FieldError(pointer="/content", code="shouting")])
+            >>> refusal.under("/first_message").errors[0].pointer
+            '/first_message/content'
+        """
+        return ValidationFailed(
+            [
+                error
+                if error.pointer == prefix or error.pointer.startswith(f"{prefix}/")
+                else attrs.evolve(error, pointer=f"{prefix}{error.pointer}")
+                for error in self.errors
+            ],
+            str(self),
+        )
+
 
 #: The one character PostgreSQL's ``text`` cannot hold. Refused in every text member by
 #: the domain rules, so that both stores answer 400 ``invalid_character`` (as the HTTP

@@ -7,6 +7,8 @@ with the token of the follow-up that answers, finish it, and acknowledge follow-
 
 Example:
     >>> async def work(client: AgentRuntimeClient, event: AgentEvent) -> None:
+    ...     # An agent.invocation event carries both (other events may not).
+    ...     assert event.run_id is not None and event.invocation_token is not None
     ...     run = await client.start(event.run_id, event.invocation_token)
     ...     await client.send(run.thread_id, "On it.", f"{run.id}:ack", run_id=run.id)
     ...     await client.finish(run.id, "completed")

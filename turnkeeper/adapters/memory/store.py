@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from turnkeeper.adapters.event_seqs import horizon_bound
 from turnkeeper.adapters.memory.audit import MemoryAuditLog, MemoryRateLimitStore
@@ -145,10 +144,10 @@ class MemoryUnitOfWorkFactory:
                 if not unit.committed:
                     unit.rollback()
 
-    def __call__(self) -> Any:
+    def __call__(self) -> AbstractAsyncContextManager[UnitOfWork]:
         """A new unit of work (an async context manager)."""
         return self._unit()
 
-    def read_only(self) -> Any:
+    def read_only(self) -> AbstractAsyncContextManager[UnitOfWork]:
         """A unit for reads (the same serialized unit; it is never committed)."""
         return self._unit()

@@ -8,7 +8,8 @@ cannot run inside a transaction block, so each runs on its own autocommit connec
 
 Example:
     >>> async with scratch_database(server_conninfo) as conninfo:  # doctest: +SKIP
-    ...     backend = await postgres_backend(conninfo, settings)
+    ...     async with postgres_backend(conninfo, settings, key) as backend:
+    ...         ...
 """
 
 from __future__ import annotations

@@ -44,7 +44,13 @@ from turnkeeper.application.settings import Settings
 from turnkeeper.application.tracking import TrackedUnit
 from turnkeeper.application.transactions import Transactor
 from turnkeeper.domain.authorization import AccessTarget, Action
-from turnkeeper.domain.errors import FieldError, NotFound, character_errors, reject_invalid
+from turnkeeper.domain.errors import (
+    FieldError,
+    NotFound,
+    ValidationFailed,
+    character_errors,
+    reject_invalid,
+)
 from turnkeeper.domain.events import MAX_SEQ, Event
 from turnkeeper.domain.messaging import (
     Message,
@@ -60,6 +66,9 @@ from turnkeeper.domain.world import (
     TitleSource,
     effective_operator,
 )
+
+#: Where a thread's first message sits in the request that creates the thread.
+FIRST_MESSAGE_POINTER = "/first_message"
 
 
 @attrs.frozen(kw_only=True)
@@ -200,7 +209,7 @@ class ConversationService:
                     kind=kind,
                     max_content_bytes=self._settings.max_content_bytes,
                     max_client_id_length=self._settings.max_client_id_length,
-                    prefix="/first_message",
+                    prefix=FIRST_MESSAGE_POINTER,
                     first_message=True,
                 ),
             ]
@@ -231,7 +240,11 @@ class ConversationService:
                 )
             reject_invalid(
                 await reference_errors(
-                    uow, first_message, thread_id=None, author_id=actor.id, prefix="/first_message"
+                    uow,
+                    first_message,
+                    thread_id=None,
+                    author_id=actor.id,
+                    prefix=FIRST_MESSAGE_POINTER,
                 )
             )
             await self._appender.take_rate_token(uow, actor)
@@ -251,9 +264,13 @@ class ConversationService:
                 self._events.thread_created(attrs.evolve(thread, latest_seq=1), actor, target)
             )
             in_thread = AccessTarget(space=target.space, channel=target.channel, thread=thread)
-            message = uow.written.message(
-                await self._appender.append(uow, actor, in_thread, first_message, digest)
-            )
+            try:
+                stored = await self._appender.append(uow, actor, in_thread, first_message, digest)
+            except ValidationFailed as refused:
+                # A subscriber of `MessagePosted` points into the message it was given,
+                # which sits under /first_message of this request.
+                raise refused.under(FIRST_MESSAGE_POINTER) from refused
+            message = uow.written.message(stored)
             return CreatedThread(
                 thread=uow.written.thread(thread),
                 message=message,
