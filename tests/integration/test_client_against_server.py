@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from turnkeeper.adapters.client import AgentRuntimeClient
+from turnkeeper.adapters.client import AgentRuntimeClient, ClientUnavailable
 from turnkeeper.adapters.http import create_app
 from turnkeeper.adapters.observability.client import ClientMetrics
 from turnkeeper.application.bootstrap import Services
@@ -169,6 +169,74 @@ async def test_chunked_send_stops_at_a_human_message_and_the_retry_resumes(
     again = await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)
     assert again.state is LogicalSendState.ALREADY_SENT
     assert [c.accepted_seq for c in again.accepted] == [1, 3, 4]
+
+
+def lose_the_answer_of(send: int) -> AfterSend:
+    """A hook that loses the answer of the n-th send: stored by the server, never read."""
+
+    async def lose(sends: int) -> None:
+        if sends == send:
+            raise httpx.ReadError("the connection closed before the answer")
+
+    return lose
+
+
+async def test_a_retry_after_a_lost_answer_is_asked_of_the_server_not_held_locally(
+    services: Services,
+    world: DemoWorld,
+    lotse: AgentRuntimeClient,
+    transport: CountingTransport,
+) -> None:
+    thread_id = eskalation(world)
+    await human_post(services, world, thread_id, "a1")
+    await lotse.read_history(thread_id)
+    transport.after_send = lose_the_answer_of(1)
+    with pytest.raises(ClientUnavailable):
+        await lotse.send(thread_id, "Answer A", "reply-a")
+    transport.after_send = None
+    # The server stored A (seq 2); the session does not know: B is held at A's seq.
+    held = await lotse.send(thread_id, "Note B", "reply-b")
+    assert (held.state, held.held_locally, held.latest_seq) == (SendState.HELD, False, 2)
+
+    # The retry of A, before any refresh: its outcome was unknown, so it is asked of the
+    # server, which replays it (held locally, it was told "not sent" although stored).
+    retry = await lotse.send(thread_id, "Answer A", "reply-a")
+    assert (retry.state, retry.held_locally, retry.accepted_seq) == (
+        SendState.ALREADY_SENT,
+        False,
+        2,
+    )
+    page = await lotse.read_history(thread_id)
+    assert [m.content for m in page.messages].count("Answer A") == 1
+
+
+async def test_a_logical_retry_after_a_lost_chunk_answer_replays_the_stored_chunk(
+    services: Services,
+    world: DemoWorld,
+    lotse: AgentRuntimeClient,
+    transport: CountingTransport,
+) -> None:
+    thread_id = eskalation(world)
+    content = "alpha12 bravo34 charlie"
+    await lotse.read_history(thread_id)
+    transport.after_send = lose_the_answer_of(1)
+    with pytest.raises(ClientUnavailable):
+        await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)
+    transport.after_send = None
+    held = await lotse.send(thread_id, "Note B", "reply-b")
+    assert (held.state, held.latest_seq) == (SendState.HELD, 1)
+
+    # The newest message is the stored chunk 0 itself: the retry replays it and sends the
+    # rest after it (held locally, it reported nothing stored and never went on).
+    retry = await lotse.send_logical(thread_id, "answer-1", content, CHUNK_BYTES)
+    assert retry.state is LogicalSendState.SENT
+    assert [(c.index, c.accepted_seq, c.replayed) for c in retry.accepted] == [
+        (0, 1, True),
+        (1, 2, False),
+        (2, 3, False),
+    ]
+    page = await lotse.read_history(thread_id)
+    assert "".join(m.content for m in page.messages) == content
 
 
 async def test_a_partial_held_logical_send_is_counted_by_the_client(

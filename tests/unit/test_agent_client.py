@@ -339,6 +339,54 @@ async def test_a_send_behind_the_latest_known_is_held_locally_without_a_request(
     assert server.sends()[-1]["freshness"]["seen_up_to_seq"] == 1
 
 
+#: How a first attempt ends after the server stored it, and whether its retry is asked of
+#: the server (True: outcome unknown) or may be held locally (False: a refusal).
+LOST_OUTCOMES: dict[str, tuple[Callable[[httpx.Response], httpx.Response] | None, bool]] = {
+    "server error": (lambda stored: problem(500, "internal"), True),
+    "broken answer": (lambda stored: httpx.Response(200, json={"state": "sent"}), True),
+    "no answer": (None, True),
+    "refused": (lambda stored: problem(400, "validation_failed"), False),
+}
+
+
+@pytest.mark.parametrize("outcome", list(LOST_OUTCOMES))
+async def test_a_retry_whose_first_attempt_ended_unclear_is_never_held_locally(
+    server: FakeServer, outcome: str
+) -> None:
+    answer, asked = LOST_OUTCOMES[outcome]
+    attempts: list[str] = []
+
+    def first_send_unclear(request: httpx.Request) -> httpx.Response:
+        stored = server.handle(request)
+        if request.url.path != "/v1/agent/send" or attempts:
+            return stored
+        attempts.append(outcome)
+        if answer is None:
+            raise httpx.ReadError("closed before the answer", request=request)
+        return answer(stored)
+
+    async with AgentRuntimeClient(
+        BASE_URL, TOKEN, transport=httpx.MockTransport(first_send_unclear)
+    ) as agent:
+        await agent.read_history(THREAD)
+        with pytest.raises((ClientProblem, ClientUnavailable, AnswerInvalid)):
+            await agent.send(THREAD, "All good!", "reply-1")
+        server.post(THREAD, SAM, "Wait, the amount changed.")
+        held = await agent.send(THREAD, "Noted.", "reply-2")
+        assert (held.state, held.held_locally) == (SendState.HELD, False)
+        before = len(server.requests)
+
+        retry = await agent.send(THREAD, "All good!", "reply-1")
+
+    if asked:
+        # The server stored it: its retry is replayed, not reported as not sent.
+        assert (retry.state, retry.held_locally) == (SendState.ALREADY_SENT, False)
+        assert len(server.requests) == before + 1
+    else:
+        assert (retry.state, retry.held_locally) == (SendState.HELD, True)
+        assert len(server.requests) == before
+
+
 async def test_a_pending_delivery_holds_a_send_locally(
     server: FakeServer, client: AgentRuntimeClient
 ) -> None:

@@ -2,8 +2,9 @@
 
 `SendGate.send_once` is the step that `AgentRuntimeClient.send` takes once and
 `AgentRuntimeClient.send_logical` once per chunk; `StoredSends` remembers which client
-message ids the server holds, so that a retry of a stored message (or chunk) is not held
-locally: the server answers it already_sent. Every outcome is logged as one structured
+message ids the server holds or may hold (an attempt without a clear answer), so that a
+retry of a stored message (or chunk) is not held locally: the server answers it
+already_sent. Every outcome is logged as one structured
 line (frontiers and state, never content or token).
 """
 
@@ -26,6 +27,8 @@ LOGGER_NAME = "turnkeeper.client"
 #: recently used beyond are forgotten (a retry of a forgotten one is judged by the
 #: frontiers alone again, so it may be held locally although the server holds it).
 REMEMBERED_SENDS = 4096
+#: The first status of a server error: a unit may have committed before it was answered.
+SERVER_ERROR_STATUS = 500
 
 
 def _log() -> Any:
@@ -74,9 +77,11 @@ class SendGate:
             source_message_ids: the messages the answer is based on; when empty, the
                 message at the observed frontier, when known.
 
-        A client message id an earlier answer of this session stored is never held
-        locally: the server answers it from its idempotency lookup, before any freshness
-        check (already_sent), so a local hold would hide a stored message.
+        A client message id an earlier answer of this session stored, or whose earlier
+        attempt ended without a clear answer (`ClientUnavailable`, `AnswerInvalid`, a 5xx
+        problem, a cancel), is never held locally: the server answers a stored one from
+        its idempotency lookup, before any freshness check (already_sent), so a local
+        hold would hide a stored message.
 
         Returns:
             sent, already_sent or held (`SendResult.held_locally` when no request was made).
@@ -119,7 +124,16 @@ class SendGate:
             body["run_id"] = str(run_id)
         try:
             response = await self._session.request("POST", "/v1/agent/send", json=body)
+            answer = wire.send_answer(
+                response,
+                target_key=target_key,
+                client_message_id=client_message_id,
+                seen_up_to_seq=local.seen_up_to_seq,
+            )
         except ClientProblem as problem:
+            if problem.status >= SERVER_ERROR_STATUS:
+                # The server's unit may have committed before the error was answered.
+                self._stored.remember(target_key, client_message_id)
             if problem.has_error("/freshness/target_key"):
                 # The remembered key is stale: resolve it again on the next send.
                 self._targets.forget(thread_id)
@@ -133,12 +147,11 @@ class SendGate:
                 seen_up_to_seq=local.seen_up_to_seq,
             )
             raise
-        answer = wire.send_answer(
-            response,
-            target_key=target_key,
-            client_message_id=client_message_id,
-            seen_up_to_seq=local.seen_up_to_seq,
-        )
+        except BaseException:
+            # No answer, a broken one, or a cancel: the outcome is unknown and the server
+            # may hold the message; a local hold of the retry would report it not sent.
+            self._stored.remember(target_key, client_message_id)
+            raise
         state = SendState(answer.state)
         self._targets.remember(thread_id, answer.target_key)
         self._freshness.record_answer(
@@ -166,9 +179,10 @@ class SendGate:
 
 
 class StoredSends:
-    """The client message ids the server is known to hold, by target key.
+    """The client message ids the server holds or may hold, by target key.
 
-    Learnt from the answers of this client's own attempts (sent and already_sent).
+    Learnt from this client's own attempts: those answered sent or already_sent, and
+    those that ended without a clear answer (the server may have stored them).
 
     Args:
         limit: how many client message ids to remember (least recently used forgotten).
@@ -181,14 +195,15 @@ class StoredSends:
         self._ids: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def known(self, target_key: str, client_message_id: str) -> bool:
-        """Whether the server is known to hold a client message id in a target.
+        """Whether the server holds, or may hold, a client message id in a target.
 
         Args:
             target_key: the target's canonical key.
             client_message_id: the idempotency key.
 
         Returns:
-            True when an answer of this client stored it (and it is not forgotten).
+            True when an attempt of this client stored it or may have (and it is not
+            forgotten).
         """
         key = (target_key, client_message_id)
         if key not in self._ids:
@@ -197,7 +212,7 @@ class StoredSends:
         return True
 
     def remember(self, target_key: str, client_message_id: str) -> None:
-        """Record a client message id the server answered as stored.
+        """Record a client message id the server stored, or may have stored.
 
         Args:
             target_key: the target's canonical key.
