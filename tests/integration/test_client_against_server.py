@@ -44,7 +44,11 @@ class CountingTransport(httpx.AsyncBaseTransport):
             self.sends += 1
             await response.aread()
             if self.after_send is not None:
-                await self.after_send(self.sends)
+                try:
+                    await self.after_send(self.sends)
+                except BaseException:
+                    await response.aclose()  # a lost answer: nobody reads it
+                    raise
         return response
 
 

@@ -46,7 +46,14 @@ class _Own:
         return "own form"
 
 
-@given(st.dictionaries(st.text(), _values, max_size=8))
+@given(
+    st.dictionaries(
+        # Lone surrogates too: an embedding program can pass them (Python strings hold them).
+        st.text(st.characters(codec=None, exclude_categories=())),
+        _values | st.text(st.characters(categories=("Cs",))),
+        max_size=8,
+    )
+)
 def test_every_record_renders_as_structlog_renders_it(record: dict[str, object]) -> None:
     assert render_json(None, "info", dict(record)) == _structlog_json(None, "info", dict(record))
 
@@ -63,8 +70,20 @@ def test_every_record_renders_as_structlog_renders_it(record: dict[str, object])
         {"event": "x", "at": datetime.datetime(2026, 12, 5, 8, 0, tzinfo=datetime.UTC)},
         {"event": "x", "own": _Own()},
         {"event": "x", "nested": {"kept": (1, 2)}},
+        {"event": "x", "client_message_id": "a\ud800"},
     ],
-    ids=["plain", "numbers", "non-ascii", "exponent", "nan", "uuid", "datetime", "own", "nested"],
+    ids=[
+        "plain",
+        "numbers",
+        "non-ascii",
+        "exponent",
+        "nan",
+        "uuid",
+        "datetime",
+        "own",
+        "nested",
+        "lone surrogate",
+    ],
 )
 def test_each_kind_of_record_renders_as_structlog_renders_it(record: dict[str, object]) -> None:
     line = render_json(None, "info", dict(record))

@@ -72,8 +72,9 @@ def render_json(logger: WrappedLogger, method_name: str, event_dict: EventDict) 
     A record of plain members (text, numbers, booleans, none, as the request line and
     most lines have) is encoded by msgspec and spaced as ``json.dumps`` spaces it, at a
     third of the cost (ADR 0028, second amendment); any other record (a nested value, an
-    object, text beyond ASCII that ``json.dumps`` escapes, a float it writes with an
-    exponent) is rendered by structlog's `JSONRenderer`. Both give the same text.
+    object, text beyond ASCII that ``json.dumps`` escapes, a lone surrogate, a float it
+    writes with an exponent) is rendered by structlog's `JSONRenderer`. Both give the
+    same text.
 
     Args:
         logger: the wrapped logger (unused).
@@ -87,7 +88,12 @@ def render_json(logger: WrappedLogger, method_name: str, event_dict: EventDict) 
         kind = type(value)
         if kind not in _PLAIN_TYPES and not (kind is float and _plain_float(value)):
             return str(_json_dumps(logger, method_name, event_dict))
-    compact = _json_encoder.encode(event_dict)
+    try:
+        compact = _json_encoder.encode(event_dict)
+    except UnicodeEncodeError:
+        # A lone surrogate (a Python string can hold one; an embedding program may log
+        # it in a client message id), which msgspec cannot write and json.dumps escapes.
+        return str(_json_dumps(logger, method_name, event_dict))
     # json.dumps escapes DEL as well as every byte beyond ASCII.
     if not compact.isascii() or _DEL in compact:
         return str(_json_dumps(logger, method_name, event_dict))
