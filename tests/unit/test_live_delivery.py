@@ -47,6 +47,10 @@ MAX_WAIT_SECONDS = 30
 BURST = 100000
 
 
+#: Turns of the event loop that let a started call run up to where it waits.
+LOOP_TURNS = 20
+
+
 def _settings() -> Settings:
     return Settings(
         stream_max_per_principal=MAX_STREAMS,
@@ -282,6 +286,30 @@ async def test_a_stream_delivers_the_backlog_then_heartbeats_then_new_events(
     await alex_stream.aclose()
     assert fresh
     assert backlog + fresh == await visible_seqs(live, "alex")
+
+
+async def test_a_stream_call_cut_while_it_reads_leaves_the_event_to_the_next_call(
+    live: Live,
+) -> None:
+    # An embedding program reads a stream with a timeout per item and goes on after one:
+    # the cut read had used up the wake-up, and the next call answered heartbeats while
+    # the committed event stayed unread until some other commit.
+    alex = live.world.principal("alex")
+    stream = await live.services.live.open_events(alex, after=0)
+    backlog = await drain(stream)
+    await live.post("alex", "allgemein")
+    async with live.factory():  # holds the store: the stream's read waits for it
+        call = asyncio.ensure_future(anext(stream))
+        for _ in range(LOOP_TURNS):
+            await asyncio.sleep(0)
+        assert not call.done()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    item = await anext(stream)
+    await stream.aclose()
+    assert isinstance(item, EventPage)
+    assert backlog + [e.seq for e in item.events] == await visible_seqs(live, "alex")
 
 
 async def test_a_stream_never_carries_an_event_of_a_thread_the_reader_may_not_open(

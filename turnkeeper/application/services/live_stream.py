@@ -113,7 +113,8 @@ class LiveStream(Generic[PageT]):
     with at least one event, and `HEARTBEAT` when a wait of ``stream.heartbeat_seconds``
     saw nothing. Iteration ends when the process shuts down (`LiveDelivery.close`).
     Close it with `aclose` (or ``async with``): that frees its place among the
-    principal's streams.
+    principal's streams. A call cut short (a timeout or cancel around ``__anext__``)
+    loses nothing: the next call reads at once.
 
     Args:
         first: the page read when the stream opened.
@@ -179,6 +180,17 @@ class LiveStream(Generic[PageT]):
         if pending is not None and events_in(pending):
             self._last_sent = self._clock.now()
             return pending
+        try:
+            return await self._next_item()
+        except BaseException:
+            # A call cut short (a caller's timeout or cancel) may have used up the
+            # wake-up of an event it never read: the next call reads at once instead of
+            # answering heartbeats until some other commit.
+            self._read_at_once = True
+            raise
+
+    async def _next_item(self) -> PageT | Heartbeat:
+        """The next page with events or a heartbeat, after the pending first page."""
         while True:
             if self._closed or self._waker.closed:
                 raise StopAsyncIteration
