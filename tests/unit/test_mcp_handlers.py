@@ -76,6 +76,8 @@ class FakeTurnkeeper:
     start_answers: list[httpx.Response | Exception] = attrs.Factory(list)
     #: Starts that commit and then lose their answer, taken one per call.
     lost_start_answers: list[Exception] = attrs.Factory(list)
+    #: await_input calls that commit and then lose their answer, taken one per call.
+    lost_await_answers: list[Exception] = attrs.Factory(list)
     #: Starts that another session wins first (the run is running, this one answers 409).
     starts_won_elsewhere: int = 0
     #: Answers of POST /v1/agent/events/ack, taken one per call; an ack then succeeds.
@@ -89,6 +91,10 @@ class FakeTurnkeeper:
     run_calls: list[str] = attrs.Factory(list)
     #: Called before a send is stored; its answer (if any) is the send's answer.
     send_hook: SendHook | None = None
+    #: A call (``start``, ``ack``) whose change is stored and whose answer never comes.
+    stalled: str | None = None
+    #: Set when the stalled call reached the server.
+    reached: asyncio.Event = attrs.Factory(asyncio.Event)
     latest_seq: int = 0
 
     def session(self) -> McpSession:
@@ -159,9 +165,12 @@ class FakeTurnkeeper:
                     raise answer
                 return answer
             self.acked.append(json.loads(request.content)["through_seq"])
+            await self._stall("ack")
             return httpx.Response(204)
         if method == "POST" and path == f"/v1/runs/{RUN}/start":
-            return self.start(request)
+            started = self.start(request)
+            await self._stall("start")
+            return started
         if method == "GET" and path == f"/v1/runs/{RUN}" and RUN in self.runs:
             return httpx.Response(200, json=self.runs[RUN])
         if path.startswith(f"/v1/runs/{RUN}") and RUN in self.runs:
@@ -182,8 +191,12 @@ class FakeTurnkeeper:
                 run["followups"][message_id] = {"state": op["value"]}
                 self.run_calls.append(f"patch {message_id} {op['value']}")
         elif method == "POST" and action == "/await-input":
+            if run["state"] != "running":
+                return problem(409, "invalid_state_transition")
             run["state"] = "waiting_input"
             self.run_calls.append("await_input")
+            if self.lost_await_answers:
+                raise self.lost_await_answers.pop(0)
         elif method == "POST" and action == "/finish":
             run["state"] = json.loads(request.content)["state"]
             self.run_calls.append(f"finish {run['state']}")
@@ -212,6 +225,11 @@ class FakeTurnkeeper:
                 "latest_seq": self.latest_seq,
             },
         )
+
+    async def _stall(self, call: str) -> None:
+        if self.stalled == call:
+            self.reached.set()
+            await asyncio.Event().wait()
 
     def _deliverable(self, event: dict[str, Any]) -> bool:
         if event["type"] != "agent.invocation" or RUN not in self.runs:
@@ -431,6 +449,32 @@ async def test_a_start_whose_answer_is_lost_is_handed_over_at_the_next_wait(
     assert started.structured["run_id"] == RUN
     assert session.runs == {THREAD: RUN}
     assert server.acked == [1]
+    assert await wait(handlers, session) == await wait(handlers, session)  # nothing more
+
+
+@pytest.mark.parametrize("stalled", ["start", "ack"])
+async def test_a_wait_cancelled_while_it_starts_a_run_hands_it_over_at_the_next_wait(
+    server: FakeTurnkeeper, handlers: ToolHandlers, stalled: str
+) -> None:
+    # Found by a black-box audit: a host's read timeout cancelled the call after the
+    # start committed (or its ack), and the server never delivers a started run's
+    # invocation again: the run stayed running with nobody told of it.
+    server.add_event("agent.invocation")
+    server.stalled = stalled
+    session = server.session()
+    call = asyncio.create_task(wait(handlers, session))
+    await server.reached.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    server.stalled = None
+
+    started = await wait(handlers, session)
+
+    assert started.outcome == "invocation"
+    assert started.structured is not None
+    assert started.structured["run_id"] == RUN
+    assert session.runs == {THREAD: RUN}
     assert await wait(handlers, session) == await wait(handlers, session)  # nothing more
 
 
@@ -769,3 +813,35 @@ async def test_a_posted_send_stays_posted_when_the_absorb_fails_for_now(
     assert session.pending == {}
     await handlers.call(session, "finish_run", {"run_id": RUN, "state": "completed"})
     assert server.run_calls == [f"patch {ANSWER} absorbed", "finish completed"]
+
+
+async def test_a_retried_await_input_whose_answer_was_lost_confirms_the_wait(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    # Found by a black-box audit: told "try the same call again", the model got "not in a
+    # state that allows this" for a run that waited as it had asked.
+    server.add_run("running")
+    server.lost_await_answers.append(httpx.ReadError("connection lost"))
+    session = server.session()
+    arguments = {"run_id": RUN, "question": "Which invoice, Alex?"}
+
+    lost = await handlers.call(session, "await_input", arguments)
+    assert lost.is_error
+    assert "again" in lost.text
+
+    again = await handlers.call(session, "await_input", arguments)
+
+    assert not again.is_error
+    assert again.outcome == "waiting_input"
+    assert server.run_calls == ["await_input"]
+
+
+async def test_await_input_of_a_run_that_does_not_wait_stays_refused(
+    server: FakeTurnkeeper, handlers: ToolHandlers
+) -> None:
+    server.add_run("completed")
+    answer = await handlers.call(
+        server.session(), "await_input", {"run_id": RUN, "question": "Which invoice, Alex?"}
+    )
+    assert answer.is_error
+    assert "invalid_state_transition" in answer.text

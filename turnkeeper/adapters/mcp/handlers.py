@@ -9,6 +9,7 @@ line with the exception's type only (never content, a token or a stack trace).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -167,7 +168,16 @@ class ToolHandlers:
                 return await self._wait(session, args)
             case AwaitArgs():
                 await self._absorb(session, args.run_id)
-                run = await session.client.await_input(args.run_id, args.question)
+                try:
+                    run = await session.client.await_input(args.run_id, args.question)
+                except ClientProblem as problem:
+                    if problem.status != HTTPStatus.CONFLICT:
+                        raise
+                    # A retry of a call whose answer was lost (the model is told to try
+                    # again): the run waits as asked. Only its agent can make it wait.
+                    run = await session.client.get_run(args.run_id)
+                    if run.state is not RunState.WAITING_INPUT:
+                        raise problem from None
                 return ToolAnswer(text=texts.awaiting_text(run), outcome=run.state.value)
             case FinishArgs():
                 # Before the finish: the end of the run defers every follow-up that is
@@ -304,29 +314,7 @@ class ToolHandlers:
                 page = await client.wait_events(wait=min(remaining, step), limit=1)
                 event = page.events[0] if page.events else None
             if event is not None:
-                try:
-                    answer = await self._work(session, event)
-                except (ClientUnavailable, ClientProblem) as failed:
-                    deferred = deferral(failed)
-                    if deferred is None:
-                        raise
-                    if event.type == INVOCATION:
-                        # The start may have committed all the same (its answer lost):
-                        # the server then skips the invocation, so the session keeps it.
-                        # Its next start answers 409 and the running run is handed over.
-                        session.unsettled_invocation = event
-                    raise deferred from failed
-                session.unsettled_invocation = None
-                # Handled (or nothing to do with it): it is not delivered again. An event
-                # whose handling failed above stays unacknowledged and comes again.
-                try:
-                    await client.ack(event.seq)
-                except (ClientUnavailable, ClientProblem) as failed:
-                    if answer is None or deferral(failed) is None:
-                        raise
-                    # The work is the model's now (a started run's invocation is never
-                    # delivered again); a later ack covers this event.
-                    _log().info("mcp_ack_deferred", seq=event.seq)
+                answer = await self._handle(session, event)
                 if answer is not None:
                     return answer
                 continue
@@ -336,6 +324,46 @@ class ToolHandlers:
                     structured={"event": "none"},
                     outcome="idle",
                 )
+
+    async def _handle(self, session: McpSession, event: AgentEvent) -> ToolAnswer | None:
+        """Hand one event to the model (None: nothing to do with it) and acknowledge it."""
+        client = session.client
+        try:
+            answer = await self._work(session, event)
+        except asyncio.CancelledError:
+            # Cancelled (a host's read timeout) before the model got the work: the start
+            # may have committed, and the server skips a started run's invocation, so
+            # the session keeps it as below.
+            if event.type == INVOCATION:
+                session.unsettled_invocation = event
+            raise
+        except (ClientUnavailable, ClientProblem) as failed:
+            deferred = deferral(failed)
+            if deferred is None:
+                raise
+            if event.type == INVOCATION:
+                # The start may have committed all the same (its answer lost):
+                # the server then skips the invocation, so the session keeps it.
+                # Its next start answers 409 and the running run is handed over.
+                session.unsettled_invocation = event
+            raise deferred from failed
+        session.unsettled_invocation = None
+        # Handled (or nothing to do with it): it is not delivered again. An event
+        # whose handling failed above stays unacknowledged and comes again.
+        try:
+            await client.ack(event.seq)
+        except asyncio.CancelledError:
+            if answer is not None and event.type == INVOCATION:
+                # The run is started for this session, and the model never heard of it.
+                session.unsettled_invocation = event
+            raise
+        except (ClientUnavailable, ClientProblem) as failed:
+            if answer is None or deferral(failed) is None:
+                raise
+            # The work is the model's now (a started run's invocation is never
+            # delivered again); a later ack covers this event.
+            _log().info("mcp_ack_deferred", seq=event.seq)
+        return answer
 
     async def _work(self, session: McpSession, event: AgentEvent) -> ToolAnswer | None:
         if event.run_id is None:
