@@ -25,6 +25,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -611,6 +612,67 @@ async def test_a_stopped_stdio_server_exits_0_while_its_input_stays_open(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_a_host_that_closes_both_pipes_during_a_call_ends_the_stdio_server_with_0(
+    tmp_path: Path,
+) -> None:
+    # Found by an audit: the host died with a wait_for_work pending; the SDK's answer to
+    # it met the closed output pipe, and the command exited 1 with an ExceptionGroup line.
+    silent = socket.socket()  # takes connections (its backlog) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    env = mcp_environment(url, "tk-example-token")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+    log = tmp_path / "mcp.log"
+    kept: list[socket.socket] = []  # accepted and left open, so that the request hangs
+    with silent, log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "turnkeeper.adapters.cli", "mcp"),
+            env={**base, **env},
+            cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        try:
+            process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+            await process.stdin.drain()
+            async with asyncio.timeout(START_STOP_SECONDS):
+                assert json.loads(await process.stdout.readline())["id"] == 1
+            for message in (INITIALIZED, WAIT_CALL):
+                process.stdin.write(json.dumps(message).encode() + b"\n")
+            await process.stdin.drain()
+            # The call reached the silent server: one connection waits in its backlog.
+            silent.setblocking(False)
+            async with asyncio.timeout(START_STOP_SECONDS):
+                connection, _ = await asyncio.get_running_loop().sock_accept(silent)
+            kept.append(connection)
+            process.stdin.close()
+            # The host's end of the output closed too (asyncio has no public call for it).
+            process._transport.get_pipe_transport(1).close()  # type: ignore[attr-defined]
+            code = await asyncio.wait_for(process.wait(), START_STOP_SECONDS)
+            assert code == 0, log.read_text()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            for connection in kept:
+                connection.close()
+
+
+#: The notification that ends a handshake.
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+#: A wait_for_work that stays pending as long as the server does not answer.
+WAIT_CALL = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {"name": "wait_for_work", "arguments": {"timeout_seconds": 60}},
+}
 
 
 async def test_a_tool_call_over_http_logs_no_content_at_debug(stage: Stage, tmp_path: Path) -> None:

@@ -169,8 +169,13 @@ async def serve_stdio(server: Server[Any]) -> None:
         server: the MCP server.
     """
     stdin = StdinLines(sys.stdin.buffer, asyncio.get_running_loop())
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    try:
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    except* BrokenPipeError:
+        # The host closed its end of the output (it died, or closed both pipes) while an
+        # answer was on its way: the session ended as at the end of the input.
+        pass
 
 
 async def serve_http(
