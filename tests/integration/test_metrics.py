@@ -27,6 +27,7 @@ from tests.integration.observability_support import (
     token_of,
 )
 from tests.support.fakes import TEST_KEY, FakeClock, SequentialIds
+from tests.support.json_log import captured_json_log, json_records
 from turnkeeper.adapters.observability.metrics import attach_metrics
 from turnkeeper.adapters.postgres.uow import Conn
 from turnkeeper.adapters.tokens import JwtSigner
@@ -232,6 +233,38 @@ async def test_a_retried_unit_counts_once(
         after.value("turnkeeper_runs_opened_total") - before.value("turnkeeper_runs_opened_total")
         == 1
     )
+
+
+async def test_a_retried_unit_logs_its_run_lines_once(
+    uow_factory: UnitOfWorkFactory, settings: Settings, clock: FakeClock
+) -> None:
+    # Found by a black-box audit: a unit retried after a deadlock logged run_ended for
+    # its rolled-back attempt as well (the metrics counted the committed one only).
+    failing = FailingCommits(uow_factory)
+    services = build_services(failing, settings, clock, SequentialIds(), JwtSigner(TEST_KEY))
+    world = await build_demo_world(services)
+    async with client_of(services) as client:
+        with captured_json_log() as captured:
+            failing.failures = 2
+            assert (
+                await post(client, world, "alex", allgemein(world), "l1", "Help")
+            ).status_code == 201
+            run_id, token = await invocation(client, world)
+            await start(client, world, run_id, token)
+            failing.failures = 2
+            finished = await client.post(
+                f"/v1/runs/{run_id}/finish",
+                json={"state": "completed"},
+                headers=token_of(world, "lotse"),
+            )
+            assert finished.status_code == 200
+            assert failing.failed == 4
+    lines = [r for r in json_records(captured) if r.get("event") in ("run_opened", "run_ended")]
+    assert [(r["event"], r["run_id"]) for r in lines] == [
+        ("run_opened", run_id),
+        ("run_ended", run_id),
+    ]
+    assert (lines[1]["state"], lines[1]["reason"]) == ("completed", "none")
 
 
 async def test_runs_opened_ended_and_their_duration(

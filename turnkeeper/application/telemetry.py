@@ -24,12 +24,15 @@ import attrs
 
 from turnkeeper.application.logs import get_logger
 from turnkeeper.domain.events import NewEvent
-from turnkeeper.domain.runs import Run
+from turnkeeper.domain.finish import bounded_reason
+from turnkeeper.domain.runs import END_STATES, Run
 
 #: A span attribute value (OpenTelemetry's primitive types).
 AttributeValue = str | int | float | bool
 
 _log = get_logger("turnkeeper.telemetry")
+#: The logger of the lines of runs opened and ended (docs/operations.md).
+_runs_log = get_logger("turnkeeper.runs")
 
 
 @attrs.frozen(kw_only=True)
@@ -192,6 +195,27 @@ class _SpanGroup:
             span.set_name(name)
 
 
+def log_runs(changes: CommittedChanges) -> None:
+    """One ``run_opened`` line per run a committed unit opened, one ``run_ended`` per end.
+
+    Args:
+        changes: the unit's committed changes.
+    """
+    for run in changes.runs_opened:
+        _runs_log.info("run_opened", run_id=str(run.id), agent_id=str(run.agent_id))
+    ended: set[object] = set()
+    for run in changes.runs_updated:
+        if run.state in END_STATES and run.id not in ended:
+            ended.add(run.id)
+            # The agent's own reason is free text: the line names only that it gave one.
+            _runs_log.info(
+                "run_ended",
+                run_id=str(run.id),
+                state=run.state.value,
+                reason=bounded_reason(run.state, run.state_reason),
+            )
+
+
 class TelemetryHub:
     """The `Telemetry` of a process: fans every fact out to the attached sinks.
 
@@ -248,7 +272,12 @@ class TelemetryHub:
         self._span_sinks = _span_sinks(self._sinks)
 
     def committed(self, changes: CommittedChanges) -> None:
-        """Hand a committed unit's changes to every sink."""
+        """Log the runs a committed unit opened and ended, and hand its changes to every sink.
+
+        Logged here, after the commit, as the sinks count: an attempt that was rolled back
+        and retried (a deadlock) logs nothing.
+        """
+        log_runs(changes)
         for sink in self._sinks:
             try:
                 sink.committed(changes)

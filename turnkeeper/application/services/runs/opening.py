@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 
 from turnkeeper.application.event_factory import EventFactory
-from turnkeeper.application.logs import get_logger
 from turnkeeper.application.ports import Clock, IdGenerator, UnitOfWork
 from turnkeeper.application.services.access import thread_of
 from turnkeeper.application.services.messages_append import MessageAppender
@@ -20,8 +19,6 @@ from turnkeeper.domain.authorization import AccessTarget
 from turnkeeper.domain.messaging import Message, MessageKind, Origin, TriggerState
 from turnkeeper.domain.runs import Run
 from turnkeeper.domain.world import Principal
-
-_log = get_logger("turnkeeper.runs")
 
 
 class RunOpener:
@@ -103,7 +100,6 @@ class RunOpener:
             uow, target, [message_id], TriggerState.RECEIVED, None, known=[author]
         )
         await uow.events.append(self._events.agent_invocation(run, target))
-        _log.info("run_opened", run_id=str(run.id), agent_id=str(agent.id))
         return run
 
 

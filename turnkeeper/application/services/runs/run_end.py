@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from turnkeeper.application.audit import DenialAudit
 from turnkeeper.application.event_factory import EventFactory
-from turnkeeper.application.logs import get_logger
 from turnkeeper.application.ports import Clock, UnitOfWork
 from turnkeeper.application.ports.audit import AuditAction
 from turnkeeper.application.services.access import thread_of
@@ -22,7 +21,6 @@ from turnkeeper.application.services.runs.invoke import followup_mode, invoke_fa
 from turnkeeper.application.services.runs.opening import RunOpener
 from turnkeeper.domain.authorization import AccessTarget, effective_level
 from turnkeeper.domain.delivery import delivery_reason
-from turnkeeper.domain.finish import bounded_reason
 from turnkeeper.domain.followups import (
     FollowupState,
     RunEnd,
@@ -41,8 +39,6 @@ from turnkeeper.domain.runs import (
     end,
 )
 from turnkeeper.domain.world import Principal, thread_operator
-
-_log = get_logger("turnkeeper.runs")
 
 
 class RunEnder:
@@ -111,13 +107,6 @@ class RunEnder:
                 uow, target, [message.id], TRIGGER_STATE_OF[state], reason
             )
         await self._settle_followups(uow, ended, target, agent)
-        # The agent's own reason is free text: the line names only that it gave one.
-        _log.info(
-            "run_ended",
-            run_id=str(run.id),
-            state=state.value,
-            reason=bounded_reason(state, reason),
-        )
         return ended
 
     async def _settle_followups(
