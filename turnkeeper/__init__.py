@@ -22,272 +22,81 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    # Re-exported through the literal `__all__` below (mypy --strict reads it).
     from turnkeeper.adapters.client import (
-        AgentRuntimeClient as AgentRuntimeClient,
+        AgentRuntimeClient,
+        ClientError,
+        ClientProblem,
+        ClientUnavailable,
     )
-    from turnkeeper.adapters.client import (
-        ClientError as ClientError,
-    )
-    from turnkeeper.adapters.client import (
-        ClientProblem as ClientProblem,
-    )
-    from turnkeeper.adapters.client import (
-        ClientUnavailable as ClientUnavailable,
-    )
-    from turnkeeper.adapters.config import (
-        ConfigError as ConfigError,
-    )
-    from turnkeeper.adapters.config import (
-        load_settings as load_settings,
-    )
-    from turnkeeper.adapters.memory import (
-        MemoryUnitOfWorkFactory as MemoryUnitOfWorkFactory,
-    )
-    from turnkeeper.adapters.postgres.embedded import (
-        EmbeddedPostgres as EmbeddedPostgres,
-    )
-    from turnkeeper.adapters.postgres.embedded import (
-        EmbeddedServerMissing as EmbeddedServerMissing,
-    )
-    from turnkeeper.adapters.postgres.migrations import (
-        MigrationError as MigrationError,
-    )
-    from turnkeeper.adapters.postgres.migrations import (
-        migrate as migrate,
-    )
-    from turnkeeper.adapters.postgres.uow import (
-        PostgresUnitOfWorkFactory as PostgresUnitOfWorkFactory,
-    )
-    from turnkeeper.adapters.system import (
-        SystemClock as SystemClock,
-    )
-    from turnkeeper.adapters.system import (
-        UuidV7Generator as UuidV7Generator,
-    )
-    from turnkeeper.adapters.tokens import (
-        JwtSigner as JwtSigner,
-    )
-    from turnkeeper.adapters.wiring import (
-        Backend as Backend,
-    )
-    from turnkeeper.adapters.wiring import (
-        memory_backend as memory_backend,
-    )
-    from turnkeeper.adapters.wiring import (
-        postgres_backend as postgres_backend,
-    )
-    from turnkeeper.application.bootstrap import (
-        Services as Services,
-    )
-    from turnkeeper.application.bootstrap import (
-        build_services as build_services,
-    )
-    from turnkeeper.application.bus import (
-        EventBus as EventBus,
-    )
-    from turnkeeper.application.bus import (
-        MessagePosted as MessagePosted,
-    )
+    from turnkeeper.adapters.config import ConfigError, load_settings
+    from turnkeeper.adapters.memory import MemoryUnitOfWorkFactory
+    from turnkeeper.adapters.postgres.embedded import EmbeddedPostgres, EmbeddedServerMissing
+    from turnkeeper.adapters.postgres.migrations import MigrationError, migrate
+    from turnkeeper.adapters.postgres.uow import PostgresUnitOfWorkFactory
+    from turnkeeper.adapters.system import SystemClock, UuidV7Generator
+    from turnkeeper.adapters.tokens import JwtSigner
+    from turnkeeper.adapters.wiring import Backend, memory_backend, postgres_backend
+    from turnkeeper.application.bootstrap import Services, build_services
+    from turnkeeper.application.bus import EventBus, MessagePosted
     from turnkeeper.application.errors import (
-        ApplicationError as ApplicationError,
+        ApplicationError,
+        BaseVersionConflict,
+        DuplicateKey,
+        InvalidToken,
+        RetriableConflict,
+        StoreUnavailable,
+        Unauthenticated,
     )
-    from turnkeeper.application.errors import (
-        BaseVersionConflict as BaseVersionConflict,
-    )
-    from turnkeeper.application.errors import (
-        DuplicateKey as DuplicateKey,
-    )
-    from turnkeeper.application.errors import (
-        InvalidToken as InvalidToken,
-    )
-    from turnkeeper.application.errors import (
-        RetriableConflict as RetriableConflict,
-    )
-    from turnkeeper.application.errors import (
-        StoreUnavailable as StoreUnavailable,
-    )
-    from turnkeeper.application.errors import (
-        Unauthenticated as Unauthenticated,
-    )
-    from turnkeeper.application.services.admin import (
-        AdminService as AdminService,
-    )
-    from turnkeeper.application.services.admin import (
-        NewPrincipal as NewPrincipal,
-    )
-    from turnkeeper.application.services.agent_send import (
-        AgentSendService as AgentSendService,
-    )
+    from turnkeeper.application.services.admin import AdminService, NewPrincipal
+    from turnkeeper.application.services.agent_send import AgentSendService
     from turnkeeper.application.services.conversation import (
-        ConversationService as ConversationService,
+        ConversationService,
+        CreatedThread,
+        EventPage,
+        MessagePage,
+        PostedMessage,
     )
-    from turnkeeper.application.services.conversation import (
-        CreatedThread as CreatedThread,
-    )
-    from turnkeeper.application.services.conversation import (
-        EventPage as EventPage,
-    )
-    from turnkeeper.application.services.conversation import (
-        MessagePage as MessagePage,
-    )
-    from turnkeeper.application.services.conversation import (
-        PostedMessage as PostedMessage,
-    )
-    from turnkeeper.application.services.grants import (
-        GrantChange as GrantChange,
-    )
-    from turnkeeper.application.services.grants import (
-        GrantService as GrantService,
-    )
-    from turnkeeper.application.services.identity import (
-        BearerToken as BearerToken,
-    )
-    from turnkeeper.application.services.identity import (
-        IdentityService as IdentityService,
-    )
-    from turnkeeper.application.services.runs.agent_feed import (
-        AgentEventPage as AgentEventPage,
-    )
-    from turnkeeper.application.services.runs.agent_feed import (
-        AgentFeedService as AgentFeedService,
-    )
-    from turnkeeper.application.services.runs.feed_delivery import (
-        Delivery as Delivery,
-    )
-    from turnkeeper.application.services.runs.lifecycle import (
-        RunLifecycleService as RunLifecycleService,
-    )
-    from turnkeeper.application.services.runs.run_jobs import (
-        RunJobsService as RunJobsService,
-    )
-    from turnkeeper.application.services.runs.run_patch import (
-        FollowupOp as FollowupOp,
-    )
-    from turnkeeper.application.services.runs.run_patch import (
-        RunPatchService as RunPatchService,
-    )
-    from turnkeeper.application.services.runs.service import (
-        RunsService as RunsService,
-    )
-    from turnkeeper.application.services.runs.views import (
-        RunView as RunView,
-    )
-    from turnkeeper.application.services.send_types import (
-        AgentSend as AgentSend,
-    )
-    from turnkeeper.application.services.send_types import (
-        SendFreshness as SendFreshness,
-    )
-    from turnkeeper.application.services.send_types import (
-        SendOutcome as SendOutcome,
-    )
-    from turnkeeper.application.services.tokens import (
-        IssuedToken as IssuedToken,
-    )
-    from turnkeeper.application.services.tokens import (
-        OwnerTokenRefused as OwnerTokenRefused,
-    )
-    from turnkeeper.application.services.tokens import (
-        TokenService as TokenService,
-    )
-    from turnkeeper.application.settings import (
-        Settings as Settings,
-    )
-    from turnkeeper.application.transactions import (
-        AccessDenied as AccessDenied,
-    )
-    from turnkeeper.application.transactions import (
-        ReadDenied as ReadDenied,
-    )
-    from turnkeeper.domain.credentials import (
-        ApiToken as ApiToken,
-    )
+    from turnkeeper.application.services.grants import GrantChange, GrantService
+    from turnkeeper.application.services.identity import BearerToken, IdentityService
+    from turnkeeper.application.services.runs.agent_feed import AgentEventPage, AgentFeedService
+    from turnkeeper.application.services.runs.feed_delivery import Delivery
+    from turnkeeper.application.services.runs.lifecycle import RunLifecycleService
+    from turnkeeper.application.services.runs.run_jobs import RunJobsService
+    from turnkeeper.application.services.runs.run_patch import FollowupOp, RunPatchService
+    from turnkeeper.application.services.runs.service import RunsService
+    from turnkeeper.application.services.runs.views import RunView
+    from turnkeeper.application.services.send_types import AgentSend, SendFreshness, SendOutcome
+    from turnkeeper.application.services.tokens import IssuedToken, OwnerTokenRefused, TokenService
+    from turnkeeper.application.settings import Settings
+    from turnkeeper.application.transactions import AccessDenied, ReadDenied
+    from turnkeeper.domain.credentials import ApiToken
     from turnkeeper.domain.errors import (
-        Conflict as Conflict,
+        Conflict,
+        DomainError,
+        FieldError,
+        Forbidden,
+        IdempotencyConflict,
+        InvalidStateTransition,
+        NotFound,
+        RateLimited,
+        ValidationFailed,
     )
-    from turnkeeper.domain.errors import (
-        DomainError as DomainError,
-    )
-    from turnkeeper.domain.errors import (
-        FieldError as FieldError,
-    )
-    from turnkeeper.domain.errors import (
-        Forbidden as Forbidden,
-    )
-    from turnkeeper.domain.errors import (
-        IdempotencyConflict as IdempotencyConflict,
-    )
-    from turnkeeper.domain.errors import (
-        InvalidStateTransition as InvalidStateTransition,
-    )
-    from turnkeeper.domain.errors import (
-        NotFound as NotFound,
-    )
-    from turnkeeper.domain.errors import (
-        RateLimited as RateLimited,
-    )
-    from turnkeeper.domain.errors import (
-        ValidationFailed as ValidationFailed,
-    )
-    from turnkeeper.domain.events import (
-        Event as Event,
-    )
-    from turnkeeper.domain.events import (
-        EventType as EventType,
-    )
-    from turnkeeper.domain.followups import (
-        FollowupMode as FollowupMode,
-    )
-    from turnkeeper.domain.followups import (
-        FollowupState as FollowupState,
-    )
-    from turnkeeper.domain.messaging import (
-        Message as Message,
-    )
-    from turnkeeper.domain.messaging import (
-        MessageDraft as MessageDraft,
-    )
-    from turnkeeper.domain.messaging import (
-        Origin as Origin,
-    )
-    from turnkeeper.domain.messaging import (
-        TriggerState as TriggerState,
-    )
-    from turnkeeper.domain.runs import (
-        Run as Run,
-    )
-    from turnkeeper.domain.runs import (
-        RunState as RunState,
-    )
+    from turnkeeper.domain.events import Event, EventType
+    from turnkeeper.domain.followups import FollowupMode, FollowupState
+    from turnkeeper.domain.messaging import Message, MessageDraft, Origin, TriggerState
+    from turnkeeper.domain.runs import Run, RunState
     from turnkeeper.domain.world import (
-        BillingMode as BillingMode,
-    )
-    from turnkeeper.domain.world import (
-        Channel as Channel,
-    )
-    from turnkeeper.domain.world import (
-        ChannelType as ChannelType,
-    )
-    from turnkeeper.domain.world import (
-        Level as Level,
-    )
-    from turnkeeper.domain.world import (
-        OperatorMode as OperatorMode,
-    )
-    from turnkeeper.domain.world import (
-        Principal as Principal,
-    )
-    from turnkeeper.domain.world import (
-        PrincipalKind as PrincipalKind,
-    )
-    from turnkeeper.domain.world import (
-        ResourceKind as ResourceKind,
-    )
-    from turnkeeper.domain.world import (
-        Space as Space,
-    )
-    from turnkeeper.domain.world import (
-        Thread as Thread,
+        BillingMode,
+        Channel,
+        ChannelType,
+        Level,
+        OperatorMode,
+        Principal,
+        PrincipalKind,
+        ResourceKind,
+        Space,
+        Thread,
     )
 
 #: Where each public name is defined (the source of `__getattr__`).

@@ -7,6 +7,7 @@ supplies the client message ids and the freshness context, and answers held send
 text-only guidance (seed message-freshness-gate, sections 4.3 to 4.5 and 6; docs/mcp.md).
 
 `turnkeeper.adapters.mcp.tools` (schemas), `.texts` (answers), `.session` (session
-state), `.handlers` (tool calls) and `.command` (the command) do not import the MCP SDK;
+state), `.handlers` (tool calls), `.work` (``wait_for_work``) and `.command` (the
+command) do not import the MCP SDK;
 `.server` does, and needs the extra ``turnkeeper[mcp]``.
 """
