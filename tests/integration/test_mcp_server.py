@@ -577,15 +577,19 @@ INITIALIZE = {
 }
 
 
-@pytest.mark.parametrize("stop", STOP_SIGNALS, ids=[s.name for s in STOP_SIGNALS])
-async def test_a_stopped_stdio_server_exits_0_while_its_input_stays_open(
-    tmp_path: Path, stop: signal.Signals
-) -> None:
-    # Found by an audit: over stdio the SDK reads standard input in a worker thread that
-    # no cancellation reaches, so a stop waited until the host closed the input.
-    env = mcp_environment("http://127.0.0.1:9", "tk-example-token")
+@contextlib.asynccontextmanager
+async def stdio_tool_server(url: str, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``turnkeeper mcp`` over stdio against `url`, past its handshake; killed if left running.
+
+    Args:
+        url: the turnkeeper server the tools talk to.
+        log: where the command's standard error goes.
+
+    Yields:
+        The process, with its input and output pipes open.
+    """
+    env = mcp_environment(url, "tk-example-token")
     base = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
-    log = tmp_path / "mcp.log"
     with log.open("wb") as stderr:
         process = await asyncio.create_subprocess_exec(
             *(sys.executable, "-m", "turnkeeper.adapters.cli", "mcp"),
@@ -605,13 +609,24 @@ async def test_a_stopped_stdio_server_exits_0_while_its_input_stays_open(
             answer = json.loads(await process.stdout.readline())
         assert answer["id"] == 1
         assert "result" in answer
-        process.send_signal(stop)
-        code = await asyncio.wait_for(process.wait(), START_STOP_SECONDS)
-        assert code == 0, log.read_text()
+        yield process
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+@pytest.mark.parametrize("stop", STOP_SIGNALS, ids=[s.name for s in STOP_SIGNALS])
+async def test_a_stopped_stdio_server_exits_0_while_its_input_stays_open(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    # Found by an audit: over stdio the SDK reads standard input in a worker thread that
+    # no cancellation reaches, so a stop waited until the host closed the input.
+    log = tmp_path / "mcp.log"
+    async with stdio_tool_server("http://127.0.0.1:9", log) as process:
+        process.send_signal(stop)
+        code = await asyncio.wait_for(process.wait(), START_STOP_SECONDS)
+    assert code == 0, log.read_text()
 
 
 async def test_a_host_that_closes_both_pipes_during_a_call_ends_the_stdio_server_with_0(
@@ -622,46 +637,24 @@ async def test_a_host_that_closes_both_pipes_during_a_call_ends_the_stdio_server
     silent = socket.socket()  # takes connections (its backlog) and never answers
     silent.bind(("127.0.0.1", 0))
     silent.listen()
-    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-    env = mcp_environment(url, "tk-example-token")
-    base = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+    silent.setblocking(False)
     log = tmp_path / "mcp.log"
-    kept: list[socket.socket] = []  # accepted and left open, so that the request hangs
-    with silent, log.open("wb") as stderr:
-        process = await asyncio.create_subprocess_exec(
-            *(sys.executable, "-m", "turnkeeper.adapters.cli", "mcp"),
-            env={**base, **env},
-            cwd=ROOT,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-        )
-        assert process.stdin is not None
-        assert process.stdout is not None
-        try:
-            process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
-            await process.stdin.drain()
-            async with asyncio.timeout(START_STOP_SECONDS):
-                assert json.loads(await process.stdout.readline())["id"] == 1
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    with silent:
+        async with stdio_tool_server(url, log) as process:
+            assert process.stdin is not None
             for message in (INITIALIZED, WAIT_CALL):
                 process.stdin.write(json.dumps(message).encode() + b"\n")
             await process.stdin.drain()
-            # The call reached the silent server: one connection waits in its backlog.
-            silent.setblocking(False)
+            # The call reached the silent server; accepted and left open, it hangs.
             async with asyncio.timeout(START_STOP_SECONDS):
                 connection, _ = await asyncio.get_running_loop().sock_accept(silent)
-            kept.append(connection)
-            process.stdin.close()
-            # The host's end of the output closed too (asyncio has no public call for it).
-            process._transport.get_pipe_transport(1).close()  # type: ignore[attr-defined]
-            code = await asyncio.wait_for(process.wait(), START_STOP_SECONDS)
-            assert code == 0, log.read_text()
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            for connection in kept:
-                connection.close()
+            with connection:
+                process.stdin.close()
+                # The host's end of the output closed too (asyncio has no public call).
+                process._transport.get_pipe_transport(1).close()  # type: ignore[attr-defined]
+                code = await asyncio.wait_for(process.wait(), START_STOP_SECONDS)
+    assert code == 0, log.read_text()
 
 
 #: The notification that ends a handshake.
