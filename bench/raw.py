@@ -959,7 +959,7 @@ async def poll(world: BenchWorld, worker: Worker, after: int) -> tuple[int, int]
         for row in rows:
             if row.type != "agent.invocation":
                 continue
-            run = await q.lock_run(conn, id=row.resource_id)
+            run = await q.lock_active_run(conn, id=row.resource_id)
             if run is None or run.state != "queued":
                 continue
             # The message, the author, the agent and the author's grants arrive with the

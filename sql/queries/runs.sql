@@ -32,6 +32,24 @@ SELECT runs.* FROM runs
 WHERE runs.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM thread)
 FOR UPDATE OF runs;
 
+-- LockRun for a run that has not ended. A run that ended never moves again, so an
+-- unlocked look suffices to skip it: no row, and nothing locked (neither its thread nor
+-- the run). The agent feed reads past many ended runs' events: locking each thread held
+-- people's posts for the whole walk and deadlocked two agents' polls. An active run is
+-- locked as LockRun locks it; one that ended while its lock was awaited comes back ended.
+-- name: LockActiveRun :one
+WITH thread AS (
+    SELECT t.id FROM threads t
+    WHERE t.id = (
+        SELECT r.thread_id FROM runs r
+        WHERE r.id = sqlc.arg(id) AND r.state IN ('queued', 'running', 'waiting_input')
+    )
+    FOR NO KEY UPDATE
+)
+SELECT runs.* FROM runs
+WHERE runs.id = sqlc.arg(id) AND EXISTS (SELECT 1 FROM thread)
+FOR UPDATE OF runs;
+
 -- LockRun for the caller of a bearer token, read in the same round trip (ADR 0026): the
 -- live token of the hash and its principal as one JSON column (as GetPostFacts reads
 -- them: [id, kind, handle, display_name, is_owner, billing_mode, holder_id,

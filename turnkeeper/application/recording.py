@@ -117,6 +117,10 @@ class RecordingRuns:
         """The unit's own lock."""
         return await self._inner.lock(run_id)
 
+    async def lock_active(self, run_id: uuid.UUID) -> Run | None:
+        """The unit's own lock."""
+        return await self._inner.lock_active(run_id)
+
     async def lock_for_token(self, run_id: uuid.UUID, token_hash: bytes) -> TokenRun | None:
         """The unit's own lock."""
         return await self._inner.lock_for_token(run_id, token_hash)

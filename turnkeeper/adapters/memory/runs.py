@@ -53,6 +53,11 @@ class MemoryRunRepository:
         """The run, or None (units are serialized: no lock to take)."""
         return self._t.runs.get(run_id)
 
+    async def lock_active(self, run_id: uuid.UUID) -> Run | None:
+        """The run while it has not ended, or None (units are serialized: no lock)."""
+        run = self._t.runs.get(run_id)
+        return run if run is not None and run.state.active else None
+
     async def lock_for_token(self, run_id: uuid.UUID, token_hash: bytes) -> TokenRun | None:
         """The caller of a live token and the run, or None for an unknown or revoked token."""
         caller = await MemoryTokenRepository(self._t).resolve(token_hash)

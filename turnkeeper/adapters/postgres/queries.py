@@ -1478,6 +1478,18 @@ SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, ru
 WHERE runs.id = %(p1)s AND EXISTS (SELECT 1 FROM thread)
 FOR UPDATE OF runs"""
 
+_LOCK_ACTIVE_RUN = """WITH thread AS (
+    SELECT t.id FROM threads t
+    WHERE t.id = (
+        SELECT r.thread_id FROM runs r
+        WHERE r.id = %(p1)s AND r.state IN ('queued', 'running', 'waiting_input')
+    )
+    FOR NO KEY UPDATE
+)
+SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+WHERE runs.id = %(p1)s AND EXISTS (SELECT 1 FROM thread)
+FOR UPDATE OF runs"""
+
 _LOCK_RUN_FOR_TOKEN = """WITH token AS (
     SELECT k.id, k.principal_id, k.label, k.origin, k.created_at, k.last_used_at
     FROM api_tokens k
@@ -4626,6 +4638,41 @@ async def lock_run(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> RunR
         return await cur.fetchone()
 
 
+async def lock_active_run(conn: psycopg.AsyncConnection[Any], *, id: uuid.UUID) -> RunRow | None:
+    """Run LockActiveRun (:one, sql/queries/runs.sql).
+
+    LockRun for a run that has not ended. A run that ended never moves again, so an
+    unlocked look suffices to skip it: no row, and nothing locked (neither its thread nor
+    the run). The agent feed reads past many ended runs' events: locking each thread held
+    people's posts for the whole walk and deadlocked two agents' polls. An active run is
+    locked as LockRun locks it; one that ended while its lock was awaited comes back ended.
+
+    SQL::
+
+        WITH thread AS (
+            SELECT t.id FROM threads t
+            WHERE t.id = (
+                SELECT r.thread_id FROM runs r
+                WHERE r.id = $1 AND r.state IN ('queued', 'running', 'waiting_input')
+            )
+            FOR NO KEY UPDATE
+        )
+        SELECT runs.id, runs.thread_id, runs.agent_id, runs.state, runs.state_reason, runs.trigger_kind, runs.triggering_message_id, runs.triggered_by, runs.version, runs.cancel_requested, runs.cancel_requested_at, runs.invocation_jti, runs.created_at, runs.updated_at FROM runs
+        WHERE runs.id = $1 AND EXISTS (SELECT 1 FROM thread)
+        FOR UPDATE OF runs
+
+    Args:
+        conn: the connection; the statement runs in its current transaction.
+        id: ``$1`` (``uuid``).
+
+    Returns:
+        The row, or None when no row matched.
+    """
+    async with conn.cursor(row_factory=args_row(RunRow)) as cur:
+        await cur.execute(_LOCK_ACTIVE_RUN, {"p1": id})
+        return await cur.fetchone()
+
+
 async def lock_run_for_token(
     conn: psycopg.AsyncConnection[Any], *, token_hash: bytes, id: uuid.UUID
 ) -> LockRunForTokenRow | None:
@@ -6034,6 +6081,7 @@ keep_statements(
         _INSERT_RUN,
         _GET_RUN,
         _LOCK_RUN,
+        _LOCK_ACTIVE_RUN,
         _LOCK_RUN_FOR_TOKEN,
         _LOCK_ACTIVE_RUN_IN_THREAD,
         _LOCK_RUN_FOR_ANSWER,

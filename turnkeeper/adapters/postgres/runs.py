@@ -81,6 +81,11 @@ class PostgresRunRepository(PostgresRepository):
         row = await q.lock_run(self._conn, id=run_id)
         return None if row is None else _run(row)
 
+    async def lock_active(self, run_id: uuid.UUID) -> Run | None:
+        """``LockActiveRun``."""
+        row = await q.lock_active_run(self._conn, id=run_id)
+        return None if row is None else _run(row)
+
     async def lock_for_token(self, run_id: uuid.UUID, token_hash: bytes) -> TokenRun | None:
         """``LockRunForToken``: the token's caller and the run under FOR UPDATE."""
         row = await q.lock_run_for_token(self._conn, token_hash=token_hash, id=run_id)

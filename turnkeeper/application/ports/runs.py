@@ -53,6 +53,16 @@ class RunRepository(Protocol):
         """
         ...
 
+    async def lock_active(self, run_id: uuid.UUID) -> Run | None:
+        """The run as `lock` locks it while it has not ended, else None (no lock taken).
+
+        None for an unknown run or one that ended (it never moves again). For readers of
+        many runs' events (the agent feed), which skip ended runs: taking their threads
+        held people's posts and deadlocked two readers. A run that ends while its lock is
+        awaited comes back ended.
+        """
+        ...
+
     async def lock_for_token(self, run_id: uuid.UUID, token_hash: bytes) -> TokenRun | None:
         """`lock` for the caller of a live token, resolved in the same round trip.
 

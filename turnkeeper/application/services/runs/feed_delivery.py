@@ -155,7 +155,8 @@ class FeedDelivery:
 
         A refused one ends its run, whose id is added to `refused`.
         """
-        run = await uow.runs.lock(event.resource_id)
+        # An ended run's invocation is skipped without a lock (`lock_active`).
+        run = await uow.runs.lock_active(event.resource_id)
         if run is None or run.state is not RunState.QUEUED:
             return None
         # The message, the author, the agent and the author's grants arrive with the
@@ -195,7 +196,7 @@ class FeedDelivery:
         version and fails the message with the delivery reason (`delivery_reason`), and
         never touches the run otherwise.
         """
-        run = await uow.runs.lock(event.resource_id)
+        run = await uow.runs.lock_active(event.resource_id)
         message_id = uuid.UUID(str(event.payload["message_id"]))
         if run is None or not run.state.active:
             return None
