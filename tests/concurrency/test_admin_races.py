@@ -23,9 +23,8 @@ import pytest
 
 from tests.support.locks import wait_until_blocked
 from tests.support.scenario import draft
-from tests.support.services import services_over
 from turnkeeper.application.bootstrap import Services
-from turnkeeper.application.demo import DemoWorld, build_demo_world
+from turnkeeper.application.demo import DemoWorld
 from turnkeeper.application.ports import UnitOfWorkFactory
 from turnkeeper.application.transactions import AccessDenied
 from turnkeeper.domain.authorization import DenyReason
@@ -60,13 +59,6 @@ async def _behind_held_change(
         assert not waiting.done(), "the use case must wait for the held row"
         await holder.commit()
     return await waiting
-
-
-@pytest.fixture
-async def world_on_pg(pg_uow_factory: UnitOfWorkFactory) -> tuple[Services, DemoWorld]:
-    """The demo world on PostgreSQL."""
-    services = services_over(pg_uow_factory)
-    return services, await build_demo_world(services)
 
 
 async def test_a_channel_change_keeps_a_change_committed_while_it_waited(

@@ -13,27 +13,17 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
-import pytest
 
 from tests.support.locks import LOCK_WAIT_POLL_SECONDS, LOCK_WAIT_TRIES
 from tests.support.scenario import draft, main_thread
-from tests.support.services import services_over
 from turnkeeper.application.bootstrap import Services
-from turnkeeper.application.demo import DemoWorld, build_demo_world
-from turnkeeper.application.ports import UnitOfWorkFactory
+from turnkeeper.application.demo import DemoWorld
 from turnkeeper.domain.runs import RunState
 
 #: Rounds of the scenario.
 ROUNDS = 3
 #: The longest a poll that waits for nothing may take (the bound of `wait_until_blocked`).
 POLL_BOUND_SECONDS = LOCK_WAIT_TRIES * LOCK_WAIT_POLL_SECONDS
-
-
-@pytest.fixture
-async def world_on_pg(pg_uow_factory: UnitOfWorkFactory) -> tuple[Services, DemoWorld]:
-    """The demo world on PostgreSQL."""
-    services = services_over(pg_uow_factory)
-    return services, await build_demo_world(services)
 
 
 async def test_a_poll_over_an_ended_runs_invocation_waits_for_no_thread(

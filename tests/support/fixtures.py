@@ -71,3 +71,10 @@ async def client(services: Services) -> AsyncIterator[ContractClient]:
     """A client of a new application over the services that checks every answer."""
     async with contract_client(services) as checked:
         yield checked
+
+
+@pytest.fixture
+async def world_on_pg(pg_uow_factory: UnitOfWorkFactory) -> tuple[Services, DemoWorld]:
+    """The demo world on PostgreSQL only (for tests that hold rows in another session)."""
+    services = services_over(pg_uow_factory)
+    return services, await build_demo_world(services)
