@@ -16,6 +16,7 @@ origin), runs carry ids and states.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol
@@ -80,6 +81,15 @@ class CommittedChanges:
     runs_updated: tuple[Run, ...] = ()
     followups: tuple[FollowupChange, ...] = ()
     denials: tuple[DenialFact, ...] = ()
+
+    @property
+    def runs_ended(self) -> tuple[Run, ...]:
+        """The runs the unit ended, each once, as stored by the update that ended it."""
+        ended: dict[uuid.UUID, Run] = {}
+        for run in self.runs_updated:
+            if run.state in END_STATES and run.id not in ended:
+                ended[run.id] = run
+        return tuple(ended.values())
 
     @property
     def empty(self) -> bool:
@@ -203,17 +213,14 @@ def log_runs(changes: CommittedChanges) -> None:
     """
     for run in changes.runs_opened:
         _runs_log.info("run_opened", run_id=str(run.id), agent_id=str(run.agent_id))
-    ended: set[object] = set()
-    for run in changes.runs_updated:
-        if run.state in END_STATES and run.id not in ended:
-            ended.add(run.id)
-            # The agent's own reason is free text: the line names only that it gave one.
-            _runs_log.info(
-                "run_ended",
-                run_id=str(run.id),
-                state=run.state.value,
-                reason=bounded_reason(run.state, run.state_reason),
-            )
+    for run in changes.runs_ended:
+        # The agent's own reason is free text: the line names only that it gave one.
+        _runs_log.info(
+            "run_ended",
+            run_id=str(run.id),
+            state=run.state.value,
+            reason=bounded_reason(run.state, run.state_reason),
+        )
 
 
 class TelemetryHub:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import timedelta
@@ -305,11 +304,8 @@ class PrometheusMetrics:
                 self.messages_created.labels(origin=_bounded(str(origin), _ORIGINS)).inc()
         if changes.runs_opened:
             self.runs_opened.inc(len(changes.runs_opened))
-        ended: set[uuid.UUID] = set()
-        for run in changes.runs_updated:
-            if run.state in END_STATES and run.id not in ended:
-                ended.add(run.id)
-                self._run_ended(run.state, run.state_reason, run.updated_at - run.created_at)
+        for run in changes.runs_ended:
+            self._run_ended(run.state, run.state_reason, run.updated_at - run.created_at)
         for change in changes.followups:
             outcome = change.outcome if change.outcome in FOLLOWUP_OUTCOMES else OTHER
             self.followups.labels(outcome=outcome).inc(change.count)
