@@ -11,6 +11,7 @@ line (frontiers and state, never content or token).
 from __future__ import annotations
 
 from collections import OrderedDict
+from http import HTTPStatus
 from typing import Any
 
 from turnkeeper.adapters.client import wire
@@ -27,8 +28,6 @@ LOGGER_NAME = "turnkeeper.client"
 #: recently used beyond are forgotten (a retry of a forgotten one is judged by the
 #: frontiers alone again, so it may be held locally although the server holds it).
 REMEMBERED_SENDS = 4096
-#: The first status of a server error: a unit may have committed before it was answered.
-SERVER_ERROR_STATUS = 500
 
 
 def _log() -> Any:
@@ -131,7 +130,7 @@ class SendGate:
                 seen_up_to_seq=local.seen_up_to_seq,
             )
         except ClientProblem as problem:
-            if problem.status >= SERVER_ERROR_STATUS:
+            if problem.status >= HTTPStatus.INTERNAL_SERVER_ERROR:
                 # The server's unit may have committed before the error was answered.
                 self._stored.remember(target_key, client_message_id)
             if problem.has_error("/freshness/target_key"):
